@@ -1,0 +1,105 @@
+// Command payment-service runs the payment service.
+//
+//	payment-service [serve]               serve HTTP (the default)
+//	payment-service migrate up|down|status
+//
+// Configuration comes from the environment; see README.md.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/example/payment-service/db/migrations"
+	"github.com/example/payment-service/internal/config"
+	"github.com/example/payment-service/internal/service"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "payment-service:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: payment-service [serve | migrate up|down|status]`
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return serve(ctx, getenv, stdout)
+	case "migrate":
+		if len(args) != 1 {
+			return fmt.Errorf("%s", usage)
+		}
+		return migrate(ctx, args[0], getenv, stdout)
+	case "help", "-h", "--help":
+		_, err := fmt.Fprintln(stdout, usage)
+		return err
+	default:
+		return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+	}
+}
+
+func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return fmt.Errorf("configuration:\n%w", err)
+	}
+	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	svc, err := service.New(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	return svc.Run(ctx)
+}
+
+func migrate(ctx context.Context, direction string, getenv func(string) string, stdout io.Writer) error {
+	dsn, err := config.LoadDatabaseURL(getenv)
+	if err != nil {
+		return fmt.Errorf("configuration:\n%w", err)
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	p, err := migrations.NewProvider(db)
+	if err != nil {
+		return err
+	}
+	switch direction {
+	case "up":
+		results, err := p.Up(ctx)
+		for _, r := range results {
+			fmt.Fprintln(stdout, r)
+		}
+		return err
+	case "down":
+		r, err := p.Down(ctx)
+		if r != nil {
+			fmt.Fprintln(stdout, r)
+		}
+		return err
+	case "status":
+		statuses, err := p.Status(ctx)
+		for _, s := range statuses {
+			fmt.Fprintf(stdout, "%-8s %s\n", s.State, s.Source.Path)
+		}
+		return err
+	default:
+		return fmt.Errorf("unknown migrate direction %q\n%s", direction, usage)
+	}
+}

@@ -1,0 +1,163 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/example/payment-service/internal/domain"
+)
+
+// Transactor runs fn in one database transaction: it commits when fn
+// returns nil and rolls back otherwise. The repositories handed to fn work
+// inside that transaction only.
+type Transactor interface {
+	Transact(ctx context.Context, fn func(ctx context.Context, r Repos) error) error
+}
+
+// Repos are the repositories bound to one transaction.
+type Repos struct {
+	Idempotency IdempotencyRecords
+	Payments    Payments
+	Orders      Orders
+}
+
+// IdempotencyScope names one idempotency record: keys are per client.
+type IdempotencyScope struct {
+	ClientID domain.ClientID
+	Key      string
+}
+
+// StoredResponse is the reply kept for a key (R-DIST-IDEM-3): the HTTP
+// status and the exact body bytes, replayed as they are.
+type StoredResponse struct {
+	StatusCode int
+	Body       []byte
+}
+
+// RecordStatus is where an idempotency record stands.
+type RecordStatus string
+
+const (
+	RecordInProgress RecordStatus = "IN_PROGRESS"
+	RecordCompleted  RecordStatus = "COMPLETED"
+)
+
+// IdempotencyRecord is a key's stored state.
+type IdempotencyRecord struct {
+	Scope       IdempotencyScope
+	CommandHash string
+	Status      RecordStatus
+	Response    StoredResponse // set when Completed
+	PaymentID   *domain.PaymentID
+	LockToken   uuid.UUID
+	LockedUntil time.Time
+	CreatedAt   time.Time
+}
+
+// Claim asks for the lock on a key.
+type Claim struct {
+	Scope       IdempotencyScope
+	CommandHash string
+	Token       uuid.UUID     // proves ownership when completing or releasing
+	LockFor     time.Duration // how long the claim blocks duplicates
+}
+
+// IdempotencyRecords is the first layer of R-DIST-IDEM-4.
+type IdempotencyRecords interface {
+	// Claim atomically inserts an IN_PROGRESS record, or takes over an
+	// IN_PROGRESS record with the same command hash whose lock has expired.
+	// claimed is false when the key is held, completed, or used by another
+	// command; the record returned is then the existing one, as it stands.
+	Claim(ctx context.Context, c Claim) (rec IdempotencyRecord, claimed bool, err error)
+	// SetRecoveryPoint links the claimed record to its reserved payment.
+	SetRecoveryPoint(ctx context.Context, scope IdempotencyScope, token uuid.UUID, payment domain.PaymentID) error
+	// Complete stores the outcome and ends the claim. It returns
+	// ErrLockLost if token no longer owns the record.
+	Complete(ctx context.Context, scope IdempotencyScope, token uuid.UUID, resp StoredResponse) error
+	// Release deletes the claim so the key can be used again; ErrLockLost
+	// if token no longer owns it.
+	Release(ctx context.Context, scope IdempotencyScope, token uuid.UUID) error
+}
+
+// Payments is the payment table: the second layer of R-DIST-IDEM-4.
+type Payments interface {
+	// Reserve inserts a PENDING payment unless one exists for the same
+	// provider and external payment id, in which case it returns that one
+	// with created false. It never creates a second row.
+	Reserve(ctx context.Context, client domain.ClientID, c domain.Charge) (p domain.Payment, created bool, err error)
+	// Get returns the payment; domain.ErrPaymentNotFound if none.
+	Get(ctx context.Context, id domain.PaymentID) (domain.Payment, error)
+	// SetStatus moves a PENDING payment to a final status and returns it.
+	SetStatus(ctx context.Context, id domain.PaymentID, status domain.PaymentStatus) (domain.Payment, error)
+	// DeletePending removes a PENDING payment whose charge did not happen.
+	DeletePending(ctx context.Context, id domain.PaymentID) error
+}
+
+// Orders reads the order projection.
+type Orders interface {
+	// Get returns domain.ErrOrderNotFound if the order is unknown.
+	Get(ctx context.Context, id domain.OrderID) (domain.Order, error)
+}
+
+// ProviderCharge is one charge request to a payment provider.
+type ProviderCharge struct {
+	// IdempotencyKey is derived from the business operation, so the
+	// provider charges a payment once however often it is asked.
+	IdempotencyKey string
+	Charge         domain.Charge
+}
+
+// ProviderDecision is the provider's answer.
+type ProviderDecision string
+
+const (
+	ProviderApproved ProviderDecision = "APPROVED"
+	ProviderDeclined ProviderDecision = "DECLINED"
+)
+
+// PaymentProvider charges money. An error means the outcome is unknown or
+// transient; asking again with the same IdempotencyKey is safe.
+type PaymentProvider interface {
+	Charge(ctx context.Context, req ProviderCharge) (ProviderDecision, error)
+}
+
+// OutcomeKind says what a charge command ended in.
+type OutcomeKind int
+
+const (
+	// OutcomeCharged: a new payment, approved by the provider.
+	OutcomeCharged OutcomeKind = iota + 1
+	// OutcomeDeclined: a new payment, refused by the provider.
+	OutcomeDeclined
+	// OutcomeAlreadyRecorded: a new key for an external payment that is
+	// already recorded as the same charge; the existing payment is returned.
+	OutcomeAlreadyRecorded
+	// OutcomeExternalPaymentConflict: the external payment is recorded as a
+	// different charge (or for another client).
+	OutcomeExternalPaymentConflict
+)
+
+// ChargeOutcome is the result of a charge command before it is rendered.
+type ChargeOutcome struct {
+	Kind    OutcomeKind
+	Payment domain.Payment
+}
+
+// ResponseEncoder renders an outcome into the response stored for the key
+// and sent to the client. The HTTP adapter implements it, so the use case
+// can store the exact reply in the same transaction as the payment without
+// knowing HTTP.
+type ResponseEncoder interface {
+	EncodeChargeOutcome(ChargeOutcome) (StoredResponse, error)
+}
+
+// ErrLockLost: the claim was taken over by another request after it expired.
+var ErrLockLost = errors.New("idempotency lock lost")
+
+// ErrStoreUnavailable wraps database errors that mean the database cannot be
+// reached. The service fails closed on them: 503, never a charge without
+// its record.
+var ErrStoreUnavailable = errors.New("store unavailable")

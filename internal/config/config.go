@@ -1,0 +1,205 @@
+// Package config reads the service's configuration from the environment,
+// once, at start-up. Adapters never read the environment themselves; they
+// get what they need from Config.
+//
+// Each variable is parsed by hand with a small helper rather than through
+// struct tags, so that every error names the variable that is wrong
+// ("IDEMPOTENCY_LOCK_TIMEOUT: ..."), which is what an operator needs.
+package config
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the service's whole configuration.
+type Config struct {
+	// DatabaseURL (DATABASE_URL, required) is a PostgreSQL connection string.
+	DatabaseURL string
+	// DatabaseMaxConns (DATABASE_MAX_CONNS, default 20) caps the pool.
+	DatabaseMaxConns int
+	// HTTPAddr (HTTP_ADDR, default ":8080") is the listen address.
+	HTTPAddr string
+	// APIKeys (API_KEYS, required) are the clients allowed to call the API,
+	// given as client:key pairs separated by commas.
+	APIKeys []APIKey
+	// MigrateOnStart (MIGRATE_ON_START, default false) applies pending
+	// migrations before serving.
+	MigrateOnStart bool
+	// IdempotencyLockTimeout (IDEMPOTENCY_LOCK_TIMEOUT, default 30s) is how
+	// long a claimed key blocks duplicates before a retry may take it over.
+	// It must exceed the slowest provider call.
+	IdempotencyLockTimeout time.Duration
+	// SandboxProviderLatency (SANDBOX_PROVIDER_LATENCY, default 0) delays
+	// each sandbox provider answer.
+	SandboxProviderLatency time.Duration
+	// ShutdownTimeout (SHUTDOWN_TIMEOUT, default 15s) bounds the graceful
+	// shutdown: in-flight requests get this long to finish.
+	ShutdownTimeout time.Duration
+	// LogLevel (LOG_LEVEL, default info): debug, info, warn or error.
+	LogLevel slog.Level
+	// KafkaBrokers (KAFKA_BROKERS, optional) lists host:port pairs; used by
+	// the Kafka consumer and producer.
+	KafkaBrokers []string
+}
+
+// APIKey is one client's credential. Only the key's SHA-256 digest is kept,
+// so the comparison in the auth middleware runs over equal-length values.
+type APIKey struct {
+	ClientID  string
+	KeyDigest [sha256.Size]byte
+}
+
+// Load parses the environment through getenv (os.Getenv in main, a map in
+// tests). All problems are reported together.
+func Load(getenv func(string) string) (Config, error) {
+	p := parser{getenv: getenv}
+	cfg := Config{
+		DatabaseURL:            p.str("DATABASE_URL", "", true),
+		DatabaseMaxConns:       p.positiveInt("DATABASE_MAX_CONNS", 20),
+		HTTPAddr:               p.addr("HTTP_ADDR", ":8080"),
+		APIKeys:                p.apiKeys("API_KEYS"),
+		MigrateOnStart:         p.boolean("MIGRATE_ON_START", false),
+		IdempotencyLockTimeout: p.duration("IDEMPOTENCY_LOCK_TIMEOUT", 30*time.Second, time.Second, time.Hour),
+		SandboxProviderLatency: p.duration("SANDBOX_PROVIDER_LATENCY", 0, 0, time.Minute),
+		ShutdownTimeout:        p.duration("SHUTDOWN_TIMEOUT", 15*time.Second, time.Second, 10*time.Minute),
+		LogLevel:               p.level("LOG_LEVEL", slog.LevelInfo),
+		KafkaBrokers:           p.list("KAFKA_BROKERS"),
+	}
+	if cfg.SandboxProviderLatency >= cfg.IdempotencyLockTimeout {
+		p.fail("SANDBOX_PROVIDER_LATENCY", "must be shorter than IDEMPOTENCY_LOCK_TIMEOUT (%s), or every charge would lose its lock", cfg.IdempotencyLockTimeout)
+	}
+	return cfg, errors.Join(p.errs...)
+}
+
+// LoadDatabaseURL reads only DATABASE_URL, for commands such as `migrate`
+// that need nothing else.
+func LoadDatabaseURL(getenv func(string) string) (string, error) {
+	p := parser{getenv: getenv}
+	url := p.str("DATABASE_URL", "", true)
+	return url, errors.Join(p.errs...)
+}
+
+type parser struct {
+	getenv func(string) string
+	errs   []error
+}
+
+func (p *parser) fail(name, format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf("%s: "+format, append([]any{name}, args...)...))
+}
+
+func (p *parser) str(name, def string, required bool) string {
+	v := strings.TrimSpace(p.getenv(name))
+	if v == "" {
+		if required {
+			p.fail(name, "is required")
+		}
+		return def
+	}
+	return v
+}
+
+func (p *parser) positiveInt(name string, def int) int {
+	v := p.str(name, "", false)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		p.fail(name, "must be a positive integer, got %q", v)
+		return def
+	}
+	return n
+}
+
+func (p *parser) boolean(name string, def bool) bool {
+	v := p.str(name, "", false)
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		p.fail(name, "must be true or false, got %q", v)
+		return def
+	}
+	return b
+}
+
+func (p *parser) duration(name string, def, lo, hi time.Duration) time.Duration {
+	v := p.str(name, "", false)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		p.fail(name, "must be a duration such as 30s or 250ms, got %q", v)
+		return def
+	}
+	if d < lo || d > hi {
+		p.fail(name, "must be between %s and %s, got %s", lo, hi, d)
+		return def
+	}
+	return d
+}
+
+func (p *parser) addr(name, def string) string {
+	v := p.str(name, def, false)
+	if _, port, err := net.SplitHostPort(v); err != nil || port == "" {
+		p.fail(name, "must be host:port or :port, got %q", v)
+		return def
+	}
+	return v
+}
+
+func (p *parser) level(name string, def slog.Level) slog.Level {
+	v := p.str(name, "", false)
+	if v == "" {
+		return def
+	}
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(v)); err != nil {
+		p.fail(name, "must be debug, info, warn or error, got %q", v)
+		return def
+	}
+	return l
+}
+
+func (p *parser) list(name string) []string {
+	var out []string
+	for item := range strings.SplitSeq(p.str(name, "", false), ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+func (p *parser) apiKeys(name string) []APIKey {
+	raw := p.str(name, "", true)
+	if raw == "" {
+		return nil
+	}
+	var keys []APIKey
+	seen := map[string]bool{}
+	for i, pair := range strings.Split(raw, ",") {
+		client, key, ok := strings.Cut(strings.TrimSpace(pair), ":")
+		if !ok || client == "" || key == "" {
+			p.fail(name, "entry %d must be client:key", i+1)
+			continue
+		}
+		if seen[client] {
+			p.fail(name, "client %q appears twice", client)
+			continue
+		}
+		seen[client] = true
+		keys = append(keys, APIKey{ClientID: client, KeyDigest: sha256.Sum256([]byte(key))})
+	}
+	return keys
+}

@@ -1,0 +1,100 @@
+package domain
+
+import (
+	"fmt"
+
+	"github.com/shopspring/decimal"
+)
+
+// Money limits follow the column type numeric(19,4): 15 integer digits and
+// 4 fraction digits.
+const (
+	MaxFractionDigits = 4
+	MaxIntegerDigits  = 15
+)
+
+// Currency is an ISO 4217 alphabetic code, such as RUB.
+type Currency string
+
+// ParseCurrency accepts three upper-case ASCII letters. Whether the code is
+// an assigned ISO 4217 code is checked at the edge (the HTTP validator keeps
+// the list); the domain guarantees the shape the database column holds.
+func ParseCurrency(code string) (Currency, error) {
+	if len(code) != 3 {
+		return "", fmt.Errorf("%w: currency must be a 3-letter ISO 4217 code", ErrInvalid)
+	}
+	for _, r := range code {
+		if r < 'A' || r > 'Z' {
+			return "", fmt.Errorf("%w: currency must be a 3-letter upper-case ISO 4217 code", ErrInvalid)
+		}
+	}
+	return Currency(code), nil
+}
+
+// minorUnits lists the ISO 4217 currencies whose minor unit is not 2 digits.
+var minorUnits = map[Currency]int32{
+	"BIF": 0, "CLP": 0, "DJF": 0, "GNF": 0, "ISK": 0, "JPY": 0, "KMF": 0, "KRW": 0, "PYG": 0,
+	"RWF": 0, "UGX": 0, "UYI": 0, "VND": 0, "VUV": 0, "XAF": 0, "XOF": 0, "XPF": 0,
+	"BHD": 3, "IQD": 3, "JOD": 3, "KWD": 3, "LYD": 3, "OMR": 3, "TND": 3,
+	"CLF": 4, "UYW": 4,
+}
+
+// MinorUnits is the number of fraction digits the currency is written with.
+func (c Currency) MinorUnits() int32 {
+	if n, ok := minorUnits[c]; ok {
+		return n
+	}
+	return 2
+}
+
+// Money is a positive amount in one currency. It is never a float.
+type Money struct {
+	amount   decimal.Decimal
+	currency Currency
+}
+
+// NewMoney validates that amount is positive and fits numeric(19,4).
+func NewMoney(amount decimal.Decimal, currency Currency) (Money, error) {
+	if !amount.IsPositive() {
+		return Money{}, fmt.Errorf("%w: amount must be greater than 0", ErrInvalid)
+	}
+	if fractionDigits(amount) > MaxFractionDigits {
+		return Money{}, fmt.Errorf("%w: amount has more than %d fraction digits", ErrInvalid, MaxFractionDigits)
+	}
+	if len(amount.Truncate(0).String()) > MaxIntegerDigits {
+		return Money{}, fmt.Errorf("%w: amount has more than %d integer digits", ErrInvalid, MaxIntegerDigits)
+	}
+	if _, err := ParseCurrency(string(currency)); err != nil {
+		return Money{}, err
+	}
+	return Money{amount: amount, currency: currency}, nil
+}
+
+// Amount returns the amount.
+func (m Money) Amount() decimal.Decimal { return m.amount }
+
+// Currency returns the currency.
+func (m Money) Currency() Currency { return m.currency }
+
+// Equal compares by value: 100.5 RUB equals 100.5000 RUB.
+func (m Money) Equal(o Money) bool {
+	return m.currency == o.currency && m.amount.Equal(o.amount)
+}
+
+// AmountString formats the amount with the currency's minor units, or with
+// more fraction digits when the amount has them: 100.5 RUB is "100.50",
+// 100.1234 RUB is "100.1234", 500 JPY is "500". The same value always gives
+// the same string, which keeps stored responses byte-stable.
+func (m Money) AmountString() string {
+	digits := max(m.currency.MinorUnits(), fractionDigits(m.amount))
+	return m.amount.StringFixed(digits)
+}
+
+// fractionDigits is the number of fraction digits without trailing zeros.
+func fractionDigits(d decimal.Decimal) int32 {
+	for places := int32(0); ; places++ {
+		if d.Truncate(places).Equal(d) {
+			return places
+		}
+	}
+}

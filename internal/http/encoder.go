@@ -1,0 +1,43 @@
+package http
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/example/payment-service/internal/app"
+)
+
+// ResponseEncoder renders charge outcomes into the exact responses that are
+// stored with the idempotency key and replayed byte for byte. It implements
+// app.ResponseEncoder. Bodies hold nothing request-specific (no request id,
+// no time of the reply), so the stored bytes are right for every replay.
+type ResponseEncoder struct{}
+
+// EncodeChargeOutcome implements app.ResponseEncoder.
+func (ResponseEncoder) EncodeChargeOutcome(o app.ChargeOutcome) (app.StoredResponse, error) {
+	var status int
+	var body any
+	switch o.Kind {
+	case app.OutcomeCharged:
+		status, body = http.StatusCreated, toPaymentResponse(o.Payment)
+	case app.OutcomeAlreadyRecorded:
+		status, body = http.StatusOK, toPaymentResponse(o.Payment)
+	case app.OutcomeDeclined:
+		p := newProblem(http.StatusPaymentRequired, codePaymentDeclined, "Payment declined",
+			"The payment provider declined the charge. The declined payment is recorded.")
+		p.Payment = toPaymentResponse(o.Payment)
+		status, body = p.Status, p
+	case app.OutcomeExternalPaymentConflict:
+		p := newProblem(http.StatusConflict, codeExternalPaymentConflict, "External payment conflict",
+			"This external payment is already recorded for a different charge.")
+		status, body = p.Status, p
+	default:
+		return app.StoredResponse{}, fmt.Errorf("encode charge outcome: unknown kind %d", o.Kind)
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return app.StoredResponse{}, fmt.Errorf("encode charge outcome: %w", err)
+	}
+	return app.StoredResponse{StatusCode: status, Body: b}, nil
+}

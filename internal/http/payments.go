@@ -1,0 +1,351 @@
+package http
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-playground/validator/v10"
+	"github.com/labstack/echo/v4"
+	"github.com/shopspring/decimal"
+
+	"github.com/example/payment-service/internal/app"
+	"github.com/example/payment-service/internal/domain"
+)
+
+// maxBodyBytes caps a request body; larger is 413.
+const maxBodyBytes = 64 << 10
+
+// chargeOperation is the endpoint's name in the command hash.
+const chargeOperation = "POST /payments"
+
+// chargeRequest is the JSON body of POST /payments. Pointers tell a
+// missing field from a zero one, so "required" can name it.
+type chargeRequest struct {
+	OrderID           *int64  `json:"orderId" validate:"required,gt=0"`
+	CustomerID        *int64  `json:"customerId" validate:"required,gt=0"`
+	Amount            *string `json:"amount" validate:"required,amount"`
+	Currency          *string `json:"currency" validate:"required,iso4217"`
+	PaymentProvider   *string `json:"paymentProvider" validate:"required,provider"`
+	ExternalPaymentID *string `json:"externalPaymentId" validate:"required,min=1,max=128,printascii"`
+}
+
+// paymentResponse is a payment as the API shows it.
+type paymentResponse struct {
+	ID                int64     `json:"id"`
+	OrderID           int64     `json:"orderId"`
+	CustomerID        int64     `json:"customerId"`
+	Amount            string    `json:"amount"`
+	Currency          string    `json:"currency"`
+	PaymentProvider   string    `json:"paymentProvider"`
+	ExternalPaymentID string    `json:"externalPaymentId"`
+	Status            string    `json:"status"`
+	CreatedAt         time.Time `json:"createdAt"`
+}
+
+func toPaymentResponse(p domain.Payment) *paymentResponse {
+	return &paymentResponse{
+		ID:                int64(p.ID),
+		OrderID:           int64(p.Charge.OrderID),
+		CustomerID:        int64(p.Charge.CustomerID),
+		Amount:            p.Charge.Amount.AmountString(),
+		Currency:          string(p.Charge.Amount.Currency()),
+		PaymentProvider:   string(p.Charge.Provider),
+		ExternalPaymentID: string(p.Charge.ExternalPaymentID),
+		Status:            string(p.Status),
+		CreatedAt:         p.CreatedAt.UTC(),
+	}
+}
+
+// paymentHandlers serves /payments.
+type paymentHandlers struct {
+	charge   *app.ChargePayment
+	get      *app.GetPayment
+	validate *validator.Validate
+	metrics  *metrics
+}
+
+// chargePayment handles POST /payments. Everything that can be wrong with
+// the request is checked before the use case runs, so a bad request stores
+// nothing and the client can fix it and retry with the same key.
+func (h *paymentHandlers) chargePayment(c echo.Context) error {
+	req := c.Request()
+	if mediaType, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType)); err != nil || mediaType != echo.MIMEApplicationJSON {
+		return newProblem(http.StatusUnsupportedMediaType, codeUnsupportedMediaType, "Unsupported media type",
+			"Send the body as application/json.")
+	}
+	key, err := idempotencyKey(req.Header.Values("Idempotency-Key"))
+	if err != nil {
+		return err
+	}
+	charge, err := h.decodeCharge(c)
+	if err != nil {
+		return err
+	}
+
+	result, err := h.charge.Handle(req.Context(), app.ChargeCommand{
+		Scope:     app.IdempotencyScope{ClientID: clientID(c), Key: key},
+		Charge:    charge,
+		Operation: chargeOperation,
+	})
+	var inProgress *app.InProgressError
+	switch {
+	case errors.Is(err, app.ErrKeyReused):
+		h.metrics.keyReused.Inc()
+	case errors.As(err, &inProgress):
+		h.metrics.inProgress.Inc()
+	case err == nil && result.Replayed:
+		h.metrics.replays.Inc()
+		c.Response().Header().Set("Idempotent-Replayed", "true")
+	}
+	if err != nil {
+		return err
+	}
+	contentType := echo.MIMEApplicationJSON
+	if result.Response.StatusCode >= 400 {
+		contentType = contentTypeProblem
+	}
+	return c.Blob(result.Response.StatusCode, contentType, result.Response.Body)
+}
+
+// getPayment handles GET /payments/:id.
+func (h *paymentHandlers) getPayment(c echo.Context) error {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return validationProblem([]FieldError{{Field: "id", Message: "must be a positive integer"}})
+	}
+	p, err := h.get.Handle(c.Request().Context(), clientID(c), domain.PaymentID(id))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, toPaymentResponse(p))
+}
+
+// idempotencyKey validates the Idempotency-Key header: exactly one, 1 to
+// 255 printable ASCII characters.
+func idempotencyKey(values []string) (string, error) {
+	if len(values) == 0 || values[0] == "" {
+		return "", newProblem(http.StatusBadRequest, codeIdempotencyKeyMissing, "Idempotency key missing",
+			"Send an Idempotency-Key header, generated once per operation and reused on every retry.")
+	}
+	invalid := newProblem(http.StatusBadRequest, codeIdempotencyKeyInvalid, "Idempotency key invalid",
+		"The Idempotency-Key header must appear once and be 1 to 255 printable ASCII characters.")
+	key := values[0]
+	if len(values) > 1 || len(key) > 255 {
+		return "", invalid
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return "", invalid
+		}
+	}
+	return key, nil
+}
+
+// decodeCharge reads, decodes and validates the body into a domain charge.
+func (h *paymentHandlers) decodeCharge(c echo.Context) (domain.Charge, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return domain.Charge{}, payloadTooLarge()
+	}
+	if err != nil {
+		return domain.Charge{}, newProblem(http.StatusBadRequest, codeMalformedJSON, "Malformed JSON", "The body could not be read.")
+	}
+
+	var req chargeRequest
+	var typeErrs []FieldError
+	if err := decodeStrict(body, &req); err != nil {
+		var fde *fieldDecodeErrors
+		if !errors.As(err, &fde) {
+			return domain.Charge{}, err
+		}
+		typeErrs = fde.errs
+	}
+	if errs := h.validateFields(&req, typeErrs); len(errs) > 0 {
+		return domain.Charge{}, validationProblem(errs)
+	}
+
+	// The validator has checked every field, so these constructors cannot
+	// fail; their errors are still returned, never ignored.
+	amount, err := decimal.NewFromString(*req.Amount)
+	if err != nil {
+		return domain.Charge{}, validationProblem([]FieldError{{Field: "amount", Message: err.Error()}})
+	}
+	money, err := domain.NewMoney(amount, domain.Currency(*req.Currency))
+	if err != nil {
+		return domain.Charge{}, validationProblem([]FieldError{{Field: "amount", Message: err.Error()}})
+	}
+	charge, err := domain.NewCharge(domain.OrderID(*req.OrderID), domain.CustomerID(*req.CustomerID), money,
+		domain.ProviderName(*req.PaymentProvider), domain.ExternalPaymentID(*req.ExternalPaymentID))
+	if err != nil {
+		return domain.Charge{}, validationProblem([]FieldError{{Field: "body", Message: err.Error()}})
+	}
+	return charge, nil
+}
+
+// decodeStrict decodes one JSON object into the struct v points to,
+// field by field, so that every field of the wrong JSON type and every
+// unknown field is reported, not only the first. Syntax errors and trailing
+// data are malformed JSON.
+func decodeStrict(body []byte, v any) error {
+	malformed := func(err error) error {
+		return newProblem(http.StatusBadRequest, codeMalformedJSON, "Malformed JSON",
+			"The body is not a valid JSON object: "+err.Error())
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var fields map[string]json.RawMessage
+	if err := dec.Decode(&fields); err != nil {
+		return malformed(err)
+	}
+	if dec.More() {
+		return malformed(errors.New("trailing data after the JSON object"))
+	}
+	if fields == nil {
+		return malformed(errors.New("the body must be a JSON object"))
+	}
+
+	target := reflect.ValueOf(v).Elem()
+	byName := map[string]reflect.Value{}
+	for i := 0; i < target.NumField(); i++ {
+		name, _, _ := strings.Cut(target.Type().Field(i).Tag.Get("json"), ",")
+		byName[name] = target.Field(i)
+	}
+	var errs []FieldError
+	for _, name := range sortedKeys(fields) {
+		field, ok := byName[name]
+		if !ok {
+			errs = append(errs, FieldError{Field: name, Message: "unknown field"})
+			continue
+		}
+		if err := json.Unmarshal(fields[name], field.Addr().Interface()); err != nil {
+			errs = append(errs, FieldError{Field: name, Message: "must be " + jsonTypeName(field.Type().Elem())})
+			field.SetZero() // a partly decoded value must not be used
+		}
+	}
+	if len(errs) > 0 {
+		return &fieldDecodeErrors{errs: errs}
+	}
+	return nil
+}
+
+// fieldDecodeErrors carries per-field type errors to be merged with the
+// validator's findings into one problem.
+type fieldDecodeErrors struct{ errs []FieldError }
+
+func (e *fieldDecodeErrors) Error() string { return "invalid fields" }
+
+func sortedKeys(m map[string]json.RawMessage) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func jsonTypeName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Int64:
+		return "an integer"
+	default:
+		return "of type " + t.String()
+	}
+}
+
+// validateFields runs the validator and returns every field error, after
+// the decode errors already found (a field with a decode error is not
+// reported twice).
+func (h *paymentHandlers) validateFields(req any, decodeErrs []FieldError) []FieldError {
+	errs := decodeErrs
+	reported := map[string]bool{}
+	for _, e := range decodeErrs {
+		reported[e.Field] = true
+	}
+	var verrs validator.ValidationErrors
+	if err := h.validate.Struct(req); errors.As(err, &verrs) {
+		for _, fe := range verrs {
+			if !reported[fe.Field()] {
+				errs = append(errs, FieldError{Field: fe.Field(), Message: fieldMessage(fe)})
+			}
+		}
+	}
+	return errs
+}
+
+func fieldMessage(fe validator.FieldError) string {
+	switch fe.Tag() {
+	case "required":
+		return "is required"
+	case "gt":
+		return "must be greater than " + fe.Param()
+	case "min", "max":
+		return fmt.Sprintf("must be 1 to %d characters", domain.MaxExternalPaymentIDLength)
+	case "printascii":
+		return "must be printable ASCII"
+	case "iso4217":
+		return "must be an ISO 4217 currency code"
+	case "amount":
+		return fmt.Sprintf("must be a decimal string greater than 0 with at most %d integer and %d fraction digits",
+			domain.MaxIntegerDigits, domain.MaxFractionDigits)
+	case "provider":
+		return "unknown payment provider"
+	default:
+		return "is invalid (" + fe.Tag() + ")"
+	}
+}
+
+// newValidator builds the request validator: JSON field names in errors, a
+// decimal amount rule, and the set of known providers.
+func newValidator(providers []domain.ProviderName) *validator.Validate {
+	v := validator.New(validator.WithRequiredStructEnabled())
+	v.RegisterTagNameFunc(func(f reflect.StructField) string {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		return name
+	})
+	known := map[string]bool{}
+	for _, p := range providers {
+		known[string(p)] = true
+	}
+	must(v.RegisterValidation("provider", func(fl validator.FieldLevel) bool {
+		return known[fl.Field().String()]
+	}))
+	must(v.RegisterValidation("amount", func(fl validator.FieldLevel) bool {
+		return validAmount(fl.Field().String())
+	}))
+	return v
+}
+
+// validAmount accepts a plain decimal string ("100.50"): no exponent, no
+// sign, no spaces, and a value that domain.NewMoney accepts.
+func validAmount(s string) bool {
+	if s == "" || strings.IndexFunc(s, func(r rune) bool { return (r < '0' || r > '9') && r != '.' }) >= 0 {
+		return false
+	}
+	if strings.HasPrefix(s, ".") || strings.HasSuffix(s, ".") {
+		return false
+	}
+	d, err := decimal.NewFromString(s)
+	if err != nil {
+		return false
+	}
+	_, err = domain.NewMoney(d, "XXX")
+	return err == nil
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}

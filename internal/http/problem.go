@@ -1,0 +1,184 @@
+package http
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/example/payment-service/internal/app"
+	"github.com/example/payment-service/internal/domain"
+)
+
+// Problem is an RFC 9457 problem details object. Code repeats the last
+// segment of Type, for clients that prefer a short stable string.
+type Problem struct {
+	Type   string       `json:"type"`
+	Title  string       `json:"title"`
+	Status int          `json:"status"`
+	Detail string       `json:"detail,omitempty"`
+	Code   string       `json:"code"`
+	Errors []FieldError `json:"errors,omitempty"`
+	// Payment is set on payment-declined: the declined payment as recorded.
+	Payment *paymentResponse `json:"payment,omitempty"`
+
+	retryAfter time.Duration // sent as the Retry-After header
+}
+
+// FieldError names one invalid request field.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// problemTypeBase prefixes every problem type URI. The URIs are
+// identifiers: clients compare them, they need not resolve.
+const problemTypeBase = "https://payment-service.example/problems/"
+
+// Problem codes. They are part of the API contract (api/openapi.yaml).
+const (
+	codeUnauthorized            = "unauthorized"
+	codeIdempotencyKeyMissing   = "idempotency-key-missing"
+	codeIdempotencyKeyInvalid   = "idempotency-key-invalid"
+	codeValidationFailed        = "validation-failed"
+	codeMalformedJSON           = "malformed-json"
+	codeUnsupportedMediaType    = "unsupported-media-type"
+	codePayloadTooLarge         = "payload-too-large"
+	codeNotFound                = "not-found"
+	codeMethodNotAllowed        = "method-not-allowed"
+	codePaymentNotFound         = "payment-not-found"
+	codeIdempotencyKeyReused    = "idempotency-key-reused"
+	codeRequestInProgress       = "request-in-progress"
+	codeOrderNotFound           = "order-not-found"
+	codeOrderMismatch           = "order-mismatch"
+	codePaymentDeclined         = "payment-declined"
+	codeExternalPaymentConflict = "external-payment-conflict"
+	codeProviderUnavailable     = "provider-unavailable"
+	codeServiceUnavailable      = "service-unavailable"
+	codeInternal                = "internal-error"
+)
+
+func newProblem(status int, code, title, detail string) *Problem {
+	return &Problem{Type: problemTypeBase + code, Title: title, Status: status, Detail: detail, Code: code}
+}
+
+func (p *Problem) Error() string { return p.Code + ": " + p.Detail }
+
+// retryAfterDefault is what a client is told to wait after a 503.
+const retryAfterDefault = 2 * time.Second
+
+// problemFor maps every error a handler can return to a problem, in one
+// place. Unknown errors are 500 with no detail (the log has it).
+func problemFor(err error) *Problem {
+	var p *Problem
+	var inProgress *app.InProgressError
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &p):
+		return p
+	case errors.As(err, &inProgress):
+		p = newProblem(http.StatusConflict, codeRequestInProgress, "Request in progress",
+			"A request with this idempotency key (or for this external payment) is being processed. Retry later with the same key.")
+		p.retryAfter = inProgress.RetryAfter
+		return p
+	case errors.Is(err, app.ErrKeyReused):
+		return newProblem(http.StatusConflict, codeIdempotencyKeyReused, "Idempotency key reused",
+			"This idempotency key was already used for a different request. Use a new key for a new operation.")
+	case errors.Is(err, domain.ErrOrderNotFound):
+		return newProblem(http.StatusUnprocessableEntity, codeOrderNotFound, "Order not found",
+			"The order is not known to the payment service (yet). Retry with the same key once the order exists.")
+	case errors.Is(err, domain.ErrOrderMismatch):
+		return newProblem(http.StatusUnprocessableEntity, codeOrderMismatch, "Payment does not match the order",
+			"The customer, amount or currency differ from the order's.")
+	case errors.Is(err, domain.ErrPaymentNotFound):
+		return newProblem(http.StatusNotFound, codePaymentNotFound, "Payment not found", "")
+	case errors.Is(err, app.ErrUnknownProvider):
+		return validationProblem([]FieldError{{Field: "paymentProvider", Message: "unknown payment provider"}})
+	case errors.Is(err, app.ErrProviderUnavailable):
+		p = newProblem(http.StatusServiceUnavailable, codeProviderUnavailable, "Payment provider unavailable",
+			"The payment provider failed transiently. Nothing was recorded for this key; retry with the same key.")
+		p.retryAfter = retryAfterDefault
+		return p
+	case errors.Is(err, app.ErrStoreUnavailable):
+		p = newProblem(http.StatusServiceUnavailable, codeServiceUnavailable, "Service unavailable",
+			"The database cannot be reached. Nothing was charged; retry with the same key.")
+		p.retryAfter = retryAfterDefault
+		return p
+	case errors.As(err, &he):
+		return problemForEcho(he)
+	default:
+		return newProblem(http.StatusInternalServerError, codeInternal, "Internal error", "")
+	}
+}
+
+func problemForEcho(he *echo.HTTPError) *Problem {
+	switch he.Code {
+	case http.StatusNotFound:
+		return newProblem(http.StatusNotFound, codeNotFound, "Not found", "No such resource.")
+	case http.StatusMethodNotAllowed:
+		return newProblem(http.StatusMethodNotAllowed, codeMethodNotAllowed, "Method not allowed", "")
+	case http.StatusRequestEntityTooLarge:
+		return payloadTooLarge()
+	case http.StatusUnauthorized:
+		return unauthorized()
+	default:
+		return newProblem(he.Code, "http-"+strconv.Itoa(he.Code), http.StatusText(he.Code), "")
+	}
+}
+
+func validationProblem(errs []FieldError) *Problem {
+	p := newProblem(http.StatusBadRequest, codeValidationFailed, "Validation failed",
+		"One or more fields are invalid. Nothing was stored; fix them and retry with the same key.")
+	p.Errors = errs
+	return p
+}
+
+func unauthorized() *Problem {
+	return newProblem(http.StatusUnauthorized, codeUnauthorized, "Unauthorized",
+		"Send a valid API key as `Authorization: Bearer <key>`.")
+}
+
+func payloadTooLarge() *Problem {
+	return newProblem(http.StatusRequestEntityTooLarge, codePayloadTooLarge, "Payload too large",
+		"The request body exceeds 64 KiB.")
+}
+
+// problemBody renders a problem. Problems are plain structs: Marshal
+// cannot fail.
+func problemBody(p *Problem) []byte {
+	b, _ := json.Marshal(p)
+	return b
+}
+
+const contentTypeProblem = "application/problem+json"
+
+// errorHandler is echo's HTTPErrorHandler: every error any route or
+// middleware returns leaves as problem+json.
+func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return
+		}
+		p := problemFor(err)
+		if p.Status >= 500 {
+			logger.ErrorContext(c.Request().Context(), "request failed",
+				"request_id", c.Response().Header().Get(echo.HeaderXRequestID), "code", p.Code, "err", err)
+		}
+		if p.retryAfter > 0 {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(p.retryAfter.Seconds()))))
+		}
+		if p.Status == http.StatusUnauthorized {
+			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="payment-service"`)
+		}
+		if c.Request().Method == http.MethodHead {
+			_ = c.NoContent(p.Status)
+			return
+		}
+		_ = c.Blob(p.Status, contentTypeProblem, problemBody(p))
+	}
+}

@@ -1,0 +1,99 @@
+// Package http is the REST adapter: echo routes, authentication, request
+// validation, and the one place where errors become RFC 9457 problems.
+package http
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/example/payment-service/internal/app"
+	"github.com/example/payment-service/internal/config"
+	"github.com/example/payment-service/internal/domain"
+)
+
+// Deps is what the HTTP adapter needs.
+type Deps struct {
+	Logger        *slog.Logger
+	APIKeys       []config.APIKey
+	Providers     []domain.ProviderName
+	ChargePayment *app.ChargePayment
+	GetPayment    *app.GetPayment
+	// Ready reports whether the service can serve (the database answers).
+	Ready    func(ctx context.Context) error
+	Registry *prometheus.Registry
+}
+
+// NewHandler builds the service's HTTP handler.
+func NewHandler(d Deps) http.Handler {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = errorHandler(d.Logger)
+	m := newMetrics(d.Registry)
+
+	e.Use(middleware.RequestID())
+	e.Use(requestLogger(d.Logger))
+	e.Use(m.middleware)
+	e.Use(middleware.Recover())
+
+	e.GET("/healthz", func(c echo.Context) error {
+		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+	})
+	e.GET("/readyz", func(c echo.Context) error {
+		ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+		defer cancel()
+		if err := d.Ready(ctx); err != nil {
+			d.Logger.WarnContext(ctx, "not ready", "err", err)
+			p := newProblem(http.StatusServiceUnavailable, codeServiceUnavailable, "Not ready", "The database cannot be reached.")
+			p.retryAfter = retryAfterDefault
+			return p
+		}
+		return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+	})
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{})))
+
+	h := &paymentHandlers{
+		charge:   d.ChargePayment,
+		get:      d.GetPayment,
+		validate: newValidator(d.Providers),
+		metrics:  m,
+	}
+	// Authentication is per route, not on a group: an echo group with
+	// middleware also catches unknown paths, which must stay 404, not 401.
+	auth := authenticate(d.APIKeys)
+	e.POST("/payments", h.chargePayment, auth)
+	e.GET("/payments/:id", h.getPayment, auth)
+	return e
+}
+
+// requestLogger writes one structured line per request, with the request id
+// that RequestID put in X-Request-Id.
+func requestLogger(logger *slog.Logger) echo.MiddlewareFunc {
+	return middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
+		LogMethod: true, LogURIPath: true, LogRoutePath: true, LogStatus: true, LogLatency: true, LogRequestID: true,
+		LogError:      true,
+		HandleError:   true, // runs the error handler first, so the status logged is the one sent
+		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
+			level := slog.LevelInfo
+			if v.Status >= 500 {
+				level = slog.LevelError
+			}
+			logger.LogAttrs(c.Request().Context(), level, "http request",
+				slog.String("request_id", v.RequestID),
+				slog.String("method", v.Method),
+				slog.String("path", v.URIPath),
+				slog.String("route", v.RoutePath),
+				slog.Int("status", v.Status),
+				slog.Duration("latency", v.Latency),
+				slog.String("client_id", string(clientID(c))),
+			)
+			return nil
+		},
+	})
+}

@@ -1,0 +1,237 @@
+// Package pgtemp starts a throwaway PostgreSQL cluster from the local server
+// binaries (Debian's postgresql package) and removes it afterwards.
+//
+// Tests use it through internal/testdb, and `make dev` uses it to run the
+// service with no Docker. The cluster runs with production durability (fsync
+// on); only initdb skips its own sync, because a cluster that dies with the
+// test has nothing to protect.
+//
+// PostgreSQL refuses to run as root, and CI runs as root: when the process is
+// root, the cluster's files are handed to the unprivileged `postgres` system
+// user and the server runs under that uid. As a normal user it runs as that
+// user. Either way the superuser role is called "postgres".
+package pgtemp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Options tunes a cluster. The zero value is a unix-socket-only cluster,
+// which is what tests want: no TCP port can collide.
+type Options struct {
+	// TCPPort, when non-zero, also listens on 127.0.0.1:TCPPort.
+	TCPPort int
+	// Log receives the server's output; nil discards it.
+	Log *os.File
+	// StartTimeout bounds initdb plus start-up; zero means 60 s.
+	StartTimeout time.Duration
+}
+
+// Cluster is a running throwaway PostgreSQL server.
+type Cluster struct {
+	dir     string // holds data/ and the unix socket
+	tcpPort int
+	cmd     *exec.Cmd
+	exited  chan struct{}
+}
+
+// socketPort is the port number in the unix socket's file name
+// (.s.PGSQL.<port>); with no TCP listener it can always be the default.
+const socketPort = 5432
+
+// Superuser is the role initdb creates.
+const Superuser = "postgres"
+
+// ErrBinariesNotFound says the PostgreSQL server binaries are not installed.
+var ErrBinariesNotFound = errors.New("pgtemp: PostgreSQL server binaries (initdb, postgres) not found: " +
+	"install the Debian package `postgresql` (apt-get install postgresql) or set PG_BINDIR")
+
+// Start runs initdb into a new temporary directory and starts the server.
+// The caller must call Stop.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = 60 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
+	defer cancel()
+
+	bindir, err := findBinDir()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "pgtemp-")
+	if err != nil {
+		return nil, fmt.Errorf("pgtemp: temp dir: %w", err)
+	}
+	c := &Cluster{dir: dir, tcpPort: opts.TCPPort, exited: make(chan struct{})}
+	fail := func(err error) (*Cluster, error) {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+
+	cred, err := runAsCredential(dir)
+	if err != nil {
+		return fail(err)
+	}
+
+	initdb := exec.CommandContext(ctx, filepath.Join(bindir, "initdb"),
+		"-D", c.dataDir(), "-U", Superuser, "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync")
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if out, err := initdb.CombinedOutput(); err != nil {
+		return fail(fmt.Errorf("pgtemp: initdb: %w\n%s", err, out))
+	}
+
+	listen := ""
+	port := socketPort
+	if opts.TCPPort != 0 {
+		listen, port = "127.0.0.1", opts.TCPPort
+	}
+	// The server is a direct child, not daemonised by pg_ctl, so that
+	// Pdeathsig can stop it if this process dies without calling Stop
+	// (a test binary killed by -timeout, a Ctrl-C'd `make dev`).
+	c.cmd = exec.Command(filepath.Join(bindir, "postgres"),
+		"-D", c.dataDir(),
+		"-k", dir,
+		"-p", strconv.Itoa(port),
+		"-c", "listen_addresses="+listen,
+		"-c", "max_connections=300",
+		"-c", "fsync=on",
+	)
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGINT, Setpgid: true}
+	if opts.Log != nil {
+		c.cmd.Stdout, c.cmd.Stderr = opts.Log, opts.Log
+	}
+	if err := c.cmd.Start(); err != nil {
+		return fail(fmt.Errorf("pgtemp: start postgres: %w", err))
+	}
+	go func() { _ = c.cmd.Wait(); close(c.exited) }()
+
+	if err := c.waitReady(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) dataDir() string { return filepath.Join(c.dir, "data") }
+
+// DSN returns a connection URL for the named database. With a TCP port it
+// points at 127.0.0.1, otherwise at the unix socket.
+func (c *Cluster) DSN(database string) string {
+	u := url.URL{Scheme: "postgres", User: url.User(Superuser), Path: "/" + database}
+	q := url.Values{}
+	q.Set("sslmode", "disable")
+	if c.tcpPort != 0 {
+		u.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(c.tcpPort))
+	} else {
+		q.Set("host", c.dir)
+		q.Set("port", strconv.Itoa(socketPort))
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// Stop shuts the server down (fast shutdown, then kill after 30 s) and
+// removes its files. It is safe to call more than once.
+func (c *Cluster) Stop() {
+	if c.cmd != nil && c.cmd.Process != nil {
+		_ = c.cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-c.exited:
+		case <-time.After(30 * time.Second):
+			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+			<-c.exited
+		}
+	}
+	_ = os.RemoveAll(c.dir)
+}
+
+func (c *Cluster) waitReady(ctx context.Context) error {
+	var lastErr error
+	for {
+		conn, err := pgconn.Connect(ctx, c.DSN("postgres"))
+		if err == nil {
+			return conn.Close(ctx)
+		}
+		lastErr = err
+		select {
+		case <-c.exited:
+			return fmt.Errorf("pgtemp: postgres exited during start-up (last connect error: %v)", lastErr)
+		case <-ctx.Done():
+			return fmt.Errorf("pgtemp: postgres not ready: %w (last connect error: %v)", ctx.Err(), lastErr)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// runAsCredential returns the uid/gid the server must run as: nil (this
+// process's own) for a normal user, the `postgres` system user for root. For
+// root it also hands dir to that user.
+func runAsCredential(dir string) (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("pgtemp: running as root, and PostgreSQL refuses root; "+
+			"the `postgres` system user (created by the postgresql package) is needed: %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if err := os.Chown(dir, uid, gid); err != nil {
+		return nil, fmt.Errorf("pgtemp: chown %s: %w", dir, err)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// findBinDir locates initdb and postgres: $PG_BINDIR, then PATH (where
+// both must sit side by side), then the newest /usr/lib/postgresql/*/bin.
+func findBinDir() (string, error) {
+	has := func(dir string) bool {
+		for _, name := range []string{"initdb", "postgres"} {
+			if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.IsDir() {
+				return false
+			}
+		}
+		return true
+	}
+	if dir := os.Getenv("PG_BINDIR"); dir != "" {
+		if has(dir) {
+			return dir, nil
+		}
+		return "", fmt.Errorf("%w (PG_BINDIR=%s has no initdb and postgres)", ErrBinariesNotFound, dir)
+	}
+	if p, err := exec.LookPath("initdb"); err == nil {
+		if real, err := filepath.EvalSymlinks(p); err == nil && has(filepath.Dir(real)) {
+			return filepath.Dir(real), nil
+		}
+	}
+	candidates, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(candidates, func(i, j int) bool { return majorOf(candidates[i]) > majorOf(candidates[j]) })
+	for _, dir := range candidates {
+		if has(dir) {
+			return dir, nil
+		}
+	}
+	return "", ErrBinariesNotFound
+}
+
+func majorOf(bindir string) int {
+	n, _ := strconv.Atoi(strings.Split(filepath.Base(filepath.Dir(bindir)), ".")[0])
+	return n
+}

@@ -1,0 +1,125 @@
+// Package repository is the PostgreSQL adapter: it implements the ports of
+// internal/app with GORM. It is the only package that sees *gorm.DB; its row
+// structs map to and from domain types here, and database errors are mapped
+// to domain and app errors here, once.
+package repository
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/example/payment-service/internal/app"
+)
+
+// PoolConfig sizes the connection pool.
+type PoolConfig struct {
+	MaxOpenConns    int
+	ConnMaxLifetime time.Duration
+}
+
+// Open connects to PostgreSQL. It does not wait for the database to be up:
+// the service starts and reports not-ready until it is.
+func Open(dsn string, pool PoolConfig, log *slog.Logger) (*gorm.DB, error) {
+	db, err := gorm.Open(postgres.Open(dsn), &gorm.Config{
+		// Every write here runs inside an explicit Transact; GORM's implicit
+		// per-statement transaction would only add round trips.
+		SkipDefaultTransaction: true,
+		Logger: logger.NewSlogLogger(log, logger.Config{
+			SlowThreshold:             500 * time.Millisecond,
+			LogLevel:                  logger.Warn,
+			IgnoreRecordNotFoundError: true,
+		}),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, err
+	}
+	if pool.MaxOpenConns > 0 {
+		sqlDB.SetMaxOpenConns(pool.MaxOpenConns)
+		sqlDB.SetMaxIdleConns(pool.MaxOpenConns)
+	}
+	if pool.ConnMaxLifetime > 0 {
+		sqlDB.SetConnMaxLifetime(pool.ConnMaxLifetime)
+	}
+	return db, nil
+}
+
+// Ping checks that the database answers, for the readiness probe.
+func Ping(ctx context.Context, db *gorm.DB) error {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	return mapError(sqlDB.PingContext(ctx))
+}
+
+// Transactor implements app.Transactor over one *gorm.DB.
+type Transactor struct {
+	db *gorm.DB
+}
+
+// NewTransactor returns the transaction provider the use cases run in.
+func NewTransactor(db *gorm.DB) *Transactor { return &Transactor{db: db} }
+
+// Transact runs fn in one READ COMMITTED transaction. The statements that
+// need more than that (the key claim, the payment reservation) are single
+// INSERT ... ON CONFLICT statements, atomic on their own.
+func (t *Transactor) Transact(ctx context.Context, fn func(ctx context.Context, r app.Repos) error) error {
+	err := t.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return fn(ctx, app.Repos{
+			Idempotency: &IdempotencyRecords{db: tx},
+			Payments:    &Payments{db: tx},
+			Orders:      &Orders{db: tx},
+		})
+	})
+	return mapError(err)
+}
+
+// mapError turns errors meaning "the database cannot be reached" into
+// app.ErrStoreUnavailable (the service fails closed on it with 503) and
+// leaves others as they are. It is idempotent.
+func mapError(err error) error {
+	if err == nil || errors.Is(err, app.ErrStoreUnavailable) {
+		return err
+	}
+	if isUnavailable(err) {
+		return fmt.Errorf("%w: %v", app.ErrStoreUnavailable, err)
+	}
+	return err
+}
+
+func isUnavailable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code[:2] == "08": // connection exception
+			return true
+		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // shutdown, cannot connect now
+			return true
+		case pgErr.Code == "53300": // too many connections
+			return true
+		}
+		return false
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connectErr) ||
+		errors.As(err, &netErr) ||
+		errors.Is(err, driver.ErrBadConn) ||
+		errors.Is(err, context.DeadlineExceeded) ||
+		pgconn.SafeToRetry(err) ||
+		pgconn.Timeout(err)
+}
