@@ -77,8 +77,8 @@ func NewHandler(d Deps) http.Handler {
 func requestLogger(logger *slog.Logger) echo.MiddlewareFunc {
 	return middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
 		LogMethod: true, LogURIPath: true, LogRoutePath: true, LogStatus: true, LogLatency: true, LogRequestID: true,
-		LogError:      true,
-		HandleError:   true, // runs the error handler first, so the status logged is the one sent
+		LogError:    true,
+		HandleError: true, // runs the error handler first, so the status logged is the one sent
 		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
 			level := slog.LevelInfo
 			if v.Status >= 500 {

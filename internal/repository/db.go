@@ -34,6 +34,9 @@ func Open(dsn string, pool PoolConfig, log *slog.Logger) (*gorm.DB, error) {
 		// Every write here runs inside an explicit Transact; GORM's implicit
 		// per-statement transaction would only add round trips.
 		SkipDefaultTransaction: true,
+		// Start even when the database is down: /readyz reports it, and
+		// requests fail closed with 503 until it is back.
+		DisableAutomaticPing: true,
 		Logger: logger.NewSlogLogger(log, logger.Config{
 			SlowThreshold:             500 * time.Millisecond,
 			LogLevel:                  logger.Warn,

@@ -1,0 +1,196 @@
+package http_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/example/payment-service/internal/config"
+	"github.com/example/payment-service/internal/service"
+	"github.com/example/payment-service/internal/testdb"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+const (
+	demoKey  = "demo-secret"
+	otherKey = "other-secret"
+)
+
+// testService is the real service, on a loopback port, over its own fresh
+// database. Tests talk to it over real HTTP and look at the database.
+type testService struct {
+	url string
+	db  *pgxpool.Pool
+}
+
+// startService runs the service with env over the defaults below.
+func startService(t *testing.T, env map[string]string) *testService {
+	t.Helper()
+	dsn := testdb.New(t)
+	return startServiceOn(t, dsn, env)
+}
+
+func startServiceOn(t *testing.T, dsn string, env map[string]string) *testService {
+	t.Helper()
+	vars := map[string]string{
+		"DATABASE_URL":             dsn,
+		"HTTP_ADDR":                "127.0.0.1:0",
+		"API_KEYS":                 "demo-client:" + demoKey + ",other-client:" + otherKey,
+		"IDEMPOTENCY_LOCK_TIMEOUT": "30s",
+		"SHUTDOWN_TIMEOUT":         "5s",
+	}
+	for k, v := range env {
+		vars[k] = v
+	}
+	cfg, err := config.Load(func(k string) string { return vars[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc, err := service.New(ctx, cfg, logger)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("service stopped with error: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("service did not stop within 15s")
+		}
+		pool.Close()
+	})
+	return &testService{url: "http://" + svc.Addr(), db: pool}
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// request sends one request with the demo client's key unless headers say
+// otherwise (an explicit "Authorization": "" removes it).
+func (s *testService) request(t *testing.T, method, path, body string, headers map[string]string) response {
+	t.Helper()
+	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+demoKey)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range headers {
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	client := &http.Client{Timeout: 30 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// charge posts a charge with an idempotency key.
+func (s *testService) charge(t *testing.T, key, body string) response {
+	t.Helper()
+	return s.request(t, http.MethodPost, "/payments", body, map[string]string{"Idempotency-Key": key})
+}
+
+// addOrder puts an order into the projection the charge is checked against.
+func (s *testService) addOrder(t *testing.T, id, customer int64, amount, currency string) {
+	t.Helper()
+	_, err := s.db.Exec(context.Background(),
+		`INSERT INTO order_projection (order_id, customer_id, amount, currency) VALUES ($1, $2, $3, $4)`,
+		id, customer, amount, currency)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// count runs a SELECT count(*) ... and returns the number.
+func (s *testService) count(t *testing.T, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := s.db.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// metric reads one sample from /metrics, 0 if absent. name includes the
+// labels as Prometheus prints them, e.g.
+// payment_provider_calls_total{outcome="approved",provider="sandbox"}.
+func (s *testService) metric(t *testing.T, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(s.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, name+" "); ok {
+			v, err := strconv.ParseFloat(rest, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+	}
+	if err := sc.Err(); err != nil && !errors.Is(err, io.EOF) {
+		t.Fatal(err)
+	}
+	return 0
+}
+
+// providerCalls is the total of payment_provider_calls_total for the sandbox.
+func (s *testService) providerCalls(t *testing.T) float64 {
+	t.Helper()
+	var total float64
+	for _, outcome := range []string{"approved", "declined", "error"} {
+		total += s.metric(t, `payment_provider_calls_total{outcome="`+outcome+`",provider="sandbox"}`)
+	}
+	return total
+}
+
+func chargeBody(order, customer int64, amount, currency, external string) string {
+	return `{"orderId":` + strconv.FormatInt(order, 10) +
+		`,"customerId":` + strconv.FormatInt(customer, 10) +
+		`,"amount":"` + amount + `","currency":"` + currency +
+		`","paymentProvider":"sandbox","externalPaymentId":"` + external + `"}`
+}
