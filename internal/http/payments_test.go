@@ -552,5 +552,3 @@ func jsonNumber(n int64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
 }
-
-
