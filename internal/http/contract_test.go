@@ -1,0 +1,159 @@
+package http_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+)
+
+// TestContractOpenAPI sends real requests to the running service and checks
+// both directions against api/openapi.yaml: every response must match the
+// spec, and the spec must accept exactly the requests the service accepts
+// (a request the service rejects with 400/413/415 must break the spec too).
+func TestContractOpenAPI(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromFile("../../api/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Validate(ctx); err != nil {
+		t.Fatalf("the spec itself is invalid: %v", err)
+	}
+
+	s := startService(t, nil)
+	// Route by path on whatever port the test service got.
+	doc.Servers = openapi3.Servers{{URL: s.url}}
+	router, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.addOrder(t, 1001, 42, "100.50", "RUB")
+	s.addOrder(t, 1002, 42, "3.00", "JPY")
+	s.addOrder(t, 1003, 42, "9.99", "EUR")
+
+	type exchange struct {
+		name        string
+		method      string
+		path        string
+		key         string // Idempotency-Key; empty: none
+		contentType string // default application/json when there is a body
+		body        string
+		noAuth      bool
+		wantStatus  int
+		// specRejects: the spec must also reject the request.
+		specRejects bool
+	}
+	charge := chargeBody(1001, 42, "100.50", "RUB", "pi_contract")
+	exchanges := []exchange{
+		{name: "charge", method: "POST", path: "/payments", key: "c1", body: charge, wantStatus: 201},
+		{name: "replay", method: "POST", path: "/payments", key: "c1", body: charge, wantStatus: 201},
+		{name: "existing external payment", method: "POST", path: "/payments", key: "c2", body: charge, wantStatus: 200},
+		{name: "external conflict", method: "POST", path: "/payments", key: "c3", body: chargeBody(1003, 42, "9.99", "EUR", "pi_contract"), wantStatus: 409},
+		{name: "key reused", method: "POST", path: "/payments", key: "c1", body: chargeBody(1003, 42, "9.99", "EUR", "pi_other"), wantStatus: 409},
+		{name: "declined", method: "POST", path: "/payments", key: "c4", body: chargeBody(1002, 42, "3", "JPY", "decline_x"), wantStatus: 402},
+		{name: "unknown order", method: "POST", path: "/payments", key: "c5", body: chargeBody(9999, 42, "1", "RUB", "pi_9"), wantStatus: 422},
+		{name: "provider failure", method: "POST", path: "/payments", key: "c6", body: chargeBody(1003, 42, "9.99", "EUR", "fail_x"), wantStatus: 503},
+		{name: "no key", method: "POST", path: "/payments", body: charge, wantStatus: 400, specRejects: true},
+		{name: "key too long", method: "POST", path: "/payments", key: strings.Repeat("k", 256), body: charge, wantStatus: 400, specRejects: true},
+		{name: "invalid fields", method: "POST", path: "/payments", key: "c7", body: `{"orderId":0,"customerId":42,"amount":"1.23456","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"x"}`, wantStatus: 400, specRejects: true},
+		{name: "unknown field", method: "POST", path: "/payments", key: "c7", body: `{"orderId":1,"customerId":42,"amount":"1","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"x","tip":"1"}`, wantStatus: 400, specRejects: true},
+		{name: "amount as number", method: "POST", path: "/payments", key: "c7", body: `{"orderId":1,"customerId":42,"amount":1,"currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"x"}`, wantStatus: 400, specRejects: true},
+		{name: "unknown provider", method: "POST", path: "/payments", key: "c7", body: `{"orderId":1,"customerId":42,"amount":"1","currency":"RUB","paymentProvider":"acme","externalPaymentId":"x"}`, wantStatus: 400, specRejects: true},
+		{name: "wrong content type", method: "POST", path: "/payments", key: "c7", contentType: "text/plain", body: charge, wantStatus: 415, specRejects: true},
+		{name: "no auth", method: "POST", path: "/payments", key: "c8", body: charge, noAuth: true, wantStatus: 401, specRejects: true},
+		{name: "get payment", method: "GET", path: "/payments/1", wantStatus: 200},
+		{name: "get missing payment", method: "GET", path: "/payments/424242", wantStatus: 404},
+		{name: "healthz", method: "GET", path: "/healthz", wantStatus: 200},
+		{name: "readyz", method: "GET", path: "/readyz", wantStatus: 200},
+		{name: "metrics", method: "GET", path: "/metrics", wantStatus: 200},
+	}
+
+	for _, ex := range exchanges {
+		req, err := http.NewRequest(ex.method, s.url+ex.path, strings.NewReader(ex.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ex.noAuth {
+			req.Header.Set("Authorization", "Bearer "+demoKey)
+		}
+		if ex.key != "" {
+			req.Header.Set("Idempotency-Key", ex.key)
+		}
+		if ex.body != "" {
+			ct := ex.contentType
+			if ct == "" {
+				ct = "application/json"
+			}
+			req.Header.Set("Content-Type", ct)
+		}
+
+		// The spec's verdict on the request.
+		route, pathParams, err := router.FindRoute(req)
+		if err != nil {
+			t.Fatalf("%s: no route in the spec: %v", ex.name, err)
+		}
+		reqInput := &openapi3filter.RequestValidationInput{
+			Request: cloneRequest(t, req, ex.body), PathParams: pathParams, Route: route,
+			Options: &openapi3filter.Options{AuthenticationFunc: bearerPresent},
+		}
+		specErr := openapi3filter.ValidateRequest(ctx, reqInput)
+		if ex.specRejects && specErr == nil {
+			t.Errorf("%s: the service rejects this request but the spec accepts it", ex.name)
+		}
+		if !ex.specRejects && specErr != nil {
+			t.Errorf("%s: the spec rejects a request the service accepts: %v", ex.name, specErr)
+		}
+
+		// The service's answer, which must match the spec.
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != ex.wantStatus {
+			t.Errorf("%s: status %d, want %d (%s)", ex.name, resp.StatusCode, ex.wantStatus, body)
+			continue
+		}
+		respInput := &openapi3filter.ResponseValidationInput{
+			RequestValidationInput: reqInput,
+			Status:                 resp.StatusCode,
+			Header:                 resp.Header,
+			Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+		}
+		respInput.SetBodyBytes(body)
+		if err := openapi3filter.ValidateResponse(ctx, respInput); err != nil {
+			t.Errorf("%s: response %d does not match the spec: %v\n%s", ex.name, resp.StatusCode, err, body)
+		}
+	}
+}
+
+// bearerPresent stands in for authentication in the spec check: the spec
+// only says a bearer key is required; whether it is right is the service's
+// business.
+func bearerPresent(_ context.Context, in *openapi3filter.AuthenticationInput) error {
+	if !strings.HasPrefix(in.RequestValidationInput.Request.Header.Get("Authorization"), "Bearer ") {
+		return openapi3filter.ErrAuthenticationServiceMissing
+	}
+	return nil
+}
+
+func cloneRequest(t *testing.T, req *http.Request, body string) *http.Request {
+	t.Helper()
+	c := req.Clone(context.Background())
+	c.Body = io.NopCloser(bytes.NewReader([]byte(body)))
+	return c
+}
+
