@@ -156,4 +156,3 @@ func cloneRequest(t *testing.T, req *http.Request, body string) *http.Request {
 	c.Body = io.NopCloser(bytes.NewReader([]byte(body)))
 	return c
 }
-

@@ -1,0 +1,70 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/example/payment-service/internal/config"
+)
+
+func env(overrides map[string]string) func(string) string {
+	vars := map[string]string{
+		"DATABASE_URL": "postgres://localhost/payments",
+		"API_KEYS":     "demo-client:demo-secret",
+	}
+	for k, v := range overrides {
+		vars[k] = v
+	}
+	return func(k string) string { return vars[k] }
+}
+
+func TestLoadDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Load(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTPAddr != ":8080" || cfg.IdempotencyLockTimeout != 30*time.Second || cfg.MigrateOnStart ||
+		cfg.SandboxProviderLatency != 0 || len(cfg.APIKeys) != 1 || cfg.APIKeys[0].ClientID != "demo-client" {
+		t.Fatalf("defaults = %+v", cfg)
+	}
+}
+
+func TestLoadRejectsBadValuesNamingTheVariable(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string // the variable the error must name
+	}{
+		{"no database", map[string]string{"DATABASE_URL": ""}, "DATABASE_URL"},
+		{"no keys", map[string]string{"API_KEYS": ""}, "API_KEYS"},
+		{"key without client", map[string]string{"API_KEYS": "secret"}, "API_KEYS"},
+		{"duplicate client", map[string]string{"API_KEYS": "a:x,a:y"}, "API_KEYS"},
+		{"bad address", map[string]string{"HTTP_ADDR": "8080"}, "HTTP_ADDR"},
+		{"bad bool", map[string]string{"MIGRATE_ON_START": "yes please"}, "MIGRATE_ON_START"},
+		{"bad duration", map[string]string{"IDEMPOTENCY_LOCK_TIMEOUT": "30"}, "IDEMPOTENCY_LOCK_TIMEOUT"},
+		{"lock too short", map[string]string{"IDEMPOTENCY_LOCK_TIMEOUT": "10ms"}, "IDEMPOTENCY_LOCK_TIMEOUT"},
+		{"latency over lock", map[string]string{"SANDBOX_PROVIDER_LATENCY": "40s"}, "SANDBOX_PROVIDER_LATENCY"},
+		{"bad level", map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL"},
+		{"bad pool", map[string]string{"DATABASE_MAX_CONNS": "0"}, "DATABASE_MAX_CONNS"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := config.Load(env(tc.env))
+			if err == nil || !strings.Contains(err.Error(), tc.want+":") {
+				t.Fatalf("err = %v, want one naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoadNeverEchoesAPIKeys(t *testing.T) {
+	t.Parallel()
+	_, err := config.Load(env(map[string]string{"API_KEYS": "good:topsecret,broken-topsecret2"}))
+	if err == nil || strings.Contains(err.Error(), "topsecret") {
+		t.Fatalf("err = %v: must fail without echoing key material", err)
+	}
+}

@@ -1,0 +1,89 @@
+package domain_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/example/payment-service/internal/domain"
+)
+
+func TestNewMoney(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		amount   string
+		currency domain.Currency
+		valid    bool
+	}{
+		{"100.50", "RUB", true},
+		{"0.0001", "RUB", true},
+		{"999999999999999.9999", "RUB", true},
+		{"1000000000000000", "RUB", false}, // 16 integer digits
+		{"1.00001", "RUB", false},          // 5 fraction digits
+		{"1.00000", "RUB", true},           // trailing zeros are not digits of value
+		{"0", "RUB", false},
+		{"-1", "RUB", false},
+		{"1", "rub", false},
+		{"1", "RU", false},
+		{"1", "RUBL", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.amount+" "+string(tc.currency), func(t *testing.T) {
+			t.Parallel()
+			_, err := domain.NewMoney(decimal.RequireFromString(tc.amount), tc.currency)
+			if tc.valid && err != nil {
+				t.Fatalf("unexpected error %v", err)
+			}
+			if !tc.valid && !errors.Is(err, domain.ErrInvalid) {
+				t.Fatalf("err = %v, want ErrInvalid", err)
+			}
+		})
+	}
+}
+
+func TestMoneyAmountString(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		amount   string
+		currency domain.Currency
+		want     string
+	}{
+		{"100.5", "RUB", "100.50"},
+		{"100.5000", "RUB", "100.50"},
+		{"100.1234", "RUB", "100.1234"},
+		{"100.120", "RUB", "100.12"},
+		{"500", "JPY", "500"},
+		{"500.5", "JPY", "500.5"},
+		{"1.5", "KWD", "1.500"},
+	}
+	for _, tc := range tests {
+		m, err := domain.NewMoney(decimal.RequireFromString(tc.amount), tc.currency)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.AmountString(); got != tc.want {
+			t.Errorf("%s %s: AmountString() = %q, want %q", tc.amount, tc.currency, got, tc.want)
+		}
+	}
+}
+
+func TestMoneyEqualIgnoresScale(t *testing.T) {
+	t.Parallel()
+	a := mustMoney(t, "100.5", "RUB")
+	if !a.Equal(mustMoney(t, "100.5000", "RUB")) {
+		t.Error("100.5 RUB != 100.5000 RUB")
+	}
+	if a.Equal(mustMoney(t, "100.5", "EUR")) {
+		t.Error("100.5 RUB == 100.5 EUR")
+	}
+}
+
+func mustMoney(t *testing.T, amount string, c domain.Currency) domain.Money {
+	t.Helper()
+	m, err := domain.NewMoney(decimal.RequireFromString(amount), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
