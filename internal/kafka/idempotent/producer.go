@@ -79,11 +79,16 @@ type Producer struct {
 	client    *kafka.Client
 	transport *kafka.Transport
 
-	// idMu guards the producer identity new sequence spaces start from, and
-	// the fatal error that stops the producer.
-	idMu  sync.Mutex
-	ident identity
-	fatal error
+	// idTurn holds one token; its holder owns ident, the producer identity
+	// new sequence spaces start from. A channel rather than a mutex so
+	// that waiting for it respects the caller's context while another
+	// goroutine is in an InitProducerID round trip.
+	idTurn chan struct{}
+	ident  identity
+
+	// fatalMu guards fatal, the error that stops the producer for good.
+	fatalMu sync.Mutex
+	fatal   error
 
 	partsMu sync.Mutex
 	parts   map[int]*partitionState
@@ -110,6 +115,13 @@ type partitionState struct {
 
 	ident identity // producer identity the sequence below belongs to
 	seq   int32    // base sequence of the next new batch
+	// burned means sequence numbers at or after seq under ident may
+	// already be taken on the broker by a batch whose outcome we never
+	// learned. Reusing them for other records would be fatal: the broker
+	// deduplicates by producer id and sequence range, so it could
+	// acknowledge the new batch as a "duplicate" and drop it. The next
+	// batch therefore starts a new sequence space under a newer identity.
+	burned bool
 }
 
 // New returns a Producer for cfg. It does not contact the brokers; the
@@ -149,6 +161,8 @@ func New(cfg Config) (*Producer, error) {
 		MetadataTopics: []string{cfg.Topic},
 		ClientID:       cfg.ClientID,
 	}
+	idTurn := make(chan struct{}, 1)
+	idTurn <- struct{}{}
 	return &Producer{
 		cfg:       cfg,
 		transport: tr,
@@ -160,6 +174,7 @@ func New(cfg Config) (*Producer, error) {
 			// on replication after kafka-go's 500 ms default.
 			Timeout: cfg.RequestTimeout,
 		},
+		idTurn: idTurn,
 		ident:  noIdentity,
 		parts:  make(map[int]*partitionState),
 		closed: make(chan struct{}),
@@ -221,8 +236,8 @@ func (p *Producer) usable() error {
 		return ErrClosed
 	default:
 	}
-	p.idMu.Lock()
-	defer p.idMu.Unlock()
+	p.fatalMu.Lock()
+	defer p.fatalMu.Unlock()
 	return p.fatal
 }
 
@@ -322,8 +337,8 @@ func (p *Producer) sendBatch(ctx context.Context, ps *partitionState, part int, 
 	}
 	batch := raw[4:] // after the produce request's size prefix
 
-	if !ps.ident.valid() {
-		if err := p.startSequenceSpace(ctx, ps); err != nil {
+	if !ps.ident.valid() || ps.burned {
+		if err := p.renewSequenceSpace(ctx, ps); err != nil {
 			return err
 		}
 	}
@@ -337,7 +352,7 @@ func (p *Producer) sendBatch(ctx context.Context, ps *partitionState, part int, 
 	unknown := false
 	giveUp := func(err error) error {
 		if unknown {
-			ps.ident = noIdentity // next batch starts a fresh sequence space
+			ps.burned = true
 		}
 		return err
 	}
@@ -381,11 +396,11 @@ func (p *Producer) sendBatch(ctx context.Context, ps *partitionState, part int, 
 
 		case errors.Is(res.Error, kafka.ProducerFenced):
 			p.setFatal(fmt.Errorf("idempotent: producer id %d epoch %d fenced: %w", ps.ident.id, ps.ident.epoch, res.Error))
-			ps.ident = noIdentity
+			ps.burned = true
 			return res.Error
 
 		case errors.Is(res.Error, kafka.InvalidProducerEpoch):
-			ps.ident = noIdentity
+			ps.burned = true
 			return res.Error
 
 		case isRetriable(res.Error):
@@ -445,24 +460,15 @@ func isRetriable(err error) bool {
 	return true
 }
 
-// startSequenceSpace gives a partition that has none (never used, or reset
-// after an unknown outcome) the current producer identity and sequence 0.
-func (p *Producer) startSequenceSpace(ctx context.Context, ps *partitionState) error {
-	ident, err := p.acquireIdentity(ctx, noIdentity)
-	if err != nil {
-		return err
-	}
-	ps.ident, ps.seq = ident, 0
-	return nil
-}
-
-// renewSequenceSpace moves a partition off its current identity for good.
+// renewSequenceSpace starts the partition's sequence at 0 under an identity
+// it has not used before: the current one for a partition that never had
+// one, a newer one for a partition leaving its identity for good.
 func (p *Producer) renewSequenceSpace(ctx context.Context, ps *partitionState) error {
 	ident, err := p.acquireIdentity(ctx, ps.ident)
 	if err != nil {
 		return err
 	}
-	ps.ident, ps.seq = ident, 0
+	ps.ident, ps.seq, ps.burned = ident, 0, false
 	return nil
 }
 
@@ -484,10 +490,14 @@ func (p *Producer) renewSequenceSpace(ctx context.Context, ps *partitionState) e
 // current identity only moves forward, so a partition never returns to an
 // identity it has left.
 func (p *Producer) acquireIdentity(ctx context.Context, stale identity) (identity, error) {
-	p.idMu.Lock()
-	defer p.idMu.Unlock()
-	if p.fatal != nil {
-		return noIdentity, p.fatal
+	select {
+	case <-p.idTurn:
+	case <-ctx.Done():
+		return noIdentity, fmt.Errorf("init producer id: %w", ctx.Err())
+	}
+	defer func() { p.idTurn <- struct{}{} }()
+	if err := p.usable(); err != nil {
+		return noIdentity, err
 	}
 	if p.ident.valid() && p.ident != stale {
 		return p.ident, nil
@@ -523,8 +533,8 @@ func (p *Producer) initProducerID(ctx context.Context) (identity, error) {
 }
 
 func (p *Producer) setFatal(err error) {
-	p.idMu.Lock()
-	defer p.idMu.Unlock()
+	p.fatalMu.Lock()
+	defer p.fatalMu.Unlock()
 	if p.fatal == nil {
 		p.fatal = err
 	}

@@ -311,6 +311,47 @@ func TestPublishRecoversFromSequenceGap(t *testing.T) {
 	}
 }
 
+// TestPublishGivesUpWithUnknownOutcome: every acknowledgement of a batch is
+// lost until the caller's context ends, although the broker appended the
+// batch. Publish must fail, and the next batch (same size, same partition)
+// must still be appended: reusing the abandoned batch's sequence numbers
+// would make the broker take it for a duplicate and drop it silently.
+func TestPublishGivesUpWithUnknownOutcome(t *testing.T) {
+	t.Parallel()
+	brokers := kafkatest.Brokers(t)
+	topic := kafkatest.CreateTopic(t, brokers, 1)
+	proxy := newAckDropper(t)
+	p := newTestProducer(t, brokers, topic, func(c *Config) { c.Dial = proxy.Dial })
+	ctx := testContext(t)
+
+	batch := func(name string) []Message {
+		return []Message{{Key: []byte("k"), Value: []byte(name + "-0")}, {Key: []byte("k"), Value: []byte(name + "-1")}}
+	}
+	if err := p.Publish(ctx, batch("a")...); err != nil {
+		t.Fatal(err)
+	}
+
+	proxy.dropAll.Store(true)
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	err := p.Publish(short, batch("b")...)
+	cancel()
+	proxy.dropAll.Store(false)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Publish with every ack lost = %v, want deadline exceeded", err)
+	}
+	if proxy.dropped.Load() == 0 {
+		t.Fatal("proxy dropped nothing")
+	}
+
+	if err := p.Publish(ctx, batch("c")...); err != nil {
+		t.Fatal(err)
+	}
+	// b's outcome was unknown to the producer but the broker wrote it
+	// (the proxy forwarded every request): all three batches are there.
+	assertExactlyOnceInOrder(t, kafkatest.ReadAll(t, brokers, topic, readTimeout),
+		map[string][]string{"k": {"a-0", "a-1", "b-0", "b-1", "c-0", "c-1"}})
+}
+
 // TestConcurrentPublishKeepsKeyOrder publishes from many goroutines at once,
 // several keys per goroutine and several goroutines per partition, with a
 // few acknowledgements lost on the way. Per key, the topic must hold every

@@ -28,6 +28,7 @@ type ackDropper struct {
 
 	produces atomic.Int64 // produce requests seen
 	dropped  atomic.Int64 // responses swallowed
+	dropAll  atomic.Bool  // while set, swallow every produce response
 
 	mu      sync.Mutex
 	proxies map[string]string // broker address -> proxy address
@@ -103,7 +104,7 @@ func (d *ackDropper) accept(ln net.Listener, target string) {
 				// Request header: api key int16, api version int16,
 				// correlation id int32. Produce is api key 0.
 				if len(frame) >= 12 && binary.BigEndian.Uint16(frame[4:]) == 0 {
-					if n := d.produces.Add(1); d.drop[n] {
+					if n := d.produces.Add(1); d.drop[n] || d.dropAll.Load() {
 						mu.Lock()
 						drop[int32(binary.BigEndian.Uint32(frame[8:]))] = true
 						mu.Unlock()
