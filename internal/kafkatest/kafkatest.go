@@ -53,12 +53,23 @@ func Brokers(t testing.TB, opts ...kfake.Opt) []string {
 	if addrs := ExternalBrokers(); len(addrs) > 0 {
 		return addrs
 	}
+	_, addrs := Cluster(t, opts...)
+	return addrs
+}
+
+// Cluster always starts an in-process kfake cluster for t, whatever
+// KAFKA_BROKERS says, and returns it with its addresses. It is for tests
+// that must steer the broker (kfake's Fault injection, moving partition
+// leaders), which an external cluster does not allow. The cluster is closed
+// by t.Cleanup.
+func Cluster(t testing.TB, opts ...kfake.Opt) (*kfake.Cluster, []string) {
+	t.Helper()
 	c, addrs, err := StartInProcess(opts...)
 	if err != nil {
 		t.Fatalf("kafkatest: start in-process cluster: %v", err)
 	}
 	t.Cleanup(c.Close)
-	return addrs
+	return c, addrs
 }
 
 // ExternalBrokers returns the addresses listed in KAFKA_BROKERS, or nil when
