@@ -36,8 +36,10 @@
 // Java client's handling for a non-transactional idempotent producer
 // (TransactionManager.canRetry / handleFailedBatch, KIP-360):
 //
-//   - DUPLICATE_SEQUENCE_NUMBER: the broker already holds this batch. It is
-//     the success this whole design exists for; treated as acknowledged.
+//   - A resent batch the broker already holds: current brokers answer with
+//     success and the batch's original offset, older ones with
+//     DUPLICATE_SEQUENCE_NUMBER. Both are the success this design exists
+//     for; the batch is acknowledged.
 //   - OUT_OF_ORDER_SEQUENCE_NUMBER: because only one batch per partition is
 //     ever in flight and the sequence only advances on acknowledgement, the
 //     batch we sent is always the one the broker should expect next. The
@@ -46,21 +48,34 @@
 //     election). No resend with any sequence can be proven safe, so, as the
 //     Java client does, we abandon the old sequence space and retry the batch
 //     in a new one. The Java client bumps the epoch locally; we ask the
-//     broker for a fresh producer id instead (see renewIdentity for why).
+//     broker for a fresh producer id instead (see acquireIdentity for why).
 //   - UNKNOWN_PRODUCER_ID: the broker has no state for our producer id on
 //     that partition (retention removed it). Same recovery as above.
-//   - In both cases the one case that can still duplicate is when an earlier
-//     attempt of the very same batch was appended, its acknowledgement was
-//     lost, and then the broker lost that state. The protocol gives no way to
-//     tell; the Java client accepts the same risk.
+//   - What can still duplicate after either error: an earlier attempt of the
+//     very same batch was appended, its acknowledgement was lost, and then
+//     the broker lost the state that would have recognised the resend. The
+//     protocol gives no way to tell; the Java client accepts the same risk.
 //   - PRODUCER_FENCED: fatal, as in the Java client. Nothing else should hold
 //     our producer id, so continuing would risk interleaving with another
 //     writer. Every later Publish returns the error; the caller must build a
 //     new Producer.
-//   - INVALID_PRODUCER_EPOCH: this attempt was rejected and nothing is
-//     appended by it. As in the Java client for a non-transactional producer,
-//     the Publish fails (not retried) and the partition starts a fresh
-//     sequence space for the next batch.
+//   - INVALID_PRODUCER_EPOCH: this attempt was rejected and appended
+//     nothing. The Java client, as we read it, fails such a batch for a
+//     non-transactional producer (the error is not retriable); so does
+//     Publish, and the partition starts a fresh sequence space for the next
+//     batch.
+//   - Retriable errors (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE,
+//     REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS(_AFTER_APPEND), ...): resend the
+//     same bytes after a backoff. Some of them are sent after the broker
+//     appended the batch, which the sequence makes harmless.
+//   - Any other broker error (MESSAGE_TOO_LARGE, authorization, ...): the
+//     Publish fails; the batch was refused, so its sequence numbers are
+//     free again unless an earlier attempt's outcome was unknown.
+//
+// Leaders: kafka-go's Transport routes each produce request to the
+// partition leader from its metadata cache, which it refreshes every
+// Config.MetadataTTL at most. After a leader change, attempts answered
+// NOT_LEADER_OR_FOLLOWER are retried until the cache has caught up.
 //
 // When Publish returns an error, each of its messages may or may not have
 // been written: the caller cannot tell the difference between "rejected" and

@@ -391,8 +391,8 @@ func (p *Producer) sendBatch(ctx context.Context, ps *partitionState, part int, 
 			if err := stampProducer(batch, ps.ident.id, ps.ident.epoch, ps.seq); err != nil {
 				return err
 			}
-			// The broker answered at once; retry without waiting.
-			continue
+			// Back off like any retry: a broker that kept answering
+			// this way must not make us spin through producer ids.
 
 		case errors.Is(res.Error, kafka.ProducerFenced):
 			p.setFatal(fmt.Errorf("idempotent: producer id %d epoch %d fenced: %w", ps.ident.id, ps.ident.epoch, res.Error))
