@@ -95,6 +95,9 @@ type Producer struct {
 
 	closeOnce sync.Once
 	closed    chan struct{}
+	// stopTransport ends the transport's background metadata refresh,
+	// including for connection pools a racing Publish creates after Close.
+	stopTransport context.CancelFunc
 }
 
 // identity is a producer id and epoch as returned by InitProducerID.
@@ -155,7 +158,9 @@ func New(cfg Config) (*Producer, error) {
 	if cfg.Dial == nil {
 		cfg.Dial = (&net.Dialer{Timeout: 5 * time.Second}).DialContext
 	}
+	trCtx, stopTransport := context.WithCancel(context.Background())
 	tr := &kafka.Transport{
+		Context:        trCtx,
 		Dial:           cfg.Dial,
 		MetadataTTL:    cfg.MetadataTTL,
 		MetadataTopics: []string{cfg.Topic},
@@ -178,6 +183,8 @@ func New(cfg Config) (*Producer, error) {
 		ident:  noIdentity,
 		parts:  make(map[int]*partitionState),
 		closed: make(chan struct{}),
+
+		stopTransport: stopTransport,
 	}, nil
 }
 
@@ -186,6 +193,7 @@ func New(cfg Config) (*Producer, error) {
 func (p *Producer) Close() error {
 	p.closeOnce.Do(func() {
 		close(p.closed)
+		p.stopTransport()
 		p.transport.CloseIdleConnections()
 	})
 	return nil

@@ -467,6 +467,37 @@ func TestPublishErrors(t *testing.T) {
 			t.Fatalf("Publish after Close = %v, want ErrClosed", err)
 		}
 	})
+	t.Run("close while publishing", func(t *testing.T) {
+		t.Parallel()
+		p := newTestProducer(t, brokers, topic, nil)
+		ctx := testContext(t)
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for g := range 4 {
+			wg.Go(func() {
+				for i := range 200 {
+					err := p.Publish(ctx, Message{Key: []byte(fmt.Sprint(g)), Value: []byte(fmt.Sprint(i))})
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		time.Sleep(20 * time.Millisecond)
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		close(errs)
+		// Publishers stop by themselves; the ones that noticed the
+		// close report ErrClosed, not some other failure.
+		for err := range errs {
+			if !errors.Is(err, ErrClosed) {
+				t.Errorf("Publish during Close = %v, want nil or ErrClosed", err)
+			}
+		}
+	})
 	t.Run("missing topic stops with the context", func(t *testing.T) {
 		t.Parallel()
 		p := newTestProducer(t, brokers, kafkatest.TopicName(t), nil)
