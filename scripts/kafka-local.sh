@@ -56,6 +56,7 @@ CLASSPATH_FILE="${CACHE_DIR}/classpath.txt"
 RUN_DIR="${KAFKA_DIR}/run"
 PID_FILE="${RUN_DIR}/broker.pid"
 PORT_FILE="${RUN_DIR}/broker.port"
+CTRL_PORT_FILE="${RUN_DIR}/controller.port"
 DATA_FILE="${RUN_DIR}/broker.datadir"
 PROPS_FILE="${RUN_DIR}/server.properties"
 LOG_FILE="${RUN_DIR}/broker.log"
@@ -148,7 +149,7 @@ running_pid() {
   [[ -f "$PID_FILE" ]] || return 1
   pid="$(cat "$PID_FILE" 2>/dev/null)"
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  kill -0 "$pid" 2>/dev/null || return 1
+  alive "$pid" || return 1
   tr '\0' ' ' <"/proc/${pid}/cmdline" 2>/dev/null | grep -qF "kafka.Kafka ${PROPS_FILE}" || return 1
   echo "$pid"
 }
@@ -163,7 +164,7 @@ cleanup_state() {
       rm -rf -- "$data"
     fi
   fi
-  rm -f -- "$PID_FILE" "$PORT_FILE" "$DATA_FILE"
+  rm -f -- "$PID_FILE" "$PORT_FILE" "$CTRL_PORT_FILE" "$DATA_FILE"
 }
 
 # Run one `mvn dependency:build-classpath` over a generated pom. Bounded by
@@ -342,8 +343,13 @@ cmd_start() {
 
   # A KRaft log dir must be formatted with a cluster id before first start.
   # The id is 16 random bytes, base64url without padding (22 chars), which is
-  # what `kafka-storage.sh random-uuid` produces -- without a JVM start.
-  cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
+  # what `kafka-storage.sh random-uuid` produces -- without a JVM start. Like
+  # Kafka's Uuid.randomUuid(), reject ids starting with '-': the format
+  # command would parse such an id as an option.
+  cluster_id="-"
+  while [[ "$cluster_id" == -* ]]; do
+    cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
+  done
   log "formatting ${data}/logs (cluster id ${cluster_id})"
   # C1-only JIT: this JVM lives ~1 s, so skipping C2 roughly halves its time.
   if ! timeout 120 "$JAVA" "${heap_opts[@]}" -XX:TieredStopAtLevel=1 -cp "$cp" kafka.tools.StorageTool \
@@ -365,12 +371,13 @@ cmd_start() {
   pid=$!
   echo "$pid" >"$PID_FILE"
   echo "$KAFKA_PORT" >"$PORT_FILE"
+  echo "$KAFKA_CONTROLLER_PORT" >"$CTRL_PORT_FILE"
 
   # Ready = the JVM is alive, the log says the server started, and the
   # listener answers an ApiVersions request. Bounded by KAFKA_START_TIMEOUT.
   local deadline=$((SECONDS + KAFKA_START_TIMEOUT))
   while :; do
-    if ! kill -0 "$pid" 2>/dev/null; then
+    if ! alive "$pid"; then
       show_tail "$LOG_FILE"
       cleanup_state
       die "broker process ${pid} exited during startup"
@@ -390,7 +397,7 @@ cmd_start() {
   # producer is not slowed down (or failed) by one-off startup work.
   until group_coordinator_ready "$KAFKA_PORT" && txn_coordinator_ready "$KAFKA_PORT" \
         && producer_ids_ready "$KAFKA_PORT"; do
-    if ! kill -0 "$pid" 2>/dev/null; then
+    if ! alive "$pid"; then
       show_tail "$LOG_FILE"
       cleanup_state
       die "broker process ${pid} exited while warming up"
@@ -407,30 +414,56 @@ cmd_start() {
   echo "KAFKA_BROKERS=127.0.0.1:${KAFKA_PORT}"
 }
 
-# TERM (Kafka shuts down cleanly on it), then KILL after KAFKA_STOP_TIMEOUT.
+# True if pid $1 exists and is not a zombie (an exited child that nobody has
+# reaped yet still answers kill -0).
+alive() {
+  kill -0 "$1" 2>/dev/null || return 1
+  [[ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != "Z" ]]
+}
+
+# TERM (Kafka shuts down cleanly on it), then KILL after KAFKA_STOP_TIMEOUT,
+# then wait (bounded) for the JVM to actually go away.
 stop_pid() {
   local pid="$1" deadline
   kill -TERM "$pid" 2>/dev/null || return 0
   deadline=$((SECONDS + KAFKA_STOP_TIMEOUT))
-  while kill -0 "$pid" 2>/dev/null; do
+  while alive "$pid"; do
     if (( SECONDS >= deadline )); then
       log "broker ${pid} ignored TERM for ${KAFKA_STOP_TIMEOUT}s; sending KILL"
       kill -KILL "$pid" 2>/dev/null || true
-      sleep 1
+      deadline=$((SECONDS + 15))
+      while alive "$pid" && (( SECONDS < deadline )); do sleep 0.2; done
       break
     fi
-    sleep 0.5
+    sleep 0.2
+  done
+}
+
+# Wait (bounded) until nothing listens on the given ports any more. After
+# KILL the JVM's main thread can already look dead (zombie) while its other
+# threads, and so its listening sockets, are still being torn down; a
+# `start` right after `stop` would then find the ports busy.
+wait_ports_closed() {
+  local deadline=$((SECONDS + 15)) p busy
+  while :; do
+    busy=""
+    for p in "$@"; do port_open "$p" && busy="$p"; done
+    [[ -z "$busy" ]] && return 0
+    (( SECONDS >= deadline )) && { log "127.0.0.1:${busy} still accepts connections after stop"; return 1; }
+    sleep 0.2
   done
 }
 
 cmd_stop() {
-  local pid
+  local pid ports=()
   if pid="$(running_pid)"; then
     log "stopping broker (pid ${pid})"
+    ports=("$(cat "$PORT_FILE")" "$(cat "$CTRL_PORT_FILE" 2>/dev/null || echo "$KAFKA_CONTROLLER_PORT")")
     stop_pid "$pid"
-    if kill -0 "$pid" 2>/dev/null; then
+    if alive "$pid"; then
       die "broker ${pid} is still alive after KILL"
     fi
+    wait_ports_closed "${ports[@]}" || true
   else
     log "not running"
   fi
