@@ -361,13 +361,14 @@ cmd_start() {
 
   # Start the broker detached: stdin from /dev/null and all output to the log,
   # so `$(kafka-local.sh start)` in a caller does not wait on the broker's
-  # pipes. nohup execs java in place, so $! is the JVM's pid.
+  # pipes. nohup execs java in place, so $! is the JVM's pid. 9>&- keeps the
+  # broker from inheriting (and so holding forever) the lock below.
   log "starting broker on 127.0.0.1:${KAFKA_PORT} (log: ${LOG_FILE})"
   nohup "$JAVA" "${heap_opts[@]}" \
     -XX:+UseG1GC -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
     -Dorg.slf4j.simpleLogger.showDateTime=true \
     -Dorg.slf4j.simpleLogger.dateTimeFormat="yyyy-MM-dd'T'HH:mm:ss.SSS" \
-    -cp "$cp" kafka.Kafka "$PROPS_FILE" </dev/null >>"$LOG_FILE" 2>&1 &
+    -cp "$cp" kafka.Kafka "$PROPS_FILE" </dev/null >>"$LOG_FILE" 2>&1 9>&- &
   pid=$!
   echo "$pid" >"$PID_FILE"
   echo "$KAFKA_PORT" >"$PORT_FILE"
@@ -485,9 +486,21 @@ cmd_status() {
   return 1
 }
 
+# start and stop take a lock, so that e.g. several test packages calling
+# `start` at once get one broker: the first starts it, the others wait and
+# then find it running. Bounded like everything else.
+with_lock() {
+  command -v flock >/dev/null || { "$@"; return; }
+  mkdir -p "$RUN_DIR"
+  exec 9>"${RUN_DIR}/lock"
+  flock -w $((KAFKA_MVN_TIMEOUT * 2 + KAFKA_START_TIMEOUT + KAFKA_STOP_TIMEOUT + 180)) 9 \
+    || die "timed out waiting for another kafka-local.sh start/stop in this checkout"
+  "$@"
+}
+
 case "${1:-}" in
-  start)  cmd_start ;;
-  stop)   cmd_stop ;;
+  start)  with_lock cmd_start ;;
+  stop)   with_lock cmd_stop ;;
   status) cmd_status || exit $? ;;   # exit 1 = not running, not an error
   *)
     echo "usage: $0 start|stop|status" >&2
