@@ -7,12 +7,14 @@
 -- order_projection is this service's local view of orders. The
 -- order-projection consumer fills it from order.events; until then tests and
 -- the dev stack insert rows directly. A charge must match its order's
--- customer, amount and currency.
+-- customer, amount and currency. saga_id, when the order event carried one,
+-- is copied onto the payment events so the saga can follow them.
 CREATE TABLE order_projection (
     order_id     bigint        PRIMARY KEY CHECK (order_id > 0),
     customer_id  bigint        NOT NULL CHECK (customer_id > 0),
     amount       numeric(19,4) NOT NULL CHECK (amount > 0),
     currency     char(3)       NOT NULL,
+    saga_id      uuid,
     updated_at   timestamptz   NOT NULL DEFAULT now()
 );
 

@@ -1,0 +1,37 @@
+# The two commands a newcomer needs: `make dev` and `make test`.
+GO          ?= go
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+BIN         ?= bin
+
+.PHONY: dev test lint build migrate bench help
+
+help:
+	@echo "make dev      run the service on a throwaway PostgreSQL (no Docker), http://127.0.0.1:8080"
+	@echo "make test     run every test with -race against real PostgreSQL (and a Kafka-protocol broker)"
+	@echo "make lint     gofmt, go vet, staticcheck, and the domain's dependency rule"
+	@echo "make build    static binary in $(BIN)/payment-service"
+	@echo "make migrate  apply migrations to DATABASE_URL"
+	@echo "make bench    the benchmarks reported in docs/benchmarks.md"
+
+dev:
+	$(GO) run ./cmd/payment-dev
+
+test:
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+	@# The domain imports only the standard library, decimal and uuid.
+	@bad=$$($(GO) list -f '{{join .Imports "\n"}}' ./internal/domain/ | grep '\.' | grep -v -e '^github.com/shopspring/decimal$$' -e '^github.com/google/uuid$$'); \
+	  if [ -n "$$bad" ]; then echo "internal/domain must not import:"; echo "$$bad"; exit 1; fi
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/payment-service ./cmd/payment-service
+
+migrate:
+	$(GO) run ./cmd/payment-service migrate up
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 3s ./internal/...
