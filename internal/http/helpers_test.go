@@ -34,13 +34,13 @@ type testService struct {
 }
 
 // startService runs the service with env over the defaults below.
-func startService(t *testing.T, env map[string]string) *testService {
+func startService(t testing.TB, env map[string]string) *testService {
 	t.Helper()
 	dsn := testdb.New(t)
 	return startServiceOn(t, dsn, env)
 }
 
-func startServiceOn(t *testing.T, dsn string, env map[string]string) *testService {
+func startServiceOn(t testing.TB, dsn string, env map[string]string) *testService {
 	t.Helper()
 	vars := map[string]string{
 		"DATABASE_URL":             dsn,
@@ -93,7 +93,7 @@ type response struct {
 
 // request sends one request with the demo client's key unless headers say
 // otherwise (an explicit "Authorization": "" removes it).
-func (s *testService) request(t *testing.T, method, path, body string, headers map[string]string) response {
+func (s *testService) request(t testing.TB, method, path, body string, headers map[string]string) response {
 	t.Helper()
 	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
 	if err != nil {
@@ -124,13 +124,13 @@ func (s *testService) request(t *testing.T, method, path, body string, headers m
 }
 
 // charge posts a charge with an idempotency key.
-func (s *testService) charge(t *testing.T, key, body string) response {
+func (s *testService) charge(t testing.TB, key, body string) response {
 	t.Helper()
 	return s.request(t, http.MethodPost, "/payments", body, map[string]string{"Idempotency-Key": key})
 }
 
 // addOrder puts an order into the projection the charge is checked against.
-func (s *testService) addOrder(t *testing.T, id, customer int64, amount, currency string) {
+func (s *testService) addOrder(t testing.TB, id, customer int64, amount, currency string) {
 	t.Helper()
 	_, err := s.db.Exec(context.Background(),
 		`INSERT INTO order_projection (order_id, customer_id, amount, currency) VALUES ($1, $2, $3, $4)`,
@@ -141,7 +141,7 @@ func (s *testService) addOrder(t *testing.T, id, customer int64, amount, currenc
 }
 
 // count runs a SELECT count(*) ... and returns the number.
-func (s *testService) count(t *testing.T, query string, args ...any) int {
+func (s *testService) count(t testing.TB, query string, args ...any) int {
 	t.Helper()
 	var n int
 	if err := s.db.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
@@ -153,7 +153,7 @@ func (s *testService) count(t *testing.T, query string, args ...any) int {
 // metric reads one sample from /metrics, 0 if absent. name includes the
 // labels as Prometheus prints them, e.g.
 // payment_provider_calls_total{outcome="approved",provider="sandbox"}.
-func (s *testService) metric(t *testing.T, name string) float64 {
+func (s *testService) metric(t testing.TB, name string) float64 {
 	t.Helper()
 	resp, err := http.Get(s.url + "/metrics")
 	if err != nil {
@@ -179,7 +179,7 @@ func (s *testService) metric(t *testing.T, name string) float64 {
 }
 
 // providerCalls is the total of payment_provider_calls_total for the sandbox.
-func (s *testService) providerCalls(t *testing.T) float64 {
+func (s *testService) providerCalls(t testing.TB) float64 {
 	t.Helper()
 	var total float64
 	for _, outcome := range []string{"approved", "declined", "error"} {
