@@ -2,6 +2,7 @@
 //
 //	payment-service [serve]               serve HTTP (the default)
 //	payment-service migrate up|down|status
+//	payment-service healthcheck           exit 0 if the local server is ready
 //
 // Configuration comes from the environment; see README.md.
 package main
@@ -12,9 +13,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/example/payment-service/db/migrations"
 	"github.com/example/payment-service/internal/config"
@@ -30,7 +34,7 @@ func main() {
 	}
 }
 
-const usage = `usage: payment-service [serve | migrate up|down|status]`
+const usage = `usage: payment-service [serve | migrate up|down|status | healthcheck]`
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cmd := "serve"
@@ -45,6 +49,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return fmt.Errorf("%s", usage)
 		}
 		return migrate(ctx, args[0], getenv, stdout)
+	case "healthcheck":
+		return healthcheck(ctx, getenv)
 	case "help", "-h", "--help":
 		_, err := fmt.Fprintln(stdout, usage)
 		return err
@@ -102,4 +108,32 @@ func migrate(ctx context.Context, direction string, getenv func(string) string, 
 	default:
 		return fmt.Errorf("unknown migrate direction %q\n%s", direction, usage)
 	}
+}
+
+// healthcheck asks the server on HTTP_ADDR (on loopback) for /readyz. It is
+// the container's HEALTHCHECK: the runtime image has no curl.
+func healthcheck(ctx context.Context, getenv func(string) string) error {
+	addr := getenv("HTTP_ADDR")
+	if addr == "" {
+		addr = ":8080"
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("HTTP_ADDR: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort("127.0.0.1", port)+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("not ready: %s", resp.Status)
+	}
+	return nil
 }

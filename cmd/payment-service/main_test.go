@@ -212,6 +212,24 @@ func TestKilledProcessIsCompletedByRetryAfterLockExpiry(t *testing.T) {
 	}
 }
 
+func TestHealthcheckCommand(t *testing.T) {
+	t.Parallel()
+	dsn, _ := setup(t)
+	p := start(t, dsn)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(p.url, "http://"))
+	check := func(addr string) error {
+		cmd := exec.Command(binary, "healthcheck")
+		cmd.Env = []string{"HTTP_ADDR=" + addr}
+		return cmd.Run()
+	}
+	if err := check(":" + port); err != nil {
+		t.Fatalf("healthcheck of a ready server: %v", err)
+	}
+	if err := check(freeAddr(t)); err == nil {
+		t.Fatal("healthcheck of a port nobody serves succeeded")
+	}
+}
+
 // SIGTERM lets an in-flight charge finish before the process exits 0.
 func TestSIGTERMFinishesInFlightRequests(t *testing.T) {
 	t.Parallel()
