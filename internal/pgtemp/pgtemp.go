@@ -128,6 +128,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	return c, nil
 }
 
+// Dir is the directory holding the cluster's files and socket.
+func (c *Cluster) Dir() string { return c.dir }
+
 func (c *Cluster) dataDir() string { return filepath.Join(c.dir, "data") }
 
 // DSN returns a connection URL for the named database. With a TCP port it
