@@ -1,0 +1,82 @@
+package config_test
+
+import (
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v4"
+
+	"github.com/example/payment-service/internal/config"
+)
+
+// Docker cannot run here, so docker-compose.yml and the Dockerfile are kept
+// right by construction and checked by what can be checked: CI validates
+// the compose file's schema with `docker-compose config`, and this test
+// checks that the environment compose gives the service is exactly made of
+// variables the service reads, and that the service accepts it.
+func TestComposeEnvironmentIsWhatTheServiceReads(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compose struct {
+		Services map[string]struct {
+			Image       string            `yaml:"image"`
+			Build       any               `yaml:"build"`
+			Environment map[string]string `yaml:"environment"`
+			Healthcheck struct {
+				Test []string `yaml:"test"`
+			} `yaml:"healthcheck"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(raw, &compose); err != nil {
+		t.Fatal(err)
+	}
+	svc, ok := compose.Services["payment-service"]
+	if !ok || svc.Build == nil {
+		t.Fatal("docker-compose.yml has no payment-service built from the Dockerfile")
+	}
+
+	read := map[string]bool{}
+	_, err = config.Load(func(name string) string {
+		read[name] = true
+		return svc.Environment[name]
+	})
+	if err != nil {
+		t.Fatalf("the service refuses compose's environment: %v", err)
+	}
+	var unknown []string
+	for name := range svc.Environment {
+		if !read[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	sort.Strings(unknown)
+	if len(unknown) > 0 {
+		t.Fatalf("compose sets variables the service never reads: %v", unknown)
+	}
+	if !strings.Contains(svc.Environment["API_KEYS"], "demo-client:demo-secret") {
+		t.Error("compose must use the documented demo key demo-client:demo-secret")
+	}
+
+	// Every image is pinned to a version, never latest.
+	pinned := regexp.MustCompile(`^[a-z0-9./_-]+:[0-9][A-Za-z0-9._-]*$`)
+	for name, s := range compose.Services {
+		if s.Image != "" && !pinned.MatchString(s.Image) {
+			t.Errorf("service %s: image %q is not pinned to a version", name, s.Image)
+		}
+	}
+
+	// The compose healthcheck and the Dockerfile name the same binary.
+	dockerfile, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(svc.Healthcheck.Test) < 2 || !strings.Contains(string(dockerfile), `ENTRYPOINT ["`+svc.Healthcheck.Test[1]+`"]`) {
+		t.Errorf("healthcheck %v does not run the Dockerfile's entrypoint binary", svc.Healthcheck.Test)
+	}
+}
