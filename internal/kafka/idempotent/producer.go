@@ -551,13 +551,16 @@ func (p *Producer) setFatal(err error) {
 // backoff is an exponential backoff with full jitter in [d/2, d].
 type backoff struct {
 	next, max time.Duration
+	closed    <-chan struct{} // the producer's: Close ends every retry loop
 }
 
 func (p *Producer) newBackoff() *backoff {
-	return &backoff{next: p.cfg.RetryBackoff, max: p.cfg.MaxRetryBackoff}
+	return &backoff{next: p.cfg.RetryBackoff, max: p.cfg.MaxRetryBackoff, closed: p.closed}
 }
 
-// wait pauses before the next attempt, or returns ctx's error.
+// wait pauses before the next attempt, or returns ctx's error, or
+// ErrClosed once the producer is closed (its transport then fails every
+// request, so retrying until ctx ends would only hide the reason).
 func (b *backoff) wait(ctx context.Context) error {
 	d := b.next/2 + rand.N(b.next/2+1)
 	b.next = min(2*b.next, b.max)
@@ -568,5 +571,7 @@ func (b *backoff) wait(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-b.closed:
+		return ErrClosed
 	}
 }
