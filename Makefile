@@ -3,11 +3,12 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN         ?= bin
 
-.PHONY: dev test lint build migrate bench help
+.PHONY: dev test test-kafka lint build migrate bench help
 
 help:
 	@echo "make dev      run the service on a throwaway PostgreSQL (no Docker), http://127.0.0.1:8080"
 	@echo "make test     run every test with -race against real PostgreSQL (and a Kafka-protocol broker)"
+	@echo "make test-kafka  run the Kafka tests again against a real Apache Kafka broker (scripts/kafka-local.sh)"
 	@echo "make lint     gofmt, go vet, staticcheck, and the domain's dependency rule"
 	@echo "make build    static binary in $(BIN)/payment-service"
 	@echo "make migrate  apply migrations to DATABASE_URL"
@@ -18,6 +19,16 @@ dev:
 
 test:
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# The packages whose tests use a Kafka-protocol broker, run against real
+# Apache Kafka (fetched with mvn, started on loopback) instead of the
+# in-process kfake. Fails loudly if the broker cannot be had.
+KAFKA_TEST_PACKAGES = $$($(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | awk '/internal\/kafkatest/ {print $$1}')
+test-kafka:
+	@out=$$(scripts/kafka-local.sh start) || { echo "test-kafka: could not start Apache Kafka" >&2; exit 1; }; \
+	export "$$out"; echo "$$out"; \
+	$(GO) test -race -count=1 -timeout 20m $(KAFKA_TEST_PACKAGES); status=$$?; \
+	scripts/kafka-local.sh stop; exit $$status
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

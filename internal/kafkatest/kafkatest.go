@@ -194,9 +194,33 @@ func topicReady(ctx context.Context, brokers []string, topic string, partitions 
 				return false, fmt.Errorf("partition %d has no leader", p.ID)
 			}
 		}
-		return true, nil
+		return leadersServe(ctx, client, topic, partitions)
 	}
 	return false, errors.New("topic not in metadata")
+}
+
+// leadersServe asks every partition's leader for its offsets. Apache Kafka
+// can name a leader in metadata a moment before that broker serves the
+// partition (NOT_LEADER_OR_FOLLOWER until then); a produce in that window
+// fails, so the topic is ready only once every leader answers.
+func leadersServe(ctx context.Context, client *kafka.Client, topic string, partitions int) (bool, error) {
+	reqs := make([]kafka.OffsetRequest, partitions)
+	for p := range partitions {
+		reqs[p] = kafka.FirstOffsetOf(p)
+	}
+	res, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
+	if err != nil {
+		return false, err
+	}
+	if got := len(res.Topics[topic]); got != partitions {
+		return false, fmt.Errorf("offsets for %d of %d partitions", got, partitions)
+	}
+	for _, po := range res.Topics[topic] {
+		if po.Error != nil {
+			return false, fmt.Errorf("partition %d: %w", po.Partition, po.Error)
+		}
+	}
+	return true, nil
 }
 
 // Record is one record read back from a topic.
