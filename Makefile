@@ -3,10 +3,11 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN         ?= bin
 
-.PHONY: dev test test-kafka lint build migrate bench help
+.PHONY: dev demo test test-kafka lint build migrate bench help
 
 help:
 	@echo "make dev      run the service on a throwaway PostgreSQL (no Docker), http://127.0.0.1:8080"
+	@echo "make demo     publish an order event, charge it twice and with a changed body, show rows and events (needs make dev or compose)"
 	@echo "make test     run every test with -race against real PostgreSQL (and a Kafka-protocol broker)"
 	@echo "make test-kafka  run the Kafka tests again against a real Apache Kafka broker (scripts/kafka-local.sh)"
 	@echo "make lint     gofmt, go vet, staticcheck, and the domain's dependency rule"
@@ -16,6 +17,9 @@ help:
 
 dev:
 	$(GO) run ./cmd/payment-dev
+
+demo:
+	$(GO) run ./cmd/payment-demo
 
 test:
 	$(GO) test -race -count=1 -timeout 20m ./...

@@ -1,0 +1,236 @@
+// Command payment-demo walks through the service's guarantees against a
+// running stack (`make dev` or `docker compose up`): it publishes an
+// OrderCreated.v1 event, waits for the order projection, charges the order
+// twice with one idempotency key and once with a changed body under the same
+// key, and prints every response, the payment row and the payment event.
+//
+//	API_URL        default http://127.0.0.1:8080
+//	API_KEY        default demo-secret
+//	KAFKA_BROKERS  default 127.0.0.1:9092 (the dev stack's and compose's host listener)
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/segmentio/kafka-go"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "payment-demo:", err)
+		os.Exit(1)
+	}
+}
+
+type demo struct {
+	api     string
+	key     string
+	brokers []string
+	http    *http.Client
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func run(ctx context.Context) error {
+	d := demo{
+		api:     strings.TrimRight(env("API_URL", "http://127.0.0.1:8080"), "/"),
+		key:     env("API_KEY", "demo-secret"),
+		brokers: strings.Split(env("KAFKA_BROKERS", "127.0.0.1:9092"), ","),
+		http:    &http.Client{Timeout: 30 * time.Second},
+	}
+	// A fresh order each run, so the demo can be repeated on one stack.
+	orderID := 500_000 + time.Now().Unix()%1_000_000
+	eventID, err := uuid.NewV7()
+	if err != nil {
+		return err
+	}
+
+	step("1. publish OrderCreated.v1 for order %d to order.events", orderID)
+	event := map[string]any{
+		"eventId": eventID.String(), "sagaId": uuid.NewString(), "eventType": "OrderCreated.v1",
+		"orderId": orderID, "customerId": 42, "amount": json.Number("100.50"), "currency": "RUB",
+		"occurredAt": time.Now().UTC().Format(time.RFC3339),
+	}
+	if err := d.publish(ctx, "order.events", strconv.FormatInt(orderID, 10), event); err != nil {
+		return err
+	}
+
+	step("2. wait until the consumer has projected the order: GET /orders/%d", orderID)
+	if err := d.waitFor(ctx, "/orders/"+strconv.FormatInt(orderID, 10)); err != nil {
+		return err
+	}
+
+	key := "demo-" + eventID.String()
+	body := fmt.Sprintf(`{"orderId":%d,"customerId":42,"amount":"100.50","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_demo_%d"}`, orderID, orderID)
+	step("3. charge it: POST /payments, Idempotency-Key: %s", key)
+	first, err := d.post(ctx, key, body)
+	if err != nil {
+		return err
+	}
+	step("4. the same request again: a replay, nothing charged")
+	if _, err := d.post(ctx, key, body); err != nil {
+		return err
+	}
+	step("5. the same key with a changed amount: 409 idempotency-key-reused")
+	if _, err := d.post(ctx, key, strings.Replace(body, `"100.50"`, `"999.00"`, 1)); err != nil {
+		return err
+	}
+
+	var payment struct {
+		ID int64 `json:"id"`
+	}
+	if err := json.Unmarshal(first, &payment); err != nil || payment.ID == 0 {
+		return fmt.Errorf("first charge returned no payment: %s", first)
+	}
+	step("6. the payment row: GET /payments/%d", payment.ID)
+	if _, err := d.get(ctx, "/payments/"+strconv.FormatInt(payment.ID, 10)); err != nil {
+		return err
+	}
+
+	step("7. the payment event on payment.events (from the outbox)")
+	return d.printPaymentEvent(ctx, payment.ID)
+}
+
+func step(format string, args ...any) {
+	fmt.Printf("\n== "+format+"\n", args...)
+}
+
+func (d demo) publish(ctx context.Context, topic, key string, v any) error {
+	value, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w := &kafka.Writer{Addr: kafka.TCP(d.brokers...), Topic: topic, RequiredAcks: kafka.RequireAll, Balancer: &kafka.Hash{}}
+	defer w.Close()
+	if err := w.WriteMessages(ctx, kafka.Message{Key: []byte(key), Value: value}); err != nil {
+		return fmt.Errorf("publish to %s at %v: %w", topic, d.brokers, err)
+	}
+	fmt.Printf("%s\n", value)
+	return nil
+}
+
+func (d demo) do(ctx context.Context, method, path, key, body string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, d.api+path, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+d.key)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := d.http.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, nil, err
+	}
+	fmt.Printf("%s %s -> %s", method, path, resp.Status)
+	if resp.Header.Get("Idempotent-Replayed") != "" {
+		fmt.Printf("  (Idempotent-Replayed: %s)", resp.Header.Get("Idempotent-Replayed"))
+	}
+	fmt.Printf("\n%s\n", b)
+	return resp.StatusCode, b, nil
+}
+
+func (d demo) post(ctx context.Context, key, body string) ([]byte, error) {
+	_, b, err := d.do(ctx, http.MethodPost, "/payments", key, body)
+	return b, err
+}
+
+func (d demo) get(ctx context.Context, path string) ([]byte, error) {
+	_, b, err := d.do(ctx, http.MethodGet, path, "", "")
+	return b, err
+}
+
+func (d demo) waitFor(ctx context.Context, path string) error {
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.api+path, nil)
+		req.Header.Set("Authorization", "Bearer "+d.key)
+		if resp, err := d.http.Do(req); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				fmt.Printf("GET %s -> %s\n%s\n", path, resp.Status, b)
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s never answered 200: %w", path, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// printPaymentEvent reads payment.events from the start until it finds the
+// event of paymentID (bounded by ctx).
+func (d demo) printPaymentEvent(ctx context.Context, paymentID int64) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := kafka.DialContext(ctx, "tcp", d.brokers[0])
+	if err != nil {
+		return err
+	}
+	parts, err := conn.ReadPartitions("payment.events")
+	conn.Close()
+	if err != nil {
+		return err
+	}
+	found := make(chan kafka.Message, len(parts))
+	for _, p := range parts {
+		go func() {
+			r := kafka.NewReader(kafka.ReaderConfig{Brokers: d.brokers, Topic: "payment.events", Partition: p.ID, MaxWait: 200 * time.Millisecond})
+			defer r.Close()
+			for {
+				m, err := r.ReadMessage(ctx)
+				if err != nil {
+					return
+				}
+				var ev struct {
+					PaymentID int64 `json:"paymentId"`
+				}
+				if json.Unmarshal(m.Value, &ev) == nil && ev.PaymentID == paymentID {
+					found <- m
+					return
+				}
+			}
+		}()
+	}
+	select {
+	case m := <-found:
+		for _, h := range m.Headers {
+			fmt.Printf("header %s: %s\n", h.Key, h.Value)
+		}
+		var pretty bytes.Buffer
+		_ = json.Indent(&pretty, m.Value, "", "  ")
+		fmt.Printf("key %s, partition %d, offset %d\n%s\n", m.Key, m.Partition, m.Offset, pretty.String())
+		return nil
+	case <-ctx.Done():
+		return errors.New("no payment event within 30s (is the outbox relay running? KAFKA_BROKERS set for the service?)")
+	}
+}
