@@ -2,6 +2,7 @@
 //
 //	payment-service [serve]               serve HTTP (the default)
 //	payment-service migrate up|down|status
+//	payment-service cleanup               run the retention and completer jobs once
 //
 // Configuration comes from the environment; see README.md.
 package main
@@ -30,7 +31,7 @@ func main() {
 	}
 }
 
-const usage = `usage: payment-service [serve | migrate up|down|status]`
+const usage = `usage: payment-service [serve | migrate up|down|status | cleanup]`
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cmd := "serve"
@@ -45,6 +46,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return fmt.Errorf("%s", usage)
 		}
 		return migrate(ctx, args[0], getenv, stdout)
+	case "cleanup":
+		return cleanup(ctx, getenv, stdout)
 	case "help", "-h", "--help":
 		_, err := fmt.Fprintln(stdout, usage)
 		return err
@@ -64,6 +67,17 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 		return err
 	}
 	return svc.Run(ctx)
+}
+
+// cleanup runs the background jobs once, for operators (issue 5). It reads
+// the same configuration as serve.
+func cleanup(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return fmt.Errorf("configuration:\n%w", err)
+	}
+	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	return service.Cleanup(ctx, cfg, logger)
 }
 
 func migrate(ctx context.Context, direction string, getenv func(string) string, stdout io.Writer) error {
