@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/example/payment-service/internal/domain"
 )
@@ -16,9 +17,9 @@ const OperationChargePayment = "POST /payments"
 // AbandonedCharges finds idempotency records whose request went away
 // between claiming the key and recording the outcome.
 type AbandonedCharges interface {
-	// ListAbandoned returns up to limit IN_PROGRESS records whose lock has
-	// expired, the longest-expired first.
-	ListAbandoned(ctx context.Context, limit int) ([]IdempotencyRecord, error)
+	// ListAbandoned returns up to limit IN_PROGRESS records whose lock
+	// expired more than expiredFor ago, the longest-expired first.
+	ListAbandoned(ctx context.Context, expiredFor time.Duration, limit int) ([]IdempotencyRecord, error)
 	// ReleaseAbandoned deletes the record if it is still IN_PROGRESS with an
 	// expired lock and no reserved payment. It returns false if the record
 	// changed meanwhile (a retry took it over), and then deletes nothing.
@@ -41,14 +42,18 @@ type CompleteAbandonedCharges struct {
 	tx        Transactor
 	abandoned AbandonedCharges
 	charge    *ChargePayment
+	grace     time.Duration
 	limit     int
 	logger    *slog.Logger
 }
 
-// NewCompleteAbandonedCharges builds the use case; one run handles at most
-// limit records, so a run stays short and whatever is left waits for the next.
-func NewCompleteAbandonedCharges(tx Transactor, abandoned AbandonedCharges, charge *ChargePayment, limit int, logger *slog.Logger) *CompleteAbandonedCharges {
-	return &CompleteAbandonedCharges{tx: tx, abandoned: abandoned, charge: charge, limit: limit, logger: logger}
+// NewCompleteAbandonedCharges builds the use case. A record is taken only
+// once its lock has been expired for grace: a client that retries soon
+// after its lock expired finishes its own charge and sees it fresh, not as
+// a replay. One run handles at most limit records, so a run stays short and
+// whatever is left waits for the next.
+func NewCompleteAbandonedCharges(tx Transactor, abandoned AbandonedCharges, charge *ChargePayment, grace time.Duration, limit int, logger *slog.Logger) *CompleteAbandonedCharges {
+	return &CompleteAbandonedCharges{tx: tx, abandoned: abandoned, charge: charge, grace: grace, limit: limit, logger: logger}
 }
 
 // CompleteResult counts what one run did with the abandoned records.
@@ -68,7 +73,7 @@ type CompleteResult struct {
 // when ctx ends.
 func (uc *CompleteAbandonedCharges) Handle(ctx context.Context) (CompleteResult, error) {
 	var res CompleteResult
-	records, err := uc.abandoned.ListAbandoned(ctx, uc.limit)
+	records, err := uc.abandoned.ListAbandoned(ctx, uc.grace, uc.limit)
 	if err != nil {
 		return res, err
 	}

@@ -97,11 +97,17 @@ func TestCompleterFinishesAnAbandonedCharge(t *testing.T) {
 			WHERE r.status = 'IN_PROGRESS' AND p.status = 'PENDING'`); n != 1 {
 		t.Fatalf("after the crash: %d claimed records with a PENDING payment, want 1", n)
 	}
-	// Time passes: the lock expires and the client does not retry.
-	exec(t, db, `UPDATE idempotency_record SET locked_until = clock_timestamp() - interval '1 second'`)
-	live := time.Now().Add(time.Hour)
-	insertRecord(t, db, time.Now(), record{key: "abandoned-claim", status: app.RecordInProgress, lockedUntil: time.Now().Add(-time.Minute)})
-	insertRecord(t, db, time.Now(), record{key: "live-claim", status: app.RecordInProgress, lockedUntil: live, withPayment: true})
+	// Time passes: the lock expires, and the client does not come back
+	// within the completer's grace of a minute.
+	exec(t, db, `UPDATE idempotency_record SET locked_until = clock_timestamp() - interval '2 minutes'`)
+	now := time.Now()
+	for _, rec := range []record{
+		{key: "abandoned-claim", status: app.RecordInProgress, lockedUntil: now.Add(-2 * time.Minute)},
+		{key: "live-claim", status: app.RecordInProgress, lockedUntil: now.Add(time.Hour), withPayment: true},
+		{key: "just-expired-claim", status: app.RecordInProgress, lockedUntil: now.Add(-time.Second), withPayment: true},
+	} {
+		insertRecord(t, db, now, rec)
+	}
 
 	if err := r.jobs.CompleteAbandonedCharges(context.Background()); err != nil {
 		t.Fatal(err)
@@ -129,8 +135,11 @@ func TestCompleterFinishesAnAbandonedCharge(t *testing.T) {
 	if n := count(t, db, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = 'abandoned-claim'`); n != 0 {
 		t.Errorf("the abandoned claim with no payment was not released")
 	}
-	if n := count(t, db, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = 'live-claim' AND status = 'IN_PROGRESS'`); n != 1 {
-		t.Errorf("the live claim was touched")
+	for _, key := range []string{"live-claim", "just-expired-claim"} {
+		if n := count(t, db, `SELECT count(*) FROM idempotency_record r JOIN payment p ON p.id = r.payment_id
+				WHERE r.idempotency_key = $1 AND r.status = 'IN_PROGRESS' AND p.status = 'PENDING'`, key); n != 1 {
+			t.Errorf("%s was touched: its client may still retry", key)
+		}
 	}
 	for outcome, want := range map[string]float64{"completed": 1, "released": 1, "busy": 0, "failed": 0} {
 		if got := r.counter(t, "payment_abandoned_charges_total", map[string]string{"outcome": outcome}); got != want {

@@ -112,10 +112,12 @@ func (s *Retention) DeleteExpiredBatch(ctx context.Context, table app.RetentionT
 // ListAbandoned implements app.AbandonedCharges. The partial index of
 // migration 00005 keeps this cheap however many completed records the table
 // holds.
-func (s *Retention) ListAbandoned(ctx context.Context, limit int) ([]app.IdempotencyRecord, error) {
+// Expiry is judged by the database clock, the clock the claim uses.
+func (s *Retention) ListAbandoned(ctx context.Context, expiredFor time.Duration, limit int) ([]app.IdempotencyRecord, error) {
 	var rows []idempotencyRecordRow
 	err := s.db.WithContext(ctx).
-		Where("status = ? AND locked_until < clock_timestamp()", string(app.RecordInProgress)).
+		Where("status = ? AND locked_until < clock_timestamp() - ? * interval '1 microsecond'",
+			string(app.RecordInProgress), expiredFor.Microseconds()).
 		Order("locked_until").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, mapError(fmt.Errorf("list abandoned idempotency records: %w", err))
