@@ -31,6 +31,9 @@ var retentionTargets = map[app.RetentionTable]retentionTarget{
 	// request is still working on it, and an expired claim with a reserved
 	// payment is the recovery point the completer needs to finish the charge.
 	// Once the completer has recorded the outcome it goes with the next run.
+	// A client that retries after its record is gone is still not charged
+	// twice: the payment row's UNIQUE (provider, external id), the second
+	// layer of R-DIST-IDEM-4, returns the existing payment.
 	app.TableIdempotencyRecord: {
 		table: "idempotency_record",
 		key:   "client_id, idempotency_key",
