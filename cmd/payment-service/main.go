@@ -2,6 +2,7 @@
 //
 //	payment-service [serve]               serve HTTP (the default)
 //	payment-service migrate up|down|status
+//	payment-service cleanup               run the retention and completer jobs once
 //	payment-service healthcheck           exit 0 if the local server is ready
 //
 // Configuration comes from the environment; see README.md.
@@ -34,7 +35,7 @@ func main() {
 	}
 }
 
-const usage = `usage: payment-service [serve | migrate up|down|status | healthcheck]`
+const usage = `usage: payment-service [serve | migrate up|down|status | cleanup | healthcheck]`
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cmd := "serve"
@@ -49,6 +50,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return fmt.Errorf("%s", usage)
 		}
 		return migrate(ctx, args[0], getenv, stdout)
+	case "cleanup":
+		return cleanup(ctx, getenv, stdout)
 	case "healthcheck":
 		return healthcheck(ctx, getenv)
 	case "help", "-h", "--help":
@@ -70,6 +73,17 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 		return err
 	}
 	return svc.Run(ctx)
+}
+
+// cleanup runs the background jobs once, for operators (issue 5). It reads
+// the same configuration as serve.
+func cleanup(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return fmt.Errorf("configuration:\n%w", err)
+	}
+	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	return service.Cleanup(ctx, cfg, logger)
 }
 
 func migrate(ctx context.Context, direction string, getenv func(string) string, stdout io.Writer) error {

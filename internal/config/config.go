@@ -47,6 +47,9 @@ type Config struct {
 	// KafkaBrokers (KAFKA_BROKERS, optional) lists host:port pairs; used by
 	// the Kafka consumer and producer.
 	KafkaBrokers []string
+
+	// Retention jobs (internal/jobs); parsed in retention.go.
+	Retention Retention
 }
 
 // APIKey is one client's credential. Only the key's SHA-256 digest is kept,
@@ -72,6 +75,7 @@ func Load(getenv func(string) string) (Config, error) {
 		LogLevel:               p.level("LOG_LEVEL", slog.LevelInfo),
 		KafkaBrokers:           p.list("KAFKA_BROKERS"),
 	}
+	cfg.Retention = p.retention()
 	if cfg.SandboxProviderLatency >= cfg.IdempotencyLockTimeout {
 		p.fail("SANDBOX_PROVIDER_LATENCY", "must be shorter than IDEMPOTENCY_LOCK_TIMEOUT (%s), or every charge would lose its lock", cfg.IdempotencyLockTimeout)
 	}

@@ -36,6 +36,7 @@ type Service struct {
 	db       *gorm.DB
 	listener net.Listener
 	server   *http.Server
+	jobs     *scheduledJobs // retention and completer jobs (jobs.go)
 }
 
 // New builds the service and binds its HTTP listener, but serves nothing
@@ -69,22 +70,32 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Service,
 	}
 
 	tx := repository.NewTransactor(db)
+	chargePayment := app.NewChargePayment(tx, providers, httpapi.ResponseEncoder{}, cfg.IdempotencyLockTimeout, logger)
 	handler := httpapi.NewHandler(httpapi.Deps{
 		Logger:        logger,
 		APIKeys:       cfg.APIKeys,
 		Providers:     providerNames,
-		ChargePayment: app.NewChargePayment(tx, providers, httpapi.ResponseEncoder{}, cfg.IdempotencyLockTimeout, logger),
+		ChargePayment: chargePayment,
 		GetPayment:    app.NewGetPayment(tx),
 		Ready:         func(ctx context.Context) error { return repository.Ping(ctx, db) },
 		Registry:      registry,
 	})
 
+	// Retention and completer jobs (issue 5, R-DIST-IDEM-5).
+	scheduled, err := newScheduledJobs(cfg, db, newJobs(cfg, db, tx, chargePayment, registry, logger))
+	if err != nil {
+		closeDB()
+		return nil, err
+	}
+
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
+		_ = scheduled.scheduler.Shutdown(ctx)
 		closeDB()
 		return nil, fmt.Errorf("listen on HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
 	}
 	return &Service{
+		jobs:     scheduled,
 		cfg:      cfg,
 		logger:   logger,
 		db:       db,
@@ -115,15 +126,18 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		return nil
 	})
+	// The jobs start after the HTTP server and stop before it.
+	s.jobs.scheduler.Start()
 	g.Go(func() error {
 		<-gctx.Done()
 		s.logger.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 		defer cancel()
+		jobsErr := s.jobs.stop(shutdownCtx)
 		if err := s.server.Shutdown(shutdownCtx); err != nil {
-			return fmt.Errorf("http shutdown: %w", err)
+			return errors.Join(jobsErr, fmt.Errorf("http shutdown: %w", err))
 		}
-		return nil
+		return jobsErr
 	})
 	err := g.Wait()
 	if sqlDB, dbErr := s.db.DB(); dbErr == nil {

@@ -1,0 +1,140 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/example/payment-service/internal/domain"
+)
+
+// OperationChargePayment is the Operation of a ChargeCommand made through
+// POST /payments. It is part of the command hash, so the completer must use
+// the very string the HTTP adapter uses.
+const OperationChargePayment = "POST /payments"
+
+// AbandonedCharges finds idempotency records whose request went away
+// between claiming the key and recording the outcome.
+type AbandonedCharges interface {
+	// ListAbandoned returns up to limit IN_PROGRESS records whose lock
+	// expired more than expiredFor ago, the longest-expired first.
+	ListAbandoned(ctx context.Context, expiredFor time.Duration, limit int) ([]IdempotencyRecord, error)
+	// ReleaseAbandoned deletes the record if it is still IN_PROGRESS with an
+	// expired lock and no reserved payment. It returns false if the record
+	// changed meanwhile (a retry took it over), and then deletes nothing.
+	ReleaseAbandoned(ctx context.Context, scope IdempotencyScope) (bool, error)
+}
+
+// CompleteAbandonedCharges drives charges whose client never came back to a
+// final outcome, the way Stripe-style designs re-drive unfinished work: no
+// payment stays PENDING (unknown to the customer and to the books) just
+// because the process that claimed it died.
+//
+// Phase 1 of ChargePayment claims the key and reserves the PENDING payment in
+// one transaction and links them (the recovery point). The command can
+// therefore be rebuilt from the payment row, and its hash is the stored one,
+// because the hash is over canonical values. ChargePayment then takes the
+// expired claim over exactly as a client's retry would, and calls the
+// provider with the payment's own provider idempotency key, so a charge that
+// did reach the provider is not made twice.
+type CompleteAbandonedCharges struct {
+	tx        Transactor
+	abandoned AbandonedCharges
+	charge    *ChargePayment
+	grace     time.Duration
+	limit     int
+	logger    *slog.Logger
+}
+
+// NewCompleteAbandonedCharges builds the use case. A record is taken only
+// once its lock has been expired for grace: a client that retries soon
+// after its lock expired finishes its own charge and sees it fresh, not as
+// a replay. One run handles at most limit records, so a run stays short and
+// whatever is left waits for the next.
+func NewCompleteAbandonedCharges(tx Transactor, abandoned AbandonedCharges, charge *ChargePayment, grace time.Duration, limit int, logger *slog.Logger) *CompleteAbandonedCharges {
+	return &CompleteAbandonedCharges{tx: tx, abandoned: abandoned, charge: charge, grace: grace, limit: limit, logger: logger}
+}
+
+// CompleteResult counts what one run did with the abandoned records.
+type CompleteResult struct {
+	// Completed: the record now holds a final outcome.
+	Completed int
+	// Released: the key was given back (no payment was reserved, or the
+	// provider failed and ChargePayment released it as it does for a client).
+	Released int
+	// Busy: someone else (the client's retry) holds the key right now.
+	Busy int
+	// Failed: left as it was for the next run; each is logged.
+	Failed int
+}
+
+// Handle handles one page of abandoned records. It stops between records
+// when ctx ends.
+func (uc *CompleteAbandonedCharges) Handle(ctx context.Context) (CompleteResult, error) {
+	var res CompleteResult
+	records, err := uc.abandoned.ListAbandoned(ctx, uc.grace, uc.limit)
+	if err != nil {
+		return res, err
+	}
+	for _, rec := range records {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		uc.complete(ctx, rec, &res)
+	}
+	return res, nil
+}
+
+func (uc *CompleteAbandonedCharges) complete(ctx context.Context, rec IdempotencyRecord, res *CompleteResult) {
+	log := uc.logger.With("client_id", rec.Scope.ClientID, "idempotency_key", rec.Scope.Key)
+	if rec.PaymentID == nil {
+		// Nothing was reserved, so nothing can have been charged: give the
+		// key back so the client's retry runs the command afresh.
+		released, err := uc.abandoned.ReleaseAbandoned(ctx, rec.Scope)
+		switch {
+		case err != nil:
+			res.Failed++
+			log.ErrorContext(ctx, "releasing an abandoned key failed", "err", err)
+		case released:
+			res.Released++
+		default:
+			res.Busy++
+		}
+		return
+	}
+	var payment domain.Payment
+	err := uc.tx.Transact(ctx, func(ctx context.Context, r Repos) (err error) {
+		payment, err = r.Payments.Get(ctx, *rec.PaymentID)
+		return err
+	})
+	if err != nil {
+		res.Failed++
+		log.ErrorContext(ctx, "reading an abandoned charge's payment failed", "payment_id", *rec.PaymentID, "err", err)
+		return
+	}
+	cmd := ChargeCommand{Scope: rec.Scope, Charge: payment.Charge, Operation: OperationChargePayment}
+	if cmd.Hash() != rec.CommandHash {
+		// Not a command this completer knows how to rebuild. Leave it alone
+		// rather than guess: its lock has expired, so the client's own
+		// retry still finishes it.
+		res.Failed++
+		log.ErrorContext(ctx, "abandoned record does not match its payment's charge; left for the client's retry", "payment_id", payment.ID)
+		return
+	}
+	_, err = uc.charge.Handle(ctx, cmd)
+	var inProgress *InProgressError
+	switch {
+	case err == nil:
+		res.Completed++
+		log.InfoContext(ctx, "completed an abandoned charge", "payment_id", payment.ID)
+	case errors.As(err, &inProgress):
+		res.Busy++
+	case errors.Is(err, ErrProviderUnavailable):
+		res.Released++
+		log.WarnContext(ctx, "abandoned charge: provider unavailable; the key was released", "payment_id", payment.ID, "err", err)
+	default:
+		res.Failed++
+		log.ErrorContext(ctx, "completing an abandoned charge failed", "payment_id", payment.ID, "err", err)
+	}
+}

@@ -1,0 +1,162 @@
+package jobs_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/example/payment-service/internal/app"
+	"github.com/example/payment-service/internal/config"
+	"github.com/example/payment-service/internal/domain"
+	httpapi "github.com/example/payment-service/internal/http"
+	"github.com/example/payment-service/internal/provider"
+	"github.com/example/payment-service/internal/provider/sandbox"
+	"github.com/example/payment-service/internal/repository"
+	"github.com/example/payment-service/internal/testdb"
+)
+
+// crashingProvider stands for a process that dies while the provider call
+// is in flight: phase 1 (claim + PENDING payment) has committed, nothing
+// after it runs. ErrAbortHandler makes the server drop the connection, as a
+// dead process would.
+type crashingProvider struct{}
+
+func (crashingProvider) Charge(context.Context, app.ProviderCharge) (app.ProviderDecision, error) {
+	panic(http.ErrAbortHandler)
+}
+
+func apiServer(t *testing.T, r *replica, charge *app.ChargePayment) *httptest.Server {
+	t.Helper()
+	h := httpapi.NewHandler(httpapi.Deps{
+		Logger:        discardLogger,
+		APIKeys:       []config.APIKey{{ClientID: "demo-client", KeyDigest: sha256.Sum256([]byte("demo-secret"))}},
+		Providers:     []domain.ProviderName{sandbox.Name},
+		ChargePayment: charge,
+		GetPayment:    app.NewGetPayment(r.tx),
+		Ready:         func(ctx context.Context) error { return repository.Ping(ctx, r.db) },
+		Registry:      prometheus.NewRegistry(),
+	})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+const chargeBody = `{"orderId":1001,"customerId":42,"amount":"100.50","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_abandoned"}`
+
+func postCharge(srv *httptest.Server) (*http.Response, []byte, error) {
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(chargeBody))
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer demo-secret")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "abandoned-1")
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp, body, err
+}
+
+// A client's charge dies after phase 1 and the client never comes back. The
+// completer rebuilds the command from the reserved payment (same command
+// hash as the original request), takes the expired claim over and drives the
+// charge to SUCCEEDED with one provider call; the client's late retry then
+// replays that outcome. Abandoned claims with nothing reserved are released;
+// a live claim is left alone.
+func TestCompleterFinishesAnAbandonedCharge(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.New(t)
+	db := pool(t, dsn)
+	exec(t, db, `INSERT INTO order_projection (order_id, customer_id, amount, currency) VALUES (1001, 42, 100.50, 'RUB')`)
+
+	calls := provider.CallsMetric(prometheus.NewRegistry())
+	sb := sandbox.New(0)
+	r := newReplica(t, dsn, replicaOptions{})
+	charge := app.NewChargePayment(r.tx, map[domain.ProviderName]app.PaymentProvider{
+		sandbox.Name: provider.Instrument(sandbox.Name, sb, calls),
+	}, httpapi.ResponseEncoder{}, 30*time.Second, discardLogger)
+	r = newReplica(t, dsn, replicaOptions{charge: charge})
+
+	crashing := app.NewChargePayment(r.tx, map[domain.ProviderName]app.PaymentProvider{sandbox.Name: crashingProvider{}},
+		httpapi.ResponseEncoder{}, 30*time.Second, discardLogger)
+	if resp, _, err := postCharge(apiServer(t, r, crashing)); err == nil {
+		t.Fatalf("the crashing request answered %d", resp.StatusCode)
+	}
+	if n := count(t, db, `SELECT count(*) FROM idempotency_record r JOIN payment p ON p.id = r.payment_id
+			WHERE r.status = 'IN_PROGRESS' AND p.status = 'PENDING'`); n != 1 {
+		t.Fatalf("after the crash: %d claimed records with a PENDING payment, want 1", n)
+	}
+	// Time passes: the lock expires, and the client does not come back
+	// within the completer's grace of a minute.
+	exec(t, db, `UPDATE idempotency_record SET locked_until = clock_timestamp() - interval '2 minutes'`)
+	now := time.Now()
+	for _, rec := range []record{
+		{key: "abandoned-claim", status: app.RecordInProgress, lockedUntil: now.Add(-2 * time.Minute)},
+		{key: "live-claim", status: app.RecordInProgress, lockedUntil: now.Add(time.Hour), withPayment: true},
+		{key: "just-expired-claim", status: app.RecordInProgress, lockedUntil: now.Add(-time.Second), withPayment: true},
+	} {
+		insertRecord(t, db, now, rec)
+	}
+
+	if err := r.jobs.CompleteAbandonedCharges(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	var status, paymentStatus string
+	var httpStatus int
+	var stored []byte
+	err := db.QueryRow(context.Background(), `
+		SELECT r.status, r.http_status, r.response::text, p.status
+		  FROM idempotency_record r JOIN payment p ON p.id = r.payment_id
+		 WHERE r.idempotency_key = 'abandoned-1'`).Scan(&status, &httpStatus, &stored, &paymentStatus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status != "COMPLETED" || httpStatus != http.StatusCreated || paymentStatus != "SUCCEEDED" {
+		t.Fatalf("after the completer: record %s %d, payment %s; want COMPLETED 201, SUCCEEDED", status, httpStatus, paymentStatus)
+	}
+	approved := func() float64 {
+		return r.counterOf(t, calls, "approved")
+	}
+	if approved() != 1 || sb.Charges() != 1 {
+		t.Fatalf("provider calls approved = %v, charges = %d; want 1 and 1", approved(), sb.Charges())
+	}
+	if n := count(t, db, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = 'abandoned-claim'`); n != 0 {
+		t.Errorf("the abandoned claim with no payment was not released")
+	}
+	for _, key := range []string{"live-claim", "just-expired-claim"} {
+		if n := count(t, db, `SELECT count(*) FROM idempotency_record r JOIN payment p ON p.id = r.payment_id
+				WHERE r.idempotency_key = $1 AND r.status = 'IN_PROGRESS' AND p.status = 'PENDING'`, key); n != 1 {
+			t.Errorf("%s was touched: its client may still retry", key)
+		}
+	}
+	for outcome, want := range map[string]float64{"completed": 1, "released": 1, "busy": 0, "failed": 0} {
+		if got := r.counter(t, "payment_abandoned_charges_total", map[string]string{"outcome": outcome}); got != want {
+			t.Errorf("abandoned charges %s = %v, want %v", outcome, got, want)
+		}
+	}
+
+	// The client comes back at last with the same key and command.
+	resp, body, err := postCharge(apiServer(t, r, charge))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(body, stored) {
+		t.Errorf("retry: %d replayed=%q body %s; want 201, replayed, the stored body %s",
+			resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), body, stored)
+	}
+	if approved() != 1 || sb.Charges() != 1 {
+		t.Errorf("the retry reached the provider: approved = %v, charges = %d", approved(), sb.Charges())
+	}
+}

@@ -1,0 +1,136 @@
+// Package jobs runs the service's background work: the retention purge of
+// R-DIST-IDEM-5 (idempotency records, processed events, published outbox
+// rows) and the completer of abandoned charges. Each job is an app use case;
+// this package adds the schedule, leader election, a log line and metrics
+// per run. `payment-service cleanup` runs the same jobs once, by hand.
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/example/payment-service/internal/app"
+)
+
+// Job names, as they appear in logs, metrics and the scheduler.
+const (
+	JobPurgeExpired             = "purge-expired"
+	JobCompleteAbandonedCharges = "complete-abandoned-charges"
+)
+
+// Deps is what the jobs need.
+type Deps struct {
+	Purge    *app.PurgeExpired
+	Complete *app.CompleteAbandonedCharges
+	Logger   *slog.Logger
+	Registry prometheus.Registerer
+	// Now is the clock the retention cutoffs are taken from; nil means
+	// time.Now. Tests set it to place rows exactly around a cutoff.
+	Now func() time.Time
+}
+
+// Jobs runs each job with its log line and metrics.
+type Jobs struct {
+	purge    *app.PurgeExpired
+	complete *app.CompleteAbandonedCharges
+	logger   *slog.Logger
+	now      func() time.Time
+	m        metrics
+}
+
+// New builds the jobs and registers their metrics on d.Registry.
+func New(d Deps) *Jobs {
+	now := d.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Jobs{purge: d.Purge, complete: d.Complete, logger: d.Logger, now: now, m: newMetrics(d.Registry)}
+}
+
+// RunOnce runs every job once, in order: abandoned charges are completed
+// first, so a record the completer finishes is not mistaken for one to keep.
+// It is `payment-service cleanup`.
+func (j *Jobs) RunOnce(ctx context.Context) error {
+	return errors.Join(j.CompleteAbandonedCharges(ctx), j.PurgeExpired(ctx))
+}
+
+// PurgeExpired runs one retention purge.
+func (j *Jobs) PurgeExpired(ctx context.Context) error {
+	start := time.Now()
+	results, err := j.purge.Handle(ctx, j.now().UTC())
+	attrs := []any{"duration", time.Since(start)}
+	for _, r := range results {
+		j.m.deleted.WithLabelValues(string(r.Table)).Add(float64(r.Deleted))
+		attrs = append(attrs, slog.Group(string(r.Table),
+			"deleted", r.Deleted, "batches", r.Batches, "cutoff", r.Cutoff, "skipped", r.Skipped))
+	}
+	j.finish(ctx, JobPurgeExpired, start, err, attrs)
+	return err
+}
+
+// CompleteAbandonedCharges runs one pass of the completer.
+func (j *Jobs) CompleteAbandonedCharges(ctx context.Context) error {
+	start := time.Now()
+	res, err := j.complete.Handle(ctx)
+	for outcome, n := range map[string]int{"completed": res.Completed, "released": res.Released, "busy": res.Busy, "failed": res.Failed} {
+		j.m.abandoned.WithLabelValues(outcome).Add(float64(n))
+	}
+	j.finish(ctx, JobCompleteAbandonedCharges, start, err, []any{
+		"duration", time.Since(start),
+		"completed", res.Completed, "released", res.Released, "busy", res.Busy, "failed", res.Failed,
+	})
+	return err
+}
+
+// finish writes the run's log line and metrics.
+func (j *Jobs) finish(ctx context.Context, job string, start time.Time, err error, attrs []any) {
+	outcome, level := "ok", slog.LevelInfo
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// Shutdown between batches: what was deleted stays deleted, the
+		// rest waits for the next run.
+		outcome, level = "interrupted", slog.LevelWarn
+	case err != nil:
+		outcome, level = "error", slog.LevelError
+		attrs = append(attrs, "err", err)
+	}
+	j.m.runs.WithLabelValues(job, outcome).Inc()
+	j.m.duration.WithLabelValues(job).Observe(time.Since(start).Seconds())
+	j.logger.Log(ctx, level, fmt.Sprintf("job %s finished", job), append([]any{"job", job, "outcome", outcome}, attrs...)...)
+}
+
+type metrics struct {
+	runs      *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	deleted   *prometheus.CounterVec
+	abandoned *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) metrics {
+	m := metrics{
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "payment_job_runs_total",
+			Help: "Background job runs on this replica, by job and outcome (ok, error, interrupted).",
+		}, []string{"job", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "payment_job_duration_seconds",
+			Help:    "Duration of background job runs.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 9), // 10ms .. ~11min
+		}, []string{"job"}),
+		deleted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "payment_retention_deleted_rows_total",
+			Help: "Rows deleted by the retention purge, by table.",
+		}, []string{"table"}),
+		abandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "payment_abandoned_charges_total",
+			Help: "Abandoned charges handled by the completer, by outcome (completed, released, busy, failed).",
+		}, []string{"outcome"}),
+	}
+	reg.MustRegister(m.runs, m.duration, m.deleted, m.abandoned)
+	return m
+}

@@ -1,0 +1,153 @@
+package repository
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/example/payment-service/internal/app"
+)
+
+// retentionTarget declares how one table is trimmed: which rows are old
+// (age < cutoff), what else a row must satisfy to go, and the key the batch
+// deletes by. Adding a table to the retention job is one entry below.
+type retentionTarget struct {
+	table string
+	key   string // primary key column(s)
+	age   string // the indexed timestamp compared with the cutoff
+	also  string // a further condition, SQL over the table's columns
+	// mayBeAbsent: the table belongs to a migration that may not be applied
+	// in this database yet; a missing table is skipped, not an error.
+	mayBeAbsent bool
+}
+
+var retentionTargets = map[app.RetentionTable]retentionTarget{
+	// R-DIST-IDEM-5: a record is kept for the TTL after it was created. Past
+	// it, a COMPLETED record goes. An IN_PROGRESS record goes only when its
+	// lock has expired by the database clock (the clock the claim uses to
+	// grant takeovers) and no payment was reserved: while the lock is live a
+	// request is still working on it, and an expired claim with a reserved
+	// payment is the recovery point the completer needs to finish the charge.
+	// Once the completer has recorded the outcome it goes with the next run.
+	// A client that retries after its record is gone is still not charged
+	// twice: the payment row's UNIQUE (provider, external id), the second
+	// layer of R-DIST-IDEM-4, returns the existing payment.
+	app.TableIdempotencyRecord: {
+		table: "idempotency_record",
+		key:   "client_id, idempotency_key",
+		age:   "created_at",
+		also:  "(status = 'COMPLETED' OR (locked_until < clock_timestamp() AND payment_id IS NULL))",
+	},
+	// R-DIST-IDEM-2: a row is kept for the configured retention, which the
+	// configuration keeps at least as long as the idempotency TTL.
+	app.TableProcessedEvent: {
+		table: "processed_event",
+		key:   "event_id",
+		age:   "processed_at",
+	},
+	// The outbox: published_at is NULL until the relay has published the
+	// row, and NULL < cutoff is never true, so an unpublished event is never
+	// deleted. The table comes with the outbox migration; until that is
+	// applied the entry is skipped.
+	app.TableOutboxEvent: {
+		table:       "outbox_event",
+		key:         "id",
+		age:         "published_at",
+		mayBeAbsent: true,
+	},
+}
+
+// sql builds the batch delete. The batch is chosen oldest first (the age
+// index serves it) and locked with FOR UPDATE SKIP LOCKED, so a row that a
+// request holds right now (a claim being completed) is skipped, not waited
+// for, and a row changed since the statement began is re-checked against the
+// condition before it is locked. The CTE runs once; the DELETE then removes
+// exactly the locked rows.
+func (t retentionTarget) sql() string {
+	cond := t.age + " < $1"
+	if t.also != "" {
+		cond += " AND " + t.also
+	}
+	return fmt.Sprintf(`
+WITH batch AS (
+    SELECT %[2]s FROM %[1]s
+     WHERE %[3]s
+     ORDER BY %[4]s
+     LIMIT $2
+       FOR UPDATE SKIP LOCKED)
+DELETE FROM %[1]s WHERE (%[2]s) IN (SELECT %[2]s FROM batch)`, t.table, t.key, cond, t.age)
+}
+
+// Retention implements app.Retention and app.AbandonedCharges.
+type Retention struct {
+	db *gorm.DB
+}
+
+// NewRetention returns the retention adapter.
+func NewRetention(db *gorm.DB) *Retention { return &Retention{db: db} }
+
+// DeleteExpiredBatch implements app.Retention. The statement runs on its
+// own (autocommit), which makes each batch its own short transaction.
+func (s *Retention) DeleteExpiredBatch(ctx context.Context, table app.RetentionTable, cutoff time.Time, limit int) (int, error) {
+	t, ok := retentionTargets[table]
+	if !ok {
+		return 0, fmt.Errorf("no retention declared for table %q", table)
+	}
+	db := s.db.WithContext(ctx)
+	if t.mayBeAbsent {
+		var exists bool
+		if err := db.Raw("SELECT to_regclass(?) IS NOT NULL", t.table).Scan(&exists).Error; err != nil {
+			return 0, mapError(fmt.Errorf("look up table %s: %w", t.table, err))
+		}
+		if !exists {
+			return 0, app.ErrRetentionTableAbsent
+		}
+	}
+	res := db.Exec(t.sql(), cutoff, limit)
+	if res.Error != nil {
+		return 0, mapError(fmt.Errorf("delete expired %s: %w", t.table, res.Error))
+	}
+	return int(res.RowsAffected), nil
+}
+
+// ListAbandoned implements app.AbandonedCharges. The partial index of
+// migration 00005 keeps this cheap however many completed records the table
+// holds.
+// Expiry is judged by the database clock, the clock the claim uses.
+func (s *Retention) ListAbandoned(ctx context.Context, expiredFor time.Duration, limit int) ([]app.IdempotencyRecord, error) {
+	var rows []idempotencyRecordRow
+	err := s.db.WithContext(ctx).
+		Where("status = ? AND locked_until < clock_timestamp() - ? * interval '1 microsecond'",
+			string(app.RecordInProgress), expiredFor.Microseconds()).
+		Order("locked_until").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, mapError(fmt.Errorf("list abandoned idempotency records: %w", err))
+	}
+	out := make([]app.IdempotencyRecord, len(rows))
+	for i, row := range rows {
+		out[i] = row.toApp()
+	}
+	return out, nil
+}
+
+// ReleaseAbandoned implements app.AbandonedCharges. The conditions are
+// re-checked in the DELETE itself, so a record that a retry took over after
+// it was listed is left alone.
+func (s *Retention) ReleaseAbandoned(ctx context.Context, scope app.IdempotencyScope) (bool, error) {
+	res := s.db.WithContext(ctx).
+		Where(`client_id = ? AND idempotency_key = ? AND status = ?
+		   AND locked_until < clock_timestamp() AND payment_id IS NULL`,
+			string(scope.ClientID), scope.Key, string(app.RecordInProgress)).
+		Delete(&idempotencyRecordRow{})
+	if res.Error != nil {
+		return false, mapError(fmt.Errorf("release abandoned idempotency record: %w", res.Error))
+	}
+	return res.RowsAffected == 1, nil
+}
+
+var (
+	_ app.Retention        = (*Retention)(nil)
+	_ app.AbandonedCharges = (*Retention)(nil)
+)

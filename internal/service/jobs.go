@@ -1,0 +1,107 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"gorm.io/gorm"
+
+	"github.com/example/payment-service/internal/app"
+	"github.com/example/payment-service/internal/config"
+	"github.com/example/payment-service/internal/domain"
+	httpapi "github.com/example/payment-service/internal/http"
+	"github.com/example/payment-service/internal/jobs"
+	"github.com/example/payment-service/internal/provider"
+	"github.com/example/payment-service/internal/provider/sandbox"
+	"github.com/example/payment-service/internal/repository"
+)
+
+// jobsLeaderLockKey is the PostgreSQL advisory lock key whose holder is the
+// replica that runs the scheduled jobs ("payments" in ASCII). Advisory locks
+// are per database, so it only has to be unique within this service's.
+const jobsLeaderLockKey int64 = 0x7061796d656e7473
+
+// abandonedChargesPerRun bounds one completer run; the rest waits a minute.
+const abandonedChargesPerRun = 100
+
+// abandonedChargeGrace is how long after its lock expired a claim is left
+// to the client's own retry before the completer takes it.
+const abandonedChargeGrace = time.Minute
+
+// newJobs builds the background jobs over the service's adapters.
+func newJobs(cfg config.Config, db *gorm.DB, tx app.Transactor, charge *app.ChargePayment, registry prometheus.Registerer, logger *slog.Logger) *jobs.Jobs {
+	retention := repository.NewRetention(db)
+	r := cfg.Retention
+	return jobs.New(jobs.Deps{
+		Purge: app.NewPurgeExpired(retention, app.RetentionPolicy{
+			IdempotencyTTL:  r.IdempotencyTTL,
+			ProcessedEvents: r.ProcessedEventRetention,
+			PublishedOutbox: r.OutboxRetention,
+		}, r.BatchSize),
+		Complete: app.NewCompleteAbandonedCharges(tx, retention, charge, abandonedChargeGrace, abandonedChargesPerRun, logger),
+		Logger:   logger,
+		Registry: registry,
+	})
+}
+
+// scheduledJobs are the jobs on their schedule plus the leader lock that
+// decides which replica runs them.
+type scheduledJobs struct {
+	scheduler *jobs.Scheduler
+	leader    *repository.LeaderLock
+}
+
+func newScheduledJobs(cfg config.Config, db *gorm.DB, j *jobs.Jobs) (*scheduledJobs, error) {
+	leader, err := repository.NewLeaderLock(db, jobsLeaderLockKey)
+	if err != nil {
+		return nil, err
+	}
+	s, err := jobs.NewScheduler(j, jobs.Schedule{
+		PurgeCron:     cfg.Retention.CleanupCron,
+		CompleterCron: cfg.Retention.CompleterCron,
+		StopTimeout:   cfg.ShutdownTimeout,
+	}, leader)
+	if err != nil {
+		return nil, err
+	}
+	return &scheduledJobs{scheduler: s, leader: leader}, nil
+}
+
+// stop stops the schedule (waiting for a running job) and then gives up
+// leadership, so another replica takes over at its next firing.
+func (s *scheduledJobs) stop(ctx context.Context) error {
+	err := s.scheduler.Shutdown(ctx)
+	return errors.Join(err, s.leader.Close(ctx))
+}
+
+// Cleanup runs every background job once against cfg's database: the
+// `payment-service cleanup` command. It takes no leadership: the jobs are
+// safe to run next to a replica's scheduled run (conditional deletes,
+// fenced claims), so an operator can always run it.
+func Cleanup(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	db, err := repository.Open(cfg.DatabaseURL, repository.PoolConfig{MaxOpenConns: 4}, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if sqlDB, err := db.DB(); err == nil {
+			_ = sqlDB.Close()
+		}
+	}()
+	registry := prometheus.NewRegistry()
+	providers := map[domain.ProviderName]app.PaymentProvider{
+		sandbox.Name: provider.Instrument(sandbox.Name, sandbox.New(cfg.SandboxProviderLatency), provider.CallsMetric(registry)),
+	}
+	tx := repository.NewTransactor(db)
+	// The same providers as New builds: the completer resumes charges
+	// through them.
+	charge := app.NewChargePayment(tx, providers, httpapi.ResponseEncoder{}, cfg.IdempotencyLockTimeout, logger)
+	if err := newJobs(cfg, db, tx, charge, registry, logger).RunOnce(ctx); err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
+	return nil
+}
