@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/example/payment-service/internal/kafkatest"
 )
 
 // eventJSON is a consumer's view of a PaymentSucceeded.v1 or
@@ -163,5 +165,84 @@ func TestOutboxHoldsOneEventPerPaymentOutcome(t *testing.T) {
 	}
 	if ev := byOrder[1004].payload; ev.EventType != "PaymentSucceeded.v1" || ev.Amount != "500" || ev.Currency != "JPY" {
 		t.Fatalf("event of the concurrent charge %+v", ev)
+	}
+}
+
+// End to end: POST /payments puts its event on the topic, through the
+// outbox and the relay the service starts when KAFKA_BROKERS is set. The
+// poll interval is far beyond the test's deadline, so the commit's NOTIFY
+// is what wakes the relay.
+func TestPaymentEventIsPublishedToTheTopic(t *testing.T) {
+	t.Parallel()
+	brokers := kafkatest.Brokers(t)
+	topic := kafkatest.CreateTopic(t, brokers, 3)
+	s := startService(t, map[string]string{
+		"KAFKA_BROKERS":        strings.Join(brokers, ","),
+		"PAYMENT_EVENTS_TOPIC": topic,
+		"OUTBOX_POLL_INTERVAL": "5m",
+	})
+	saga := uuid.Must(uuid.NewV7())
+	s.addOrder(t, 1001, 42, "100.50", "RUB")
+	s.setSaga(t, 1001, saga)
+	s.addOrder(t, 1002, 42, "7.00", "EUR")
+
+	charged := s.charge(t, "k-1", chargeBody(1001, 42, "100.50", "RUB", "pi_1"))
+	declined := s.charge(t, "k-2", chargeBody(1002, 42, "7.00", "EUR", "decline_1"))
+	if charged.status != http.StatusCreated || declined.status != http.StatusPaymentRequired {
+		t.Fatalf("charges: %d %s / %d %s", charged.status, charged.body, declined.status, declined.body)
+	}
+
+	deadline := time.Now().Add(60 * time.Second)
+	for s.count(t, `SELECT count(*) FROM outbox_event WHERE published_at IS NOT NULL`) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("events not marked published within 60s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	recs := kafkatest.ReadAll(t, brokers, topic, 30*time.Second)
+	if len(recs) != 2 {
+		t.Fatalf("topic holds %d records, want 2", len(recs))
+	}
+	stored := map[uuid.UUID]outboxRow{}
+	for _, r := range s.outboxRows(t) {
+		stored[r.eventID] = r
+	}
+	for _, rec := range recs {
+		var ev eventJSON
+		if err := json.Unmarshal(rec.Value, &ev); err != nil {
+			t.Fatal(err)
+		}
+		headers := map[string]string{}
+		for _, h := range rec.Headers {
+			headers[h.Key] = string(h.Value)
+		}
+		row, ok := stored[ev.EventID]
+		if !ok || row.raw != string(rec.Value) {
+			t.Fatalf("record %s is not the stored outbox payload", rec.Value)
+		}
+		if headers["eventId"] != ev.EventID.String() || headers["eventType"] != ev.EventType {
+			t.Fatalf("headers %v for event %s %s", headers, ev.EventID, ev.EventType)
+		}
+		if string(rec.Key) != strconv.FormatInt(ev.OrderID, 10) {
+			t.Fatalf("key %q for order %d", rec.Key, ev.OrderID)
+		}
+		switch ev.OrderID {
+		case 1001:
+			checkEvent(t, ev, "PaymentSucceeded.v1", decode[paymentJSON](t, charged), &saga)
+		case 1002:
+			p := decode[problemJSON](t, declined).Payment
+			if p == nil {
+				t.Fatalf("decline without payment: %s", declined.body)
+			}
+			checkEvent(t, ev, "PaymentDeclined.v1", *p, nil)
+		default:
+			t.Fatalf("event for order %d", ev.OrderID)
+		}
+	}
+	if got := s.metric(t, `outbox_events_published_total{topic="`+topic+`"}`); got != 2 {
+		t.Fatalf("outbox_events_published_total = %v, want 2", got)
+	}
+	if got := s.metric(t, `outbox_relay_leader{topic="`+topic+`"}`); got != 1 {
+		t.Fatalf("outbox_relay_leader = %v, want 1", got)
 	}
 }

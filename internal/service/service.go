@@ -24,6 +24,8 @@ import (
 	"github.com/example/payment-service/internal/config"
 	"github.com/example/payment-service/internal/domain"
 	httpapi "github.com/example/payment-service/internal/http"
+	"github.com/example/payment-service/internal/kafka/idempotent"
+	"github.com/example/payment-service/internal/outbox"
 	"github.com/example/payment-service/internal/provider"
 	"github.com/example/payment-service/internal/provider/sandbox"
 	"github.com/example/payment-service/internal/repository"
@@ -36,6 +38,8 @@ type Service struct {
 	db       *gorm.DB
 	listener net.Listener
 	server   *http.Server
+
+	relay *outbox.Relay // nil without KAFKA_BROKERS
 }
 
 // New builds the service and binds its HTTP listener, but serves nothing
@@ -68,7 +72,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Service,
 		providerNames = append(providerNames, name)
 	}
 
-	tx := repository.NewTransactor(db)
+	tx := repository.NewTransactor(db, repository.WithOutbox(repository.OutboxConfig{PaymentEventsTopic: cfg.PaymentEventsTopic}))
 	handler := httpapi.NewHandler(httpapi.Deps{
 		Logger:        logger,
 		APIKeys:       cfg.APIKeys,
@@ -84,7 +88,14 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Service,
 		closeDB()
 		return nil, fmt.Errorf("listen on HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
 	}
+	relay, err := newOutboxRelay(cfg, logger, registry)
+	if err != nil {
+		closeDB()
+		_ = ln.Close()
+		return nil, err
+	}
 	return &Service{
+		relay:    relay,
 		cfg:      cfg,
 		logger:   logger,
 		db:       db,
@@ -108,6 +119,15 @@ func (s *Service) Addr() string { return s.listener.Addr().String() }
 // returns nil after a clean shutdown.
 func (s *Service) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
+
+	// The outbox relay starts before HTTP and stops after it, so the events
+	// of requests that finish during the drain are still published.
+	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRelay()
+	if s.relay != nil {
+		g.Go(func() error { return s.relay.Run(relayCtx) })
+	}
+
 	g.Go(func() error {
 		s.logger.Info("serving HTTP", "addr", s.Addr())
 		if err := s.server.Serve(s.listener); !errors.Is(err, http.ErrServerClosed) {
@@ -120,7 +140,9 @@ func (s *Service) Run(ctx context.Context) error {
 		s.logger.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 		defer cancel()
-		if err := s.server.Shutdown(shutdownCtx); err != nil {
+		err := s.server.Shutdown(shutdownCtx)
+		stopRelay()
+		if err != nil {
 			return fmt.Errorf("http shutdown: %w", err)
 		}
 		return nil
@@ -131,4 +153,27 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	s.logger.Info("stopped")
 	return err
+}
+
+// newOutboxRelay builds the outbox relay when Kafka is configured. Every
+// replica runs one; a PostgreSQL advisory lock makes one of them the leader
+// that publishes (see internal/outbox).
+func newOutboxRelay(cfg config.Config, logger *slog.Logger, reg prometheus.Registerer) (*outbox.Relay, error) {
+	if len(cfg.KafkaBrokers) == 0 {
+		return nil, nil
+	}
+	return outbox.New(outbox.Config{
+		Store: repository.NewOutboxRelayStore(cfg.DatabaseURL, cfg.PaymentEventsTopic),
+		NewPublisher: func() (outbox.Publisher, error) {
+			return idempotent.New(idempotent.Config{
+				Brokers:  cfg.KafkaBrokers,
+				Topic:    cfg.PaymentEventsTopic,
+				ClientID: "payment-service-outbox",
+			})
+		},
+		BatchSize:    cfg.OutboxBatchSize,
+		PollInterval: cfg.OutboxPollInterval,
+		Metrics:      outbox.NewMetrics(reg, cfg.PaymentEventsTopic),
+		Logger:       logger,
+	})
 }
