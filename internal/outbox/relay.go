@@ -263,3 +263,6 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	}
 }
+
+// The idempotent producer (R-DIST-IDEM-X2) is the Publisher in production.
+var _ Publisher = (*idempotent.Producer)(nil)
