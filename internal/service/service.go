@@ -95,7 +95,6 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Service,
 		return nil, err
 	}
 	return &Service{
-		relay:    relay,
 		cfg:      cfg,
 		logger:   logger,
 		db:       db,
@@ -108,6 +107,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Service,
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		},
+		relay: relay,
 	}, nil
 }
 
