@@ -231,6 +231,11 @@ func (r *Relay) relayBatch(ctx context.Context, sess Session, pub *Publisher) (i
 		return 0, fmt.Errorf("mark %d events published: %w", len(ids), err)
 	}
 	r.cfg.Metrics.published(len(ids))
+	if len(events) < r.cfg.BatchSize {
+		// That was the whole backlog as of the read; the relay now waits,
+		// and a stale age must not linger in the gauge meanwhile.
+		r.cfg.Metrics.setLag(0)
+	}
 	return len(events), nil
 }
 

@@ -54,6 +54,7 @@ func TestRelayWakesOnCommitNotification(t *testing.T) {
 	if got := value(t, reg, "outbox_events_published_total"); got != 3 {
 		t.Fatalf("outbox_events_published_total = %v, want 3", got)
 	}
+	waitFor(t, "no lag once drained", func() bool { return value(t, reg, "outbox_relay_lag_seconds") == 0 })
 }
 
 // crashAfterPublish wraps the real store: in the first term, the relay
