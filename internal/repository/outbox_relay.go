@@ -63,7 +63,11 @@ var sessionSettings = [][2]string{
 // pg_advisory_lock until it is the leader, so a standby takes over as soon
 // as the leader's session ends.
 func (s *OutboxRelayStore) Lead(ctx context.Context) (outbox.Session, error) {
-	conn, err := pgx.Connect(ctx, s.dsn)
+	// Only the lock wait below may block for long; connecting and setting
+	// up the session must not hang on an unreachable server.
+	setupCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(setupCtx, s.dsn)
 	if err != nil {
 		return nil, mapError(fmt.Errorf("outbox relay: connect: %w", err))
 	}
@@ -74,13 +78,13 @@ func (s *OutboxRelayStore) Lead(ctx context.Context) (outbox.Session, error) {
 		return nil, mapError(fmt.Errorf("outbox relay: %s: %w", what, err))
 	}
 	for _, kv := range sessionSettings {
-		if _, err := conn.Exec(ctx, "SELECT set_config($1, $2, false)", kv[0], kv[1]); err != nil {
+		if _, err := conn.Exec(setupCtx, "SELECT set_config($1, $2, false)", kv[0], kv[1]); err != nil {
 			return fail("set "+kv[0], err)
 		}
 	}
 	// LISTEN before taking the lock: a commit between the lock and the
 	// first read is then either seen by that read or notified.
-	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+	if _, err := conn.Exec(setupCtx, "LISTEN "+notifyChannel); err != nil {
 		return fail("listen", err)
 	}
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", s.lockKey); err != nil {
