@@ -24,8 +24,9 @@ import (
 //     stored response; it never runs the command.
 //  2. call: the provider is called with an idempotency key of its own,
 //     derived from the external payment, so calling it again is safe.
-//  3. record: one transaction sets the payment's final status and stores the
-//     response, fenced by the claim's lock token.
+//  3. record: one transaction sets the payment's final status, stores the
+//     response, fenced by the claim's lock token, and appends the outcome
+//     event to the outbox (a relay publishes it after the commit).
 //
 // A crash between the phases leaves an IN_PROGRESS record whose lock
 // expires; the next retry takes it over, finds the reserved payment (the
@@ -120,7 +121,10 @@ func (uc *ChargePayment) Handle(ctx context.Context, cmd ChargeCommand) (ChargeR
 		if resp, err = uc.encoder.EncodeChargeOutcome(outcome); err != nil {
 			return err
 		}
-		return r.Idempotency.Complete(ctx, cmd.Scope, token, resp)
+		if err := r.Idempotency.Complete(ctx, cmd.Scope, token, resp); err != nil {
+			return err
+		}
+		return appendOutcomeEvent(ctx, r, p)
 	})
 	if errors.Is(err, ErrLockLost) {
 		// Our lock expired and another request took the key over; it will
@@ -131,6 +135,28 @@ func (uc *ChargePayment) Handle(ctx context.Context, cmd ChargeCommand) (ChargeR
 		return ChargeResult{}, err
 	}
 	return ChargeResult{Response: resp}, nil
+}
+
+// appendOutcomeEvent writes the event of the payment's PENDING->final
+// transition to the outbox, inside phase 3's transaction.
+//
+// Exactly one event per payment outcome: only phase 3 appends one, and
+// phase 3 commits at most once per payment. The payment is linked to one
+// idempotency record (its recovery point), and Complete succeeds only for
+// the claim that still owns that record; an owner whose lock was taken over
+// gets ErrLockLost and the whole transaction, event included, rolls back.
+// Replays, the second layer and the crash-recovery path in claim record a
+// response without a transition, so they append nothing.
+func appendOutcomeEvent(ctx context.Context, r Repos, p domain.Payment) error {
+	saga, err := r.Orders.SagaID(ctx, p.Charge.OrderID)
+	if err != nil {
+		return err
+	}
+	event, err := NewPaymentEvent(p, saga, time.Now())
+	if err != nil {
+		return err
+	}
+	return r.Outbox.AppendPaymentEvent(ctx, event)
 }
 
 // claimResult is what phase 1 decided: exactly one field is set.

@@ -22,6 +22,7 @@ type Repos struct {
 	Idempotency IdempotencyRecords
 	Payments    Payments
 	Orders      Orders
+	Outbox      Outbox
 }
 
 // IdempotencyScope names one idempotency record: keys are per client.
@@ -100,6 +101,9 @@ type Payments interface {
 type Orders interface {
 	// Get returns domain.ErrOrderNotFound if the order is unknown.
 	Get(ctx context.Context, id domain.OrderID) (domain.Order, error)
+	// SagaID returns the order's saga id; not Valid when the order or its
+	// saga id is unknown.
+	SagaID(ctx context.Context, id domain.OrderID) (uuid.NullUUID, error)
 }
 
 // ProviderCharge is one charge request to a payment provider.

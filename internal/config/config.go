@@ -50,6 +50,18 @@ type Config struct {
 
 	// Retention jobs (internal/jobs); parsed in retention.go.
 	Retention Retention
+
+	// Outbox relay (internal/outbox); it runs only when KafkaBrokers is set.
+
+	// PaymentEventsTopic (PAYMENT_EVENTS_TOPIC, default "payment.events")
+	// receives PaymentSucceeded.v1 and PaymentDeclined.v1.
+	PaymentEventsTopic string
+	// OutboxBatchSize (OUTBOX_BATCH_SIZE, default 100, at most 10000) is how
+	// many outbox rows the relay reads and publishes at once.
+	OutboxBatchSize int
+	// OutboxPollInterval (OUTBOX_POLL_INTERVAL, default 5s) is the relay's
+	// safety-net poll; commits wake it at once through LISTEN/NOTIFY.
+	OutboxPollInterval time.Duration
 }
 
 // APIKey is one client's credential. Only the key's SHA-256 digest is kept,
@@ -76,6 +88,13 @@ func Load(getenv func(string) string) (Config, error) {
 		KafkaBrokers:           p.list("KAFKA_BROKERS"),
 	}
 	cfg.Retention = p.retention()
+
+	cfg.PaymentEventsTopic = p.topic("PAYMENT_EVENTS_TOPIC", "payment.events")
+	cfg.OutboxBatchSize = p.positiveInt("OUTBOX_BATCH_SIZE", 100)
+	if cfg.OutboxBatchSize > 10000 {
+		p.fail("OUTBOX_BATCH_SIZE", "must be at most 10000, got %d", cfg.OutboxBatchSize)
+	}
+	cfg.OutboxPollInterval = p.duration("OUTBOX_POLL_INTERVAL", 5*time.Second, 100*time.Millisecond, 5*time.Minute)
 	if cfg.SandboxProviderLatency >= cfg.IdempotencyLockTimeout {
 		p.fail("SANDBOX_PROVIDER_LATENCY", "must be shorter than IDEMPOTENCY_LOCK_TIMEOUT (%s), or every charge would lose its lock", cfg.IdempotencyLockTimeout)
 	}
@@ -206,4 +225,20 @@ func (p *parser) apiKeys(name string) []APIKey {
 		keys = append(keys, APIKey{ClientID: client, KeyDigest: sha256.Sum256([]byte(key))})
 	}
 	return keys
+}
+
+// topic accepts a legal Kafka topic name: 1 to 249 of [a-zA-Z0-9._-].
+func (p *parser) topic(name, def string) string {
+	v := p.str(name, def, false)
+	ok := len(v) <= 249 && v != "." && v != ".."
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			ok = false
+		}
+	}
+	if !ok {
+		p.fail(name, "must be a Kafka topic name (1 to 249 of a-z A-Z 0-9 . _ -), got %q", v)
+		return def
+	}
+	return v
 }

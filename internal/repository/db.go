@@ -71,11 +71,26 @@ func Ping(ctx context.Context, db *gorm.DB) error {
 
 // Transactor implements app.Transactor over one *gorm.DB.
 type Transactor struct {
-	db *gorm.DB
+	db     *gorm.DB
+	outbox OutboxConfig
 }
 
 // NewTransactor returns the transaction provider the use cases run in.
-func NewTransactor(db *gorm.DB) *Transactor { return &Transactor{db: db} }
+func NewTransactor(db *gorm.DB, opts ...TransactorOption) *Transactor {
+	t := &Transactor{db: db, outbox: OutboxConfig{PaymentEventsTopic: DefaultPaymentEventsTopic}}
+	for _, opt := range opts {
+		opt(t)
+	}
+	return t
+}
+
+// TransactorOption configures a Transactor.
+type TransactorOption func(*Transactor)
+
+// WithOutbox sets where the outbox rows written in transactions go.
+func WithOutbox(cfg OutboxConfig) TransactorOption {
+	return func(t *Transactor) { t.outbox = cfg }
+}
 
 // Transact runs fn in one READ COMMITTED transaction. The statements that
 // need more than that (the key claim, the payment reservation) are single
@@ -86,6 +101,7 @@ func (t *Transactor) Transact(ctx context.Context, fn func(ctx context.Context, 
 			Idempotency: &IdempotencyRecords{db: tx},
 			Payments:    &Payments{db: tx},
 			Orders:      &Orders{db: tx},
+			Outbox:      &Outbox{db: tx, cfg: t.outbox},
 		})
 	})
 	return mapError(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 	"gorm.io/gorm"
 
@@ -42,4 +43,17 @@ func (s *Orders) Get(ctx context.Context, id domain.OrderID) (domain.Order, erro
 		return domain.Order{}, fmt.Errorf("order %d: %w", row.OrderID, err)
 	}
 	return domain.NewOrder(domain.OrderID(row.OrderID), domain.CustomerID(row.CustomerID), total)
+}
+
+// SagaID implements app.Orders.
+func (s *Orders) SagaID(ctx context.Context, id domain.OrderID) (uuid.NullUUID, error) {
+	var saga []uuid.NullUUID
+	err := s.db.WithContext(ctx).Raw(`SELECT saga_id FROM order_projection WHERE order_id = ?`, int64(id)).Scan(&saga).Error
+	if err != nil {
+		return uuid.NullUUID{}, fmt.Errorf("get saga id of order %d: %w", id, err)
+	}
+	if len(saga) == 0 {
+		return uuid.NullUUID{}, nil
+	}
+	return saga[0], nil
 }

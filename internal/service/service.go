@@ -24,6 +24,8 @@ import (
 	"github.com/example/payment-service/internal/config"
 	"github.com/example/payment-service/internal/domain"
 	httpapi "github.com/example/payment-service/internal/http"
+	"github.com/example/payment-service/internal/kafka/idempotent"
+	"github.com/example/payment-service/internal/outbox"
 	"github.com/example/payment-service/internal/provider"
 	"github.com/example/payment-service/internal/provider/sandbox"
 	"github.com/example/payment-service/internal/repository"
@@ -37,6 +39,7 @@ type Service struct {
 	listener net.Listener
 	server   *http.Server
 	jobs     *scheduledJobs // retention and completer jobs (jobs.go)
+	relay    *outbox.Relay  // nil without KAFKA_BROKERS
 }
 
 // New builds the service and binds its HTTP listener, but serves nothing
@@ -69,7 +72,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Service,
 		providerNames = append(providerNames, name)
 	}
 
-	tx := repository.NewTransactor(db)
+	tx := repository.NewTransactor(db, repository.WithOutbox(repository.OutboxConfig{PaymentEventsTopic: cfg.PaymentEventsTopic}))
 	chargePayment := app.NewChargePayment(tx, providers, httpapi.ResponseEncoder{}, cfg.IdempotencyLockTimeout, logger)
 	handler := httpapi.NewHandler(httpapi.Deps{
 		Logger:        logger,
@@ -94,6 +97,12 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Service,
 		closeDB()
 		return nil, fmt.Errorf("listen on HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
 	}
+	relay, err := newOutboxRelay(cfg, logger, registry)
+	if err != nil {
+		closeDB()
+		_ = ln.Close()
+		return nil, err
+	}
 	return &Service{
 		jobs:     scheduled,
 		cfg:      cfg,
@@ -108,6 +117,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Service,
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		},
+		relay: relay,
 	}, nil
 }
 
@@ -119,6 +129,15 @@ func (s *Service) Addr() string { return s.listener.Addr().String() }
 // returns nil after a clean shutdown.
 func (s *Service) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
+
+	// The outbox relay starts before HTTP and stops after it, so the events
+	// of requests that finish during the drain are still published.
+	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRelay()
+	if s.relay != nil {
+		g.Go(func() error { return s.relay.Run(relayCtx) })
+	}
+
 	g.Go(func() error {
 		s.logger.Info("serving HTTP", "addr", s.Addr())
 		if err := s.server.Serve(s.listener); !errors.Is(err, http.ErrServerClosed) {
@@ -134,7 +153,9 @@ func (s *Service) Run(ctx context.Context) error {
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 		defer cancel()
 		jobsErr := s.jobs.stop(shutdownCtx)
-		if err := s.server.Shutdown(shutdownCtx); err != nil {
+		err := s.server.Shutdown(shutdownCtx)
+		stopRelay()
+		if err != nil {
 			return errors.Join(jobsErr, fmt.Errorf("http shutdown: %w", err))
 		}
 		return jobsErr
@@ -145,4 +166,27 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	s.logger.Info("stopped")
 	return err
+}
+
+// newOutboxRelay builds the outbox relay when Kafka is configured. Every
+// replica runs one; a PostgreSQL advisory lock makes one of them the leader
+// that publishes (see internal/outbox).
+func newOutboxRelay(cfg config.Config, logger *slog.Logger, reg prometheus.Registerer) (*outbox.Relay, error) {
+	if len(cfg.KafkaBrokers) == 0 {
+		return nil, nil
+	}
+	return outbox.New(outbox.Config{
+		Store: repository.NewOutboxRelayStore(cfg.DatabaseURL, cfg.PaymentEventsTopic),
+		NewPublisher: func() (outbox.Publisher, error) {
+			return idempotent.New(idempotent.Config{
+				Brokers:  cfg.KafkaBrokers,
+				Topic:    cfg.PaymentEventsTopic,
+				ClientID: "payment-service-outbox",
+			})
+		},
+		BatchSize:    cfg.OutboxBatchSize,
+		PollInterval: cfg.OutboxPollInterval,
+		Metrics:      outbox.NewMetrics(reg, cfg.PaymentEventsTopic),
+		Logger:       logger,
+	})
 }

@@ -1,0 +1,40 @@
+// Package outbox is the relay of the transactional outbox: it publishes the
+// events that use cases wrote to the outbox_event table, after their
+// transaction committed, and marks them published.
+//
+// Guarantees and where they come from:
+//
+//   - At least once. An event is marked published only after the broker
+//     acknowledged it (acks=all). A relay that dies after publishing and
+//     before marking leaves the rows unpublished; the next leader publishes
+//     them again with the same eventId (it is stored in the row, generated
+//     once when the row was written), and consumers drop the copy in their
+//     processed_event table (R-DIST-IDEM-2). The idempotent producer
+//     (R-DIST-IDEM-X2) keeps its own retries from duplicating; it cannot
+//     help across a process restart, which is what the eventId is for.
+//   - One relay at a time. A replica publishes only while it is the leader:
+//     it holds a PostgreSQL session-level advisory lock on a dedicated
+//     connection (Store.Lead). When that session ends (process crash,
+//     network loss, pg_terminate_backend), PostgreSQL releases the lock and
+//     a standby, blocked in the same lock, takes over at once. All of the
+//     leader's reads and writes go through that same session, so a leader
+//     whose session died can neither read a new batch nor mark one. The
+//     one window left: a batch already read when the session dies may still
+//     be in flight while the new leader publishes the same rows. That costs
+//     duplicates with the same eventIds, never a lost event.
+//   - Order. Rows are published in id order, one batch at a time, and each
+//     batch is handed to the producer in that order; the producer keeps the
+//     order per partition, and the message key (the order id) picks the
+//     partition. So one key's events appear on the topic in the order of
+//     their outbox ids. Ids are taken at insert, not at commit: events of
+//     two concurrent transactions may commit, and be published, in the
+//     opposite order of their ids; they were concurrent, so neither order
+//     is wrong, and no row is ever skipped (the relay always reads the
+//     oldest unpublished rows, not "after the last id").
+//   - Latency. An insert into outbox_event fires a NOTIFY at commit
+//     (trigger in db/migrations/00004_outbox.sql); the leader LISTENs on its
+//     session and wakes at once. A slow poll (PollInterval) is the safety
+//     net for notifications lost while no leader was listening.
+//   - No network call inside a database transaction: read a batch
+//     (autocommit), publish it, then mark it published (autocommit).
+package outbox

@@ -1,0 +1,273 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/example/payment-service/internal/kafka/idempotent"
+)
+
+// Event is one unpublished outbox row.
+type Event struct {
+	ID        int64 // outbox_event.id: the publish order
+	EventID   uuid.UUID
+	EventType string
+	Key       []byte
+	Payload   []byte
+	// Age is how long the row had been waiting when it was read, by the
+	// database's clock.
+	Age time.Duration
+}
+
+// Store is the relay's view of the outbox table.
+type Store interface {
+	// Lead blocks until this process is the relay leader, and returns the
+	// session that holds the leadership. It returns an error when ctx ends
+	// or the database fails.
+	Lead(ctx context.Context) (Session, error)
+}
+
+// Session is one leadership term. Every call runs on the session that
+// holds the leadership, so once it is lost every call fails.
+type Session interface {
+	// Pending returns up to limit unpublished rows, lowest id first.
+	Pending(ctx context.Context, limit int) ([]Event, error)
+	// MarkPublished sets published_at on the rows.
+	MarkPublished(ctx context.Context, ids []int64) error
+	// Wait blocks until rows may have been committed (a notification
+	// arrived) or ctx ends; it returns ctx's error then.
+	Wait(ctx context.Context) error
+	// Close ends the term and releases the leadership.
+	Close() error
+}
+
+// Publisher sends messages to Kafka and returns once all of them are
+// acknowledged. *idempotent.Producer implements it; ctx must have a deadline,
+// since the producer retries until ctx ends.
+type Publisher interface {
+	Publish(ctx context.Context, msgs ...idempotent.Message) error
+	Close() error
+}
+
+// Config configures a Relay. Store and NewPublisher are required.
+type Config struct {
+	Store Store
+	// NewPublisher creates the publisher for a leadership term, and again
+	// after a failed Publish: a failure can leave a producer dead for good
+	// (PRODUCER_FENCED), and a fresh one is always as safe as the old one
+	// would be (a producer that gave up on a batch starts a new sequence
+	// space anyway).
+	NewPublisher func() (Publisher, error)
+	// BatchSize is the most rows read and published at once. Default 100.
+	BatchSize int
+	// PollInterval is the safety-net poll while no notification arrives.
+	// Default 5s. After a failure the relay pauses for at most a second.
+	PollInterval time.Duration
+	// PublishTimeout bounds one batch's Publish. Default 30s.
+	PublishTimeout time.Duration
+	// QueryTimeout bounds each database call of the leader. Default 10s.
+	QueryTimeout time.Duration
+	Metrics      *Metrics // optional
+	Logger       *slog.Logger
+}
+
+// Relay publishes the outbox. Run it in every replica: only the leader
+// publishes, the others wait to take over.
+type Relay struct {
+	cfg Config
+}
+
+// New validates cfg and returns a Relay.
+func New(cfg Config) (*Relay, error) {
+	if cfg.Store == nil || cfg.NewPublisher == nil {
+		return nil, errors.New("outbox: Store and NewPublisher are required")
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 100
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 5 * time.Second
+	}
+	if cfg.PublishTimeout <= 0 {
+		cfg.PublishTimeout = 30 * time.Second
+	}
+	if cfg.QueryTimeout <= 0 {
+		cfg.QueryTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Relay{cfg: cfg}, nil
+}
+
+// Run relays until ctx ends and returns nil then. Losing the leadership or
+// the database is not an error: Run steps down and competes again.
+func (r *Relay) Run(ctx context.Context) error {
+	for {
+		sess, err := r.cfg.Store.Lead(ctx)
+		if ctx.Err() != nil {
+			if sess != nil {
+				_ = sess.Close()
+			}
+			return nil
+		}
+		if err != nil {
+			r.cfg.Logger.WarnContext(ctx, "outbox relay: cannot compete for leadership", "err", err)
+		} else {
+			r.cfg.Logger.InfoContext(ctx, "outbox relay: leading")
+			r.cfg.Metrics.setLeader(true)
+			err = r.lead(ctx, sess)
+			r.cfg.Metrics.setLeader(false)
+			_ = sess.Close()
+			if ctx.Err() != nil {
+				return nil
+			}
+			r.cfg.Logger.WarnContext(ctx, "outbox relay: stepped down", "err", err)
+		}
+		if !sleep(ctx, r.retryPause()) {
+			return nil
+		}
+	}
+}
+
+// retryPause is the pause after a failure: short, so a lone replica is back
+// soon, and never longer than the poll.
+func (r *Relay) retryPause() time.Duration { return min(r.cfg.PollInterval, time.Second) }
+
+// lead publishes while sess holds the leadership. It returns why it stopped.
+func (r *Relay) lead(ctx context.Context, sess Session) error {
+	var pub Publisher
+	defer func() {
+		if pub != nil {
+			_ = pub.Close()
+		}
+	}()
+	for {
+		n, err := r.relayBatch(ctx, sess, &pub)
+		var pubErr *publishError
+		switch {
+		case errors.As(err, &pubErr):
+			// The rows stay unpublished and are read again, with the same
+			// eventIds; the producer is replaced (see Config.NewPublisher).
+			r.cfg.Logger.WarnContext(ctx, "outbox relay: publish failed; retrying the batch", "err", err)
+			if pub != nil {
+				_ = pub.Close()
+				pub = nil
+			}
+			if !sleep(ctx, r.retryPause()) {
+				return ctx.Err()
+			}
+			continue
+		case err != nil:
+			return err
+		case n == r.cfg.BatchSize:
+			continue // a full batch: there may be more
+		}
+		// Sleep until a commit notifies us or the safety-net poll is due.
+		waitCtx, cancel := context.WithTimeout(ctx, r.cfg.PollInterval)
+		err = sess.Wait(waitCtx)
+		timedOut := waitCtx.Err() != nil
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil && !timedOut {
+			return fmt.Errorf("wait for notifications: %w", err)
+		}
+	}
+}
+
+type publishError struct{ err error }
+
+func (e *publishError) Error() string { return e.err.Error() }
+func (e *publishError) Unwrap() error { return e.err }
+
+// relayBatch reads, publishes and marks one batch; it returns the number
+// of rows read. No transaction spans the network call.
+func (r *Relay) relayBatch(ctx context.Context, sess Session, pub *Publisher) (int, error) {
+	qctx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
+	events, err := sess.Pending(qctx, r.cfg.BatchSize)
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("read pending events: %w", err)
+	}
+	if len(events) == 0 {
+		r.cfg.Metrics.setLag(0)
+		return 0, nil
+	}
+	r.cfg.Metrics.setLag(events[0].Age)
+
+	if *pub == nil {
+		p, err := r.cfg.NewPublisher()
+		if err != nil {
+			return 0, &publishError{fmt.Errorf("create publisher: %w", err)}
+		}
+		*pub = p
+	}
+	msgs := make([]idempotent.Message, len(events))
+	ids := make([]int64, len(events))
+	for i, e := range events {
+		msgs[i] = toMessage(e)
+		ids[i] = e.ID
+	}
+	pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
+	err = (*pub).Publish(pctx, msgs...)
+	cancel()
+	if err != nil {
+		return 0, &publishError{err}
+	}
+
+	// A crash or a lost session here republishes the batch under the next
+	// leader, with the same eventIds: consumers dedup (see the package doc).
+	qctx, cancel = context.WithTimeout(ctx, r.cfg.QueryTimeout)
+	err = sess.MarkPublished(qctx, ids)
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("mark %d events published: %w", len(ids), err)
+	}
+	r.cfg.Metrics.published(len(ids))
+	if len(events) < r.cfg.BatchSize {
+		// That was the whole backlog as of the read; the relay now waits,
+		// and a stale age must not linger in the gauge meanwhile.
+		r.cfg.Metrics.setLag(0)
+	}
+	return len(events), nil
+}
+
+// Header names of the Kafka record headers every event carries, so that
+// consumers can dedup and route without parsing the value.
+const (
+	HeaderEventID   = "eventId"
+	HeaderEventType = "eventType"
+)
+
+func toMessage(e Event) idempotent.Message {
+	return idempotent.Message{
+		Key:   e.Key,
+		Value: e.Payload,
+		Headers: []idempotent.Header{
+			{Key: HeaderEventID, Value: []byte(e.EventID.String())},
+			{Key: HeaderEventType, Value: []byte(e.EventType)},
+		},
+	}
+}
+
+// sleep waits d or until ctx ends; it reports whether ctx is still alive.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// The idempotent producer (R-DIST-IDEM-X2) is the Publisher in production.
+var _ Publisher = (*idempotent.Producer)(nil)

@@ -1,0 +1,103 @@
+package repository
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
+	"github.com/example/payment-service/internal/app"
+)
+
+// DefaultPaymentEventsTopic is where payment events go unless configured.
+const DefaultPaymentEventsTopic = "payment.events"
+
+// OutboxConfig says where outbox rows are addressed.
+type OutboxConfig struct {
+	// PaymentEventsTopic is the Kafka topic of PaymentSucceeded.v1 and
+	// PaymentDeclined.v1.
+	PaymentEventsTopic string
+}
+
+// Outbox implements app.Outbox on the outbox_event table
+// (db/migrations/00004_outbox.sql). Rows are published by internal/outbox.
+type Outbox struct {
+	db  *gorm.DB
+	cfg OutboxConfig
+}
+
+type outboxEventRow struct {
+	ID          int64 `gorm:"primaryKey;->"` // GENERATED ALWAYS: never written
+	EventID     uuid.UUID
+	Topic       string
+	MessageKey  string
+	EventType   string
+	Payload     string     // json column: the exact bytes the relay publishes
+	CreatedAt   time.Time  `gorm:"->"`
+	PublishedAt *time.Time `gorm:"->"`
+}
+
+func (outboxEventRow) TableName() string { return "outbox_event" }
+
+// paymentEventV1 is the value of PaymentSucceeded.v1 and PaymentDeclined.v1
+// messages: the wire contract with every consumer of payment.events. Add
+// optional fields only; anything else is a new event type (.v2).
+type paymentEventV1 struct {
+	EventID   uuid.UUID `json:"eventId"`
+	SagaID    *string   `json:"sagaId,omitempty"`
+	EventType string    `json:"eventType"`
+	PaymentID int64     `json:"paymentId"`
+	OrderID   int64     `json:"orderId"`
+	// CustomerID and OrderID are numbers, as in the HTTP API; Amount is a
+	// decimal string, never a float.
+	CustomerID        int64     `json:"customerId"`
+	Amount            string    `json:"amount"`
+	Currency          string    `json:"currency"`
+	PaymentProvider   string    `json:"paymentProvider"`
+	ExternalPaymentID string    `json:"externalPaymentId"`
+	OccurredAt        time.Time `json:"occurredAt"`
+}
+
+// AppendPaymentEvent implements app.Outbox. The insert fires the table's
+// NOTIFY trigger, delivered when the transaction commits.
+func (o *Outbox) AppendPaymentEvent(ctx context.Context, e app.PaymentEvent) error {
+	p := e.Payment
+	v := paymentEventV1{
+		EventID:           e.ID,
+		EventType:         e.Type,
+		PaymentID:         int64(p.ID),
+		OrderID:           int64(p.Charge.OrderID),
+		CustomerID:        int64(p.Charge.CustomerID),
+		Amount:            p.Charge.Amount.AmountString(),
+		Currency:          string(p.Charge.Amount.Currency()),
+		PaymentProvider:   string(p.Charge.Provider),
+		ExternalPaymentID: string(p.Charge.ExternalPaymentID),
+		OccurredAt:        e.OccurredAt.UTC(),
+	}
+	if e.SagaID.Valid {
+		saga := e.SagaID.UUID.String()
+		v.SagaID = &saga
+	}
+	payload, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", e.Type, err)
+	}
+	row := outboxEventRow{
+		EventID: e.ID,
+		Topic:   o.cfg.PaymentEventsTopic,
+		// The order id: one order's events land on one partition, in order.
+		MessageKey: strconv.FormatInt(int64(p.Charge.OrderID), 10),
+		EventType:  e.Type,
+		Payload:    string(payload),
+	}
+	if err := o.db.WithContext(ctx).Create(&row).Error; err != nil {
+		return fmt.Errorf("append %s to the outbox: %w", e.Type, err)
+	}
+	return nil
+}
+
+var _ app.Outbox = (*Outbox)(nil)

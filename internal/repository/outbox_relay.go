@@ -1,0 +1,156 @@
+package repository
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payment-service/internal/outbox"
+)
+
+// OutboxRelayStore implements outbox.Store for one topic on PostgreSQL.
+//
+// Leadership is a session-level advisory lock held on a dedicated
+// connection, outside the pool: it lives exactly as long as that session,
+// so PostgreSQL itself releases it when the leader's process or network
+// dies. The same connection LISTENs for the outbox trigger's NOTIFY and
+// runs every read and write of the term, so a leader whose session is gone
+// cannot touch the table.
+type OutboxRelayStore struct {
+	dsn     string
+	topic   string
+	lockKey int64
+}
+
+// NewOutboxRelayStore returns the store for the relay of topic, connecting
+// to dsn.
+func NewOutboxRelayStore(dsn, topic string) *OutboxRelayStore {
+	return &OutboxRelayStore{dsn: dsn, topic: topic, lockKey: relayLockKey(topic)}
+}
+
+// relayLockKey derives the advisory lock key from the topic, so relays of
+// different topics do not exclude each other. The bigint key space is
+// shared with goose's migration lock (a fixed constant), which a 64-bit hash
+// of our own name does not meet.
+func relayLockKey(topic string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("payment-service/outbox-relay/" + topic))
+	return int64(h.Sum64())
+}
+
+// notifyChannel is the channel of the outbox_event trigger.
+const notifyChannel = "outbox_event"
+
+// sessionSettings make the leader's session safe to hold for hours:
+// timeouts a server or role may set must not end it (an idle leader is an
+// idle session), and the server's TCP keepalives drop the session of a
+// leader that vanished without closing it, within about 25 s, so a standby
+// takes over.
+var sessionSettings = [][2]string{
+	{"statement_timeout", "0"},
+	{"lock_timeout", "0"},
+	{"idle_session_timeout", "0"},
+	{"tcp_keepalives_idle", "10"},
+	{"tcp_keepalives_interval", "5"},
+	{"tcp_keepalives_count", "3"},
+}
+
+// Lead implements outbox.Store: it connects, LISTENs and then blocks in
+// pg_advisory_lock until it is the leader, so a standby takes over as soon
+// as the leader's session ends.
+func (s *OutboxRelayStore) Lead(ctx context.Context) (outbox.Session, error) {
+	// Only the lock wait below may block for long; connecting and setting
+	// up the session must not hang on an unreachable server.
+	setupCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(setupCtx, s.dsn)
+	if err != nil {
+		return nil, mapError(fmt.Errorf("outbox relay: connect: %w", err))
+	}
+	fail := func(what string, err error) (outbox.Session, error) {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = conn.Close(closeCtx)
+		return nil, mapError(fmt.Errorf("outbox relay: %s: %w", what, err))
+	}
+	for _, kv := range sessionSettings {
+		if _, err := conn.Exec(setupCtx, "SELECT set_config($1, $2, false)", kv[0], kv[1]); err != nil {
+			return fail("set "+kv[0], err)
+		}
+	}
+	// LISTEN before taking the lock: a commit between the lock and the
+	// first read is then either seen by that read or notified.
+	if _, err := conn.Exec(setupCtx, "LISTEN "+notifyChannel); err != nil {
+		return fail("listen", err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", s.lockKey); err != nil {
+		return fail("take the relay lock", err)
+	}
+	return &outboxSession{conn: conn, topic: s.topic}, nil
+}
+
+type outboxSession struct {
+	conn  *pgx.Conn
+	topic string
+}
+
+const pendingSQL = `
+SELECT id, event_id, event_type, message_key, payload::text,
+       (extract(epoch FROM clock_timestamp() - created_at) * 1000000)::bigint
+  FROM outbox_event
+ WHERE topic = $1 AND published_at IS NULL
+ ORDER BY id
+ LIMIT $2`
+
+// Pending implements outbox.Session.
+func (s *outboxSession) Pending(ctx context.Context, limit int) ([]outbox.Event, error) {
+	rows, err := s.conn.Query(ctx, pendingSQL, s.topic, limit)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	defer rows.Close()
+	var events []outbox.Event
+	for rows.Next() {
+		var (
+			e       outbox.Event
+			eventID uuid.UUID
+			key     string
+			payload string
+			ageUS   int64
+		)
+		if err := rows.Scan(&e.ID, &eventID, &e.EventType, &key, &payload, &ageUS); err != nil {
+			return nil, mapError(err)
+		}
+		e.EventID, e.Key, e.Payload = eventID, []byte(key), []byte(payload)
+		e.Age = time.Duration(max(ageUS, 0)) * time.Microsecond
+		events = append(events, e)
+	}
+	return events, mapError(rows.Err())
+}
+
+// MarkPublished implements outbox.Session.
+func (s *outboxSession) MarkPublished(ctx context.Context, ids []int64) error {
+	_, err := s.conn.Exec(ctx,
+		`UPDATE outbox_event SET published_at = now() WHERE id = ANY($1) AND published_at IS NULL`, ids)
+	return mapError(err)
+}
+
+// Wait implements outbox.Session. Notifications that arrived while the
+// session was busy are buffered by pgx and returned at once.
+func (s *outboxSession) Wait(ctx context.Context) error {
+	_, err := s.conn.WaitForNotification(ctx)
+	return err
+}
+
+// Close implements outbox.Session: ending the session releases the lock.
+func (s *outboxSession) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return s.conn.Close(ctx)
+}
+
+var _ outbox.Store = (*OutboxRelayStore)(nil)
