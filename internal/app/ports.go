@@ -22,6 +22,10 @@ type Repos struct {
 	Idempotency IdempotencyRecords
 	Payments    Payments
 	Orders      Orders
+
+	// The order-projection consumer's ports (apply_order_events.go).
+	ProcessedEvents  ProcessedEvents
+	OrderProjections OrderProjections
 }
 
 // IdempotencyScope names one idempotency record: keys are per client.

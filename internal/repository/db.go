@@ -86,6 +86,9 @@ func (t *Transactor) Transact(ctx context.Context, fn func(ctx context.Context, 
 			Idempotency: &IdempotencyRecords{db: tx},
 			Payments:    &Payments{db: tx},
 			Orders:      &Orders{db: tx},
+
+			ProcessedEvents:  &ProcessedEvents{db: tx},
+			OrderProjections: &OrderProjections{db: tx},
 		})
 	})
 	return mapError(err)
