@@ -22,6 +22,7 @@ import (
 	"github.com/example/payment-service/db/migrations"
 	"github.com/example/payment-service/internal/app"
 	"github.com/example/payment-service/internal/config"
+	"github.com/example/payment-service/internal/consumer"
 	"github.com/example/payment-service/internal/domain"
 	httpapi "github.com/example/payment-service/internal/http"
 	"github.com/example/payment-service/internal/provider"
@@ -36,6 +37,9 @@ type Service struct {
 	db       *gorm.DB
 	listener net.Listener
 	server   *http.Server
+
+	// orderConsumer is nil when KAFKA_BROKERS is not set.
+	orderConsumer *consumer.Consumer
 }
 
 // New builds the service and binds its HTTP listener, but serves nothing
@@ -69,14 +73,25 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Service,
 	}
 
 	tx := repository.NewTransactor(db)
+
+	// The order-projection consumer (issue 3); readiness includes its state.
+	orderConsumer, err := newOrderConsumer(cfg, tx, registry, logger)
+	if err != nil {
+		closeDB()
+		return nil, err
+	}
+
 	handler := httpapi.NewHandler(httpapi.Deps{
 		Logger:        logger,
 		APIKeys:       cfg.APIKeys,
 		Providers:     providerNames,
 		ChargePayment: app.NewChargePayment(tx, providers, httpapi.ResponseEncoder{}, cfg.IdempotencyLockTimeout, logger),
 		GetPayment:    app.NewGetPayment(tx),
-		Ready:         func(ctx context.Context) error { return repository.Ping(ctx, db) },
-		Registry:      registry,
+		GetOrder:      app.NewGetOrder(tx),
+		Ready: func(ctx context.Context) error {
+			return errors.Join(repository.Ping(ctx, db), orderConsumerHealth(orderConsumer))
+		},
+		Registry: registry,
 	})
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
@@ -97,17 +112,27 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Service,
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		},
+		orderConsumer: orderConsumer,
 	}, nil
 }
 
 // Addr is the address the HTTP server listens on (useful with port 0).
 func (s *Service) Addr() string { return s.listener.Addr().String() }
 
-// Run serves until ctx ends, then shuts down gracefully: in-flight requests
-// get cfg.ShutdownTimeout to finish, and the database closes last. It
-// returns nil after a clean shutdown.
+// Run serves until ctx ends, then shuts down gracefully, in reverse start
+// order: the order consumer stops (finishing or abandoning its batch
+// uncommitted), in-flight requests get cfg.ShutdownTimeout to finish, and
+// the database closes last. It returns nil after a clean shutdown.
 func (s *Service) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
+
+	// The consumer starts after the HTTP server and stops before it. Its
+	// context is its own, cancelled by the shutdown below, so that the
+	// stop order does not depend on which goroutine sees ctx end first.
+	consumerCtx, stopConsumer := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopConsumer()
+	consumerDone := make(chan struct{})
+
 	g.Go(func() error {
 		s.logger.Info("serving HTTP", "addr", s.Addr())
 		if err := s.server.Serve(s.listener); !errors.Is(err, http.ErrServerClosed) {
@@ -116,8 +141,24 @@ func (s *Service) Run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error {
+		defer close(consumerDone)
+		if err := runOrderConsumer(consumerCtx, s.orderConsumer); err != nil {
+			return fmt.Errorf("order consumer: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
 		<-gctx.Done()
 		s.logger.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
+		stopConsumer()
+		select {
+		case <-consumerDone:
+		case <-time.After(s.cfg.ShutdownTimeout):
+			// Still closing (a broker that does not answer the leave
+			// request): stop HTTP anyway; Run waits for it before closing
+			// the database.
+			s.logger.Warn("order consumer still stopping; shutting HTTP down meanwhile")
+		}
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 		defer cancel()
 		if err := s.server.Shutdown(shutdownCtx); err != nil {
