@@ -3,7 +3,6 @@ package consumer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -480,5 +479,3 @@ func TestDecode(t *testing.T) {
 		})
 	}
 }
-
-var _ = fmt.Sprint

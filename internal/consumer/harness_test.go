@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -64,6 +63,22 @@ type running struct {
 // ends (or stop is called).
 func start(t *testing.T, cfg Config, dsn string, tweak func(*Consumer)) *running {
 	t.Helper()
+	return startWith(t, cfg, dsn, tweak, nil)
+}
+
+// startBench starts a consumer for a benchmark; baseline swaps the use case
+// for the one-transaction-per-event listener.
+func startBench(b *testing.B, cfg Config, dsn string, baseline bool) *running {
+	b.Helper()
+	wrap := func(uc *app.ApplyOrderEvents) Applier { return uc }
+	if baseline {
+		wrap = func(uc *app.ApplyOrderEvents) Applier { return perMessageBaseline{uc} }
+	}
+	return startWith(b, cfg, dsn, nil, wrap)
+}
+
+func startWith(t testing.TB, cfg Config, dsn string, tweak func(*Consumer), wrap func(*app.ApplyOrderEvents) Applier) *running {
+	t.Helper()
 	db, err := repository.Open(dsn, repository.PoolConfig{MaxOpenConns: 4}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +87,10 @@ func start(t *testing.T, cfg Config, dsn string, tweak func(*Consumer)) *running
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	uc := app.NewApplyOrderEvents(repository.NewTransactor(db), cfg.GroupID)
+	var uc Applier = app.NewApplyOrderEvents(repository.NewTransactor(db), cfg.GroupID)
+	if wrap != nil {
+		uc = wrap(uc.(*app.ApplyOrderEvents))
+	}
 	c, err := New(cfg, uc, prometheus.NewRegistry(), logger)
 	if err != nil {
 		t.Fatal(err)
@@ -104,18 +122,22 @@ func start(t *testing.T, cfg Config, dsn string, tweak func(*Consumer)) *running
 	return &running{c: c, stop: stop}
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
 // counter reads a counter's value.
 func counter(t *testing.T, c prometheus.Counter) int {
 	t.Helper()
+	return int(counterValue(c))
+}
+
+func counterValue(c prometheus.Counter) float64 {
 	var m dto.Metric
 	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
+		panic(err)
 	}
-	return int(m.GetCounter().GetValue())
+	return m.GetCounter().GetValue()
 }
 
 func (r *running) applied(t *testing.T) int    { return counter(t, r.c.metrics.applied) }
@@ -365,8 +387,6 @@ func (p *pgProxy) setDown(down bool) {
 		p.conns = nil
 	}
 }
-
-var _ = fmt.Sprint
 
 // kafkaDialer is a kafka-go Dialer whose connections k can cut.
 func kafkaDialer(k *killableDialer) *kafka.Dialer {

@@ -15,7 +15,7 @@ import (
 	"github.com/example/payment-service/internal/domain"
 )
 
-func orderEvent(t *testing.T, order int64, amount string, at time.Time) app.OrderCreated {
+func orderEvent(t testing.TB, order int64, amount string, at time.Time) app.OrderCreated {
 	t.Helper()
 	money, err := domain.NewMoney(decimal.RequireFromString(amount), "RUB")
 	if err != nil {
