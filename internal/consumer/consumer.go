@@ -240,6 +240,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		if err != nil {
 			c.logger.Warn("fetching order events failed", "err", err)
 			if len(batch) == 0 {
+				c.setState(fmt.Errorf("order events consumer: fetching: %w", err))
 				if c.sleep(ctx, c.cfg.RetryBackoff) != nil {
 					return nil
 				}
