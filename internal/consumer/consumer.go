@@ -33,7 +33,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"strconv"
 	"sync"
 	"time"
@@ -85,10 +84,8 @@ type Config struct {
 	MaxRetryBackoff time.Duration
 
 	// Dialer, if set, opens the reader's broker connections (tests use it
-	// to cut the network). DLTDial does the same for the dead-letter
-	// producer.
-	Dialer  *kafka.Dialer
-	DLTDial func(ctx context.Context, network, address string) (net.Conn, error)
+	// to cut the network).
+	Dialer *kafka.Dialer
 }
 
 // Applier is the use case a batch is handed to: app.ApplyOrderEvents.
@@ -143,7 +140,6 @@ func New(cfg Config, apply Applier, reg prometheus.Registerer, logger *slog.Logg
 	dlt, err := idempotent.New(idempotent.Config{
 		Brokers:  cfg.Brokers,
 		Topic:    cfg.DLTTopic,
-		Dial:     cfg.DLTDial,
 		ClientID: cfg.GroupID + "-dlt",
 	})
 	if err != nil {
