@@ -25,6 +25,12 @@
 //   - Throughput. One transaction per fetched batch (up to BatchSize
 //     records), with one multi-row statement per table; one offset commit
 //     per batch.
+//
+// Metrics (on the service's registry): order_events_applied_total,
+// order_events_superseded_total, order_events_duplicates_total,
+// order_events_dead_lettered_total{reason}, order_events_retries_total{step},
+// order_events_offset_commit_failures_total and order_events_consumer_lag.
+// Health (part of /readyz) reports a batch that is being retried.
 package consumer
 
 import (
