@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,6 +104,75 @@ func TestOrderEventOnKafkaThenChargeSucceeds(t *testing.T) {
 	}
 	if r := s.request(t, http.MethodGet, "/readyz", "", nil); r.status != http.StatusOK {
 		t.Errorf("/readyz: %d %s", r.status, r.body)
+	}
+	if v := s.metric(t, "order_events_applied_total"); v != 1 {
+		t.Errorf("order_events_applied_total = %v, want 1", v)
+	}
+}
+
+// Readiness includes the consumer: while it cannot apply a batch (here the
+// processed_event table is renamed away, so every attempt fails though the
+// database answers pings), /readyz is 503 and nothing is applied or
+// committed; once the table is back, the retried batch applies, once.
+func TestReadinessReportsAConsumerThatCannotApply(t *testing.T) {
+	t.Parallel()
+	env, brokers, topic := consumerEnv(t)
+	env["KAFKA_CONSUMER_RETRY_BACKOFF"] = "20ms"
+	env["KAFKA_CONSUMER_MAX_RETRY_BACKOFF"] = "200ms"
+	s := startService(t, env)
+	ctx := context.Background()
+
+	waitStatus := func(path string, want int) response {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			r := s.request(t, http.MethodGet, path, "", nil)
+			if r.status == want {
+				return r
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("GET %s: %d %s, want %d", path, r.status, r.body, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitStatus("/readyz", http.StatusOK)
+
+	if _, err := s.db.Exec(ctx, `ALTER TABLE processed_event RENAME TO processed_event_away`); err != nil {
+		t.Fatal(err)
+	}
+	eventID := uuid.Must(uuid.NewV7()).String()
+	value := `{"eventId":"` + eventID + `","eventType":"OrderCreated.v1","orderId":1001,"customerId":42,` +
+		`"amount":"100.50","currency":"RUB","occurredAt":"2026-11-29T10:00:00Z"}`
+	p, err := idempotent.New(idempotent.Config{Brokers: brokers, Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := p.Publish(pctx, idempotent.Message{Key: []byte("1001"), Value: []byte(value)}); err != nil {
+		t.Fatal(err)
+	}
+
+	r := waitStatus("/readyz", http.StatusServiceUnavailable)
+	if !strings.Contains(string(r.body), `"code":"service-unavailable"`) {
+		t.Errorf("/readyz body %s", r.body)
+	}
+	if r := s.request(t, http.MethodGet, "/orders/1001", "", nil); r.status != http.StatusNotFound {
+		t.Errorf("GET /orders/1001 while the consumer fails: %d, want 404", r.status)
+	}
+	if v := s.metric(t, `order_events_retries_total{step="applying order events"}`); v == 0 {
+		t.Error("no retry counted")
+	}
+
+	if _, err := s.db.Exec(ctx, `ALTER TABLE processed_event_away RENAME TO processed_event`); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus("/orders/1001", http.StatusOK)
+	waitStatus("/readyz", http.StatusOK)
+	if n := s.count(t, `SELECT count(*) FROM processed_event WHERE event_id = $1`, eventID); n != 1 {
+		t.Errorf("processed_event rows for the event = %d, want 1", n)
 	}
 	if v := s.metric(t, "order_events_applied_total"); v != 1 {
 		t.Errorf("order_events_applied_total = %v, want 1", v)

@@ -51,7 +51,7 @@ func NewHandler(d Deps) http.Handler {
 		defer cancel()
 		if err := d.Ready(ctx); err != nil {
 			d.Logger.WarnContext(ctx, "not ready", "err", err)
-			p := newProblem(http.StatusServiceUnavailable, codeServiceUnavailable, "Not ready", "The database cannot be reached.")
+			p := newProblem(http.StatusServiceUnavailable, codeServiceUnavailable, "Not ready", "The database cannot be reached, or the order-events consumer is retrying a failed batch (the log says which).")
 			p.retryAfter = retryAfterDefault
 			return p
 		}
