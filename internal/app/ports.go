@@ -23,6 +23,10 @@ type Repos struct {
 	Payments    Payments
 	Orders      Orders
 	Outbox      Outbox
+
+	// The order-projection consumer's ports (apply_order_events.go).
+	ProcessedEvents  ProcessedEvents
+	OrderProjections OrderProjections
 }
 
 // IdempotencyScope names one idempotency record: keys are per client.

@@ -62,6 +62,42 @@ type Config struct {
 	// OutboxPollInterval (OUTBOX_POLL_INTERVAL, default 5s) is the relay's
 	// safety-net poll; commits wake it at once through LISTEN/NOTIFY.
 	OutboxPollInterval time.Duration
+	// OrderConsumer configures the order-projection consumer, which runs
+	// only when KafkaBrokers is set.
+	OrderConsumer OrderConsumer
+}
+
+// OrderConsumer is the order-projection consumer's configuration.
+type OrderConsumer struct {
+	// Topic (ORDER_EVENTS_TOPIC, default order.events) is consumed.
+	Topic string
+	// DLTTopic (ORDER_EVENTS_DLT_TOPIC, default order.events.DLT) receives
+	// records that can never be applied. It must exist.
+	DLTTopic string
+	// Group (ORDER_CONSUMER_GROUP, default order-projection) is the
+	// consumer group, and the consumer_name in processed_event.
+	Group string
+	// DefaultCurrency (DEFAULT_CURRENCY, default RUB) is used for events
+	// that carry no currency.
+	DefaultCurrency string
+	// MaxWait (KAFKA_CONSUMER_MAX_WAIT, default 500ms) bounds a fetch's
+	// wait for new records, and so how long Close and a rebalance wait.
+	MaxWait time.Duration
+	// HeartbeatInterval (KAFKA_CONSUMER_HEARTBEAT_INTERVAL, default 3s)
+	// and SessionTimeout (KAFKA_CONSUMER_SESSION_TIMEOUT, default 45s) are
+	// the group membership timers.
+	HeartbeatInterval time.Duration
+	SessionTimeout    time.Duration
+	// BatchSize (KAFKA_CONSUMER_BATCH_SIZE, default 500) caps the records
+	// applied in one transaction; BatchWait (KAFKA_CONSUMER_BATCH_WAIT,
+	// default 10ms) is how long to wait for more once one has arrived.
+	BatchSize int
+	BatchWait time.Duration
+	// RetryBackoff (KAFKA_CONSUMER_RETRY_BACKOFF, default 100ms) is the
+	// first pause after a failed batch; it doubles up to MaxRetryBackoff
+	// (KAFKA_CONSUMER_MAX_RETRY_BACKOFF, default 10s).
+	RetryBackoff    time.Duration
+	MaxRetryBackoff time.Duration
 }
 
 // APIKey is one client's credential. Only the key's SHA-256 digest is kept,
@@ -95,6 +131,7 @@ func Load(getenv func(string) string) (Config, error) {
 		p.fail("OUTBOX_BATCH_SIZE", "must be at most 10000, got %d", cfg.OutboxBatchSize)
 	}
 	cfg.OutboxPollInterval = p.duration("OUTBOX_POLL_INTERVAL", 5*time.Second, 100*time.Millisecond, 5*time.Minute)
+	cfg.OrderConsumer = p.orderConsumer()
 	if cfg.SandboxProviderLatency >= cfg.IdempotencyLockTimeout {
 		p.fail("SANDBOX_PROVIDER_LATENCY", "must be shorter than IDEMPOTENCY_LOCK_TIMEOUT (%s), or every charge would lose its lock", cfg.IdempotencyLockTimeout)
 	}
@@ -227,6 +264,38 @@ func (p *parser) apiKeys(name string) []APIKey {
 	return keys
 }
 
+// orderConsumer reads the order-projection consumer's variables.
+func (p *parser) orderConsumer() OrderConsumer {
+	c := OrderConsumer{
+		Topic:             p.topic("ORDER_EVENTS_TOPIC", "order.events"),
+		DLTTopic:          p.topic("ORDER_EVENTS_DLT_TOPIC", "order.events.DLT"),
+		Group:             p.str("ORDER_CONSUMER_GROUP", "order-projection", false),
+		DefaultCurrency:   p.currency("DEFAULT_CURRENCY", "RUB"),
+		MaxWait:           p.duration("KAFKA_CONSUMER_MAX_WAIT", 500*time.Millisecond, 10*time.Millisecond, 30*time.Second),
+		HeartbeatInterval: p.duration("KAFKA_CONSUMER_HEARTBEAT_INTERVAL", 3*time.Second, 10*time.Millisecond, time.Minute),
+		SessionTimeout:    p.duration("KAFKA_CONSUMER_SESSION_TIMEOUT", 45*time.Second, 100*time.Millisecond, 30*time.Minute),
+		BatchSize:         p.positiveInt("KAFKA_CONSUMER_BATCH_SIZE", 500),
+		BatchWait:         p.duration("KAFKA_CONSUMER_BATCH_WAIT", 10*time.Millisecond, 0, 10*time.Second),
+		RetryBackoff:      p.duration("KAFKA_CONSUMER_RETRY_BACKOFF", 100*time.Millisecond, time.Millisecond, time.Minute),
+		MaxRetryBackoff:   p.duration("KAFKA_CONSUMER_MAX_RETRY_BACKOFF", 10*time.Second, time.Millisecond, 10*time.Minute),
+	}
+	if c.Topic == c.DLTTopic {
+		p.fail("ORDER_EVENTS_DLT_TOPIC", "must differ from ORDER_EVENTS_TOPIC (%s)", c.Topic)
+	}
+	if c.BatchSize > 10000 {
+		p.fail("KAFKA_CONSUMER_BATCH_SIZE", "must be at most 10000, got %d", c.BatchSize)
+	}
+	// Kafka's own rule: heartbeats must come well within the session
+	// timeout, or a live member is declared dead between two of them.
+	if c.HeartbeatInterval*3 > c.SessionTimeout {
+		p.fail("KAFKA_CONSUMER_HEARTBEAT_INTERVAL", "must be at most a third of KAFKA_CONSUMER_SESSION_TIMEOUT (%s), got %s", c.SessionTimeout, c.HeartbeatInterval)
+	}
+	if c.MaxRetryBackoff < c.RetryBackoff {
+		p.fail("KAFKA_CONSUMER_MAX_RETRY_BACKOFF", "must be at least KAFKA_CONSUMER_RETRY_BACKOFF (%s), got %s", c.RetryBackoff, c.MaxRetryBackoff)
+	}
+	return c
+}
+
 // topic accepts a legal Kafka topic name: 1 to 249 of [a-zA-Z0-9._-].
 func (p *parser) topic(name, def string) string {
 	v := p.str(name, def, false)
@@ -238,6 +307,22 @@ func (p *parser) topic(name, def string) string {
 	}
 	if !ok {
 		p.fail(name, "must be a Kafka topic name (1 to 249 of a-z A-Z 0-9 . _ -), got %q", v)
+		return def
+	}
+	return v
+}
+
+// currency accepts a 3-letter upper-case ISO 4217 code.
+func (p *parser) currency(name, def string) string {
+	v := p.str(name, def, false)
+	ok := len(v) == 3
+	for _, r := range v {
+		if r < 'A' || r > 'Z' {
+			ok = false
+		}
+	}
+	if !ok {
+		p.fail(name, "must be a 3-letter upper-case ISO 4217 code such as RUB, got %q", v)
 		return def
 	}
 	return v

@@ -39,6 +39,11 @@ func TestContractOpenAPI(t *testing.T) {
 	s.addOrder(t, 1001, 42, "100.50", "RUB")
 	s.addOrder(t, 1002, 42, "3.00", "JPY")
 	s.addOrder(t, 1003, 42, "9.99", "EUR")
+	// As the order-projection consumer writes it: with saga and version.
+	if _, err := s.db.Exec(ctx, `INSERT INTO order_projection (order_id, customer_id, amount, currency, saga_id, last_event_at, last_event_id)
+		VALUES (1004, 42, 100.5, 'RUB', '0193a3c8-7a4e-7cc1-8a1e-3f0e2b6c9d01', '2026-11-29T10:00:00Z', '0193a3c8-7a4e-7cc1-8a1e-3f0e2b6c9d02')`); err != nil {
+		t.Fatal(err)
+	}
 
 	type exchange struct {
 		name        string
@@ -72,6 +77,12 @@ func TestContractOpenAPI(t *testing.T) {
 		{name: "no auth", method: "POST", path: "/payments", key: "c8", body: charge, noAuth: true, wantStatus: 401, specRejects: true},
 		{name: "get payment", method: "GET", path: "/payments/1", wantStatus: 200},
 		{name: "get missing payment", method: "GET", path: "/payments/424242", wantStatus: 404},
+		{name: "get order", method: "GET", path: "/orders/1001", wantStatus: 200},
+		{name: "get order written by an event", method: "GET", path: "/orders/1004", wantStatus: 200},
+		{name: "get missing order", method: "GET", path: "/orders/424242", wantStatus: 404},
+		{name: "order id not a number", method: "GET", path: "/orders/abc", wantStatus: 400, specRejects: true},
+		{name: "order id zero", method: "GET", path: "/orders/0", wantStatus: 400, specRejects: true},
+		{name: "get order without auth", method: "GET", path: "/orders/1001", noAuth: true, wantStatus: 401, specRejects: true},
 		{name: "healthz", method: "GET", path: "/healthz", wantStatus: 200},
 		{name: "readyz", method: "GET", path: "/readyz", wantStatus: 200},
 		{name: "metrics", method: "GET", path: "/metrics", wantStatus: 200},

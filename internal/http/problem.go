@@ -131,6 +131,13 @@ func problemForEcho(he *echo.HTTPError) *Problem {
 	}
 }
 
+// orderNotFound is GET /orders/{orderId}'s 404. The same error on a charge
+// is 422 (problemFor): there the order is a precondition, here the resource.
+func orderNotFound() *Problem {
+	return newProblem(http.StatusNotFound, codeOrderNotFound, "Order not found",
+		"The order is not in the order projection (yet): the order-projection consumer has not seen its OrderCreated event.")
+}
+
 func validationProblem(errs []FieldError) *Problem {
 	p := newProblem(http.StatusBadRequest, codeValidationFailed, "Validation failed",
 		"One or more fields are invalid. Nothing was stored; fix them and retry with the same key.")

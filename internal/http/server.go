@@ -25,6 +25,7 @@ type Deps struct {
 	Providers     []domain.ProviderName
 	ChargePayment *app.ChargePayment
 	GetPayment    *app.GetPayment
+	GetOrder      *app.GetOrder
 	// Ready reports whether the service can serve (the database answers).
 	Ready    func(ctx context.Context) error
 	Registry *prometheus.Registry
@@ -50,7 +51,7 @@ func NewHandler(d Deps) http.Handler {
 		defer cancel()
 		if err := d.Ready(ctx); err != nil {
 			d.Logger.WarnContext(ctx, "not ready", "err", err)
-			p := newProblem(http.StatusServiceUnavailable, codeServiceUnavailable, "Not ready", "The database cannot be reached.")
+			p := newProblem(http.StatusServiceUnavailable, codeServiceUnavailable, "Not ready", "The database cannot be reached, or the order-events consumer is retrying a failed batch (the log says which).")
 			p.retryAfter = retryAfterDefault
 			return p
 		}
@@ -69,6 +70,7 @@ func NewHandler(d Deps) http.Handler {
 	auth := authenticate(d.APIKeys)
 	e.POST("/payments", h.chargePayment, auth)
 	e.GET("/payments/:id", h.getPayment, auth)
+	e.GET("/orders/:orderId", (&orderHandlers{get: d.GetOrder}).getOrder, auth)
 	return e
 }
 

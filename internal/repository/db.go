@@ -102,6 +102,9 @@ func (t *Transactor) Transact(ctx context.Context, fn func(ctx context.Context, 
 			Payments:    &Payments{db: tx},
 			Orders:      &Orders{db: tx},
 			Outbox:      &Outbox{db: tx, cfg: t.outbox},
+
+			ProcessedEvents:  &ProcessedEvents{db: tx},
+			OrderProjections: &OrderProjections{db: tx},
 		})
 	})
 	return mapError(err)

@@ -19,7 +19,7 @@ import (
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
-func openDB(t *testing.T) (*gorm.DB, *repository.Transactor) {
+func openDB(t testing.TB) (*gorm.DB, *repository.Transactor) {
 	t.Helper()
 	db, err := repository.Open(testdb.New(t), repository.PoolConfig{MaxOpenConns: 60}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {

@@ -12,11 +12,7 @@ import (
 
 	"github.com/example/payment-service/internal/app"
 	"github.com/example/payment-service/internal/config"
-	"github.com/example/payment-service/internal/domain"
-	httpapi "github.com/example/payment-service/internal/http"
 	"github.com/example/payment-service/internal/jobs"
-	"github.com/example/payment-service/internal/provider"
-	"github.com/example/payment-service/internal/provider/sandbox"
 	"github.com/example/payment-service/internal/repository"
 )
 
@@ -87,20 +83,12 @@ func Cleanup(ctx context.Context, cfg config.Config, logger *slog.Logger) error 
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if sqlDB, err := db.DB(); err == nil {
-			_ = sqlDB.Close()
-		}
-	}()
+	defer closeDB(db)
+	// The same use cases as serve builds: the completer resumes charges
+	// through them, and their events go to the configured topic.
 	registry := prometheus.NewRegistry()
-	providers := map[domain.ProviderName]app.PaymentProvider{
-		sandbox.Name: provider.Instrument(sandbox.Name, sandbox.New(cfg.SandboxProviderLatency), provider.CallsMetric(registry)),
-	}
-	tx := repository.NewTransactor(db)
-	// The same providers as New builds: the completer resumes charges
-	// through them.
-	charge := app.NewChargePayment(tx, providers, httpapi.ResponseEncoder{}, cfg.IdempotencyLockTimeout, logger)
-	if err := newJobs(cfg, db, tx, charge, registry, logger).RunOnce(ctx); err != nil {
+	uc := newUseCases(cfg, db, registry, logger)
+	if err := newJobs(cfg, db, uc.tx, uc.chargePayment, registry, logger).RunOnce(ctx); err != nil {
 		return fmt.Errorf("cleanup: %w", err)
 	}
 	return nil

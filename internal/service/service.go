@@ -1,6 +1,6 @@
 // Package service wires the payment service together: it builds the
 // adapters from Config, the use cases from the adapters, and runs the
-// servers until the context ends, then shuts them down in reverse order.
+// components until the context ends, then stops them in reverse order.
 // cmd/payment-service and cmd/payment-dev both run it, and the end-to-end
 // tests run it on port 0.
 package service
@@ -22,9 +22,9 @@ import (
 	"github.com/example/payment-service/db/migrations"
 	"github.com/example/payment-service/internal/app"
 	"github.com/example/payment-service/internal/config"
+	"github.com/example/payment-service/internal/consumer"
 	"github.com/example/payment-service/internal/domain"
 	httpapi "github.com/example/payment-service/internal/http"
-	"github.com/example/payment-service/internal/kafka/idempotent"
 	"github.com/example/payment-service/internal/outbox"
 	"github.com/example/payment-service/internal/provider"
 	"github.com/example/payment-service/internal/provider/sandbox"
@@ -32,19 +32,59 @@ import (
 )
 
 // Service is a configured, listening payment service.
+//
+// Its components start in this order and stop in the reverse one:
+//
+//	outbox relay   publishes payment events (only with KAFKA_BROKERS)
+//	HTTP server    the API
+//	order consumer keeps the order projection (only with KAFKA_BROKERS)
+//	job scheduler  retention and the completer (on the elected replica)
+//
+// so the jobs and the consumer stop writing first, in-flight requests then
+// drain, and the relay stops last, after publishing what the drain wrote.
+// The database pool closes after all of them.
 type Service struct {
 	cfg      config.Config
 	logger   *slog.Logger
 	db       *gorm.DB
 	listener net.Listener
 	server   *http.Server
-	jobs     *scheduledJobs // retention and completer jobs (jobs.go)
-	relay    *outbox.Relay  // nil without KAFKA_BROKERS
+
+	relay         *outbox.Relay      // nil without KAFKA_BROKERS
+	orderConsumer *consumer.Consumer // nil without KAFKA_BROKERS
+	jobs          *scheduledJobs
 }
 
-// New builds the service and binds its HTTP listener, but serves nothing
+// useCases are the application layer over one database: what both `serve`
+// and `cleanup` run.
+type useCases struct {
+	tx            *repository.Transactor
+	providerNames []domain.ProviderName
+	chargePayment *app.ChargePayment
+}
+
+// newUseCases builds the providers (each call counted in registry) and the
+// use cases that need them.
+func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer, logger *slog.Logger) useCases {
+	calls := provider.CallsMetric(registry)
+	providers := map[domain.ProviderName]app.PaymentProvider{
+		sandbox.Name: provider.Instrument(sandbox.Name, sandbox.New(cfg.SandboxProviderLatency), calls),
+	}
+	names := make([]domain.ProviderName, 0, len(providers))
+	for name := range providers {
+		names = append(names, name)
+	}
+	tx := repository.NewTransactor(db, repository.WithOutbox(repository.OutboxConfig{PaymentEventsTopic: cfg.PaymentEventsTopic}))
+	return useCases{
+		tx:            tx,
+		providerNames: names,
+		chargePayment: app.NewChargePayment(tx, providers, httpapi.ResponseEncoder{}, cfg.IdempotencyLockTimeout, logger),
+	}
+}
+
+// New builds the service and binds its HTTP listener, but runs nothing
 // until Run. With cfg.MigrateOnStart it applies pending migrations first.
-func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Service, error) {
+func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Service, err error) {
 	if cfg.MigrateOnStart {
 		logger.InfoContext(ctx, "applying migrations")
 		if err := migrations.Up(ctx, cfg.DatabaseURL); err != nil {
@@ -55,56 +95,46 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Service,
 	if err != nil {
 		return nil, err
 	}
-	closeDB := func() {
-		if sqlDB, err := db.DB(); err == nil {
-			_ = sqlDB.Close()
+	defer func() {
+		if err != nil {
+			closeDB(db)
 		}
-	}
+	}()
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	providerCalls := provider.CallsMetric(registry)
-	providers := map[domain.ProviderName]app.PaymentProvider{
-		sandbox.Name: provider.Instrument(sandbox.Name, sandbox.New(cfg.SandboxProviderLatency), providerCalls),
-	}
-	providerNames := make([]domain.ProviderName, 0, len(providers))
-	for name := range providers {
-		providerNames = append(providerNames, name)
-	}
+	uc := newUseCases(cfg, db, registry, logger)
 
-	tx := repository.NewTransactor(db, repository.WithOutbox(repository.OutboxConfig{PaymentEventsTopic: cfg.PaymentEventsTopic}))
-	chargePayment := app.NewChargePayment(tx, providers, httpapi.ResponseEncoder{}, cfg.IdempotencyLockTimeout, logger)
-	handler := httpapi.NewHandler(httpapi.Deps{
-		Logger:        logger,
-		APIKeys:       cfg.APIKeys,
-		Providers:     providerNames,
-		ChargePayment: chargePayment,
-		GetPayment:    app.NewGetPayment(tx),
-		Ready:         func(ctx context.Context) error { return repository.Ping(ctx, db) },
-		Registry:      registry,
-	})
-
-	// Retention and completer jobs (issue 5, R-DIST-IDEM-5).
-	scheduled, err := newScheduledJobs(cfg, db, newJobs(cfg, db, tx, chargePayment, registry, logger))
+	orderConsumer, err := newOrderConsumer(cfg, uc.tx, registry, logger)
 	if err != nil {
-		closeDB()
 		return nil, err
-	}
-
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		_ = scheduled.scheduler.Shutdown(ctx)
-		closeDB()
-		return nil, fmt.Errorf("listen on HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
 	}
 	relay, err := newOutboxRelay(cfg, logger, registry)
 	if err != nil {
-		closeDB()
-		_ = ln.Close()
 		return nil, err
 	}
+	jobs, err := newScheduledJobs(cfg, db, newJobs(cfg, db, uc.tx, uc.chargePayment, registry, logger))
+	if err != nil {
+		return nil, err
+	}
+
+	handler := httpapi.NewHandler(httpapi.Deps{
+		Logger:        logger,
+		APIKeys:       cfg.APIKeys,
+		Providers:     uc.providerNames,
+		ChargePayment: uc.chargePayment,
+		GetPayment:    app.NewGetPayment(uc.tx),
+		GetOrder:      app.NewGetOrder(uc.tx),
+		Ready: func(ctx context.Context) error {
+			return errors.Join(repository.Ping(ctx, db), orderConsumerHealth(orderConsumer))
+		},
+		Registry: registry,
+	})
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
+	}
 	return &Service{
-		jobs:     scheduled,
 		cfg:      cfg,
 		logger:   logger,
 		db:       db,
@@ -117,27 +147,25 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Service,
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		},
-		relay: relay,
+		relay:         relay,
+		orderConsumer: orderConsumer,
+		jobs:          jobs,
 	}, nil
 }
 
 // Addr is the address the HTTP server listens on (useful with port 0).
 func (s *Service) Addr() string { return s.listener.Addr().String() }
 
-// Run serves until ctx ends, then shuts down gracefully: in-flight requests
-// get cfg.ShutdownTimeout to finish, and the database closes last. It
-// returns nil after a clean shutdown.
+// Run runs every component until ctx ends or one of them fails, then stops
+// them in reverse start order, each bounded by cfg.ShutdownTimeout, and
+// closes the database. It returns nil after a clean shutdown.
 func (s *Service) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 
-	// The outbox relay starts before HTTP and stops after it, so the events
-	// of requests that finish during the drain are still published.
-	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopRelay()
+	var relay, orderConsumer *background
 	if s.relay != nil {
-		g.Go(func() error { return s.relay.Run(relayCtx) })
+		relay = s.goBackground(g, ctx, "outbox relay", s.relay.Run)
 	}
-
 	g.Go(func() error {
 		s.logger.Info("serving HTTP", "addr", s.Addr())
 		if err := s.server.Serve(s.listener); !errors.Is(err, http.ErrServerClosed) {
@@ -145,48 +173,71 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		return nil
 	})
-	// The jobs start after the HTTP server and stop before it.
+	if s.orderConsumer != nil {
+		orderConsumer = s.goBackground(g, ctx, "order consumer", s.orderConsumer.Run)
+	}
 	s.jobs.scheduler.Start()
+
 	g.Go(func() error {
 		<-gctx.Done()
 		s.logger.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 		defer cancel()
 		jobsErr := s.jobs.stop(shutdownCtx)
-		err := s.server.Shutdown(shutdownCtx)
-		stopRelay()
-		if err != nil {
-			return errors.Join(jobsErr, fmt.Errorf("http shutdown: %w", err))
+		orderConsumer.stop(shutdownCtx)
+		httpErr := s.server.Shutdown(shutdownCtx)
+		if httpErr != nil {
+			httpErr = fmt.Errorf("http shutdown: %w", httpErr)
 		}
-		return jobsErr
+		relay.stop(shutdownCtx)
+		return errors.Join(jobsErr, httpErr)
 	})
 	err := g.Wait()
-	if sqlDB, dbErr := s.db.DB(); dbErr == nil {
-		err = errors.Join(err, sqlDB.Close())
-	}
+	closeDB(s.db)
 	s.logger.Info("stopped")
 	return err
 }
 
-// newOutboxRelay builds the outbox relay when Kafka is configured. Every
-// replica runs one; a PostgreSQL advisory lock makes one of them the leader
-// that publishes (see internal/outbox).
-func newOutboxRelay(cfg config.Config, logger *slog.Logger, reg prometheus.Registerer) (*outbox.Relay, error) {
-	if len(cfg.KafkaBrokers) == 0 {
-		return nil, nil
-	}
-	return outbox.New(outbox.Config{
-		Store: repository.NewOutboxRelayStore(cfg.DatabaseURL, cfg.PaymentEventsTopic),
-		NewPublisher: func() (outbox.Publisher, error) {
-			return idempotent.New(idempotent.Config{
-				Brokers:  cfg.KafkaBrokers,
-				Topic:    cfg.PaymentEventsTopic,
-				ClientID: "payment-service-outbox",
-			})
-		},
-		BatchSize:    cfg.OutboxBatchSize,
-		PollInterval: cfg.OutboxPollInterval,
-		Metrics:      outbox.NewMetrics(reg, cfg.PaymentEventsTopic),
-		Logger:       logger,
+// background is a long-running component with a context of its own, so the
+// shutdown sequence in Run, not the order in which goroutines notice ctx
+// end, decides when each one stops.
+type background struct {
+	name   string
+	logger *slog.Logger
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (s *Service) goBackground(g *errgroup.Group, ctx context.Context, name string, run func(context.Context) error) *background {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	b := &background{name: name, logger: s.logger, cancel: cancel, done: make(chan struct{})}
+	g.Go(func() error {
+		defer close(b.done)
+		if err := run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
 	})
+	return b
+}
+
+// stop cancels the component and waits for it until ctx ends; Run's
+// errgroup still waits for it before the database closes. A nil component
+// (not configured) is already stopped.
+func (b *background) stop(ctx context.Context) {
+	if b == nil {
+		return
+	}
+	b.cancel()
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+		b.logger.Warn("still stopping after the shutdown timeout", "component", b.name)
+	}
+}
+
+func closeDB(db *gorm.DB) {
+	if sqlDB, err := db.DB(); err == nil {
+		_ = sqlDB.Close()
+	}
 }

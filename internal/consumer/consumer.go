@@ -1,0 +1,417 @@
+// Package consumer is the Kafka adapter of the order projection: a
+// kafka-go consumer-group Reader on the order events topic that hands
+// decoded batches to app.ApplyOrderEvents and sends records it can never
+// apply to a dead-letter topic.
+//
+// The guarantees, and where each comes from:
+//
+//   - Exactly-once effect (R-DIST-IDEM-2). Offsets are committed to Kafka
+//     only after the batch's database transaction has committed
+//     (FetchMessage, then CommitMessages; never ReadMessage, which commits
+//     before the caller has done anything). A crash between the two means
+//     redelivery, and the redelivered events find their ids in
+//     processed_event and are skipped.
+//   - Nothing lost. A batch whose transaction fails is retried, with
+//     backoff, until it commits or the consumer stops; its offsets are not
+//     committed before. A record that can never be applied (invalid JSON,
+//     no event id, unknown event type, invalid amount) is published to the
+//     dead-letter topic, acknowledged by all in-sync replicas, before its
+//     offset is committed: it does not block the partition, and it is not
+//     dropped.
+//   - Order. A fetched batch holds each partition's records in offset
+//     order, and batches are applied one after the other. The projection
+//     keeps each order's newest event by (occurredAt, eventId), so even
+//     records that arrive out of order cannot roll it back.
+//   - Throughput. One transaction per fetched batch (up to BatchSize
+//     records), with one multi-row statement per table; one offset commit
+//     per batch.
+//
+// Metrics (on the service's registry): order_events_applied_total,
+// order_events_superseded_total, order_events_duplicates_total,
+// order_events_dead_lettered_total{reason}, order_events_retries_total{step},
+// order_events_offset_commit_failures_total and order_events_consumer_lag.
+// Health (part of /readyz) reports a batch that is being retried.
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/example/payment-service/internal/app"
+	"github.com/example/payment-service/internal/domain"
+	"github.com/example/payment-service/internal/kafka/idempotent"
+)
+
+// Config configures a Consumer. Brokers, Topic, DLTTopic and GroupID are
+// required; the rest default as documented (README's configuration table
+// gives the service's defaults).
+type Config struct {
+	Brokers  []string
+	Topic    string
+	DLTTopic string
+	// GroupID is the consumer group, and the consumer_name recorded in
+	// processed_event.
+	GroupID string
+	// DefaultCurrency is used for events without a currency (the style
+	// guide's OrderCreatedEvent has none).
+	DefaultCurrency domain.Currency
+
+	// MaxWait bounds how long a fetch waits for new records. It also
+	// bounds how long Close and a rebalance wait for an in-flight fetch.
+	MaxWait time.Duration
+	// HeartbeatInterval and SessionTimeout are the group membership
+	// timers: a member that sends no heartbeat for SessionTimeout is
+	// considered dead and its partitions are reassigned.
+	HeartbeatInterval time.Duration
+	SessionTimeout    time.Duration
+	// RebalanceTimeout is how long the group waits for members to rejoin
+	// during a rebalance. Defaults to kafka-go's 30s.
+	RebalanceTimeout time.Duration
+
+	// BatchSize caps the records applied in one transaction. BatchWait is
+	// how long to wait for more records once one has arrived, to fill a
+	// batch when records trickle in.
+	BatchSize int
+	BatchWait time.Duration
+
+	// RetryBackoff is the first pause after a failed attempt (database or
+	// dead-letter topic unavailable); it doubles per attempt up to
+	// MaxRetryBackoff.
+	RetryBackoff    time.Duration
+	MaxRetryBackoff time.Duration
+
+	// Dialer, if set, opens the reader's broker connections (tests use it
+	// to cut the network).
+	Dialer *kafka.Dialer
+}
+
+// Applier is the use case a batch is handed to: app.ApplyOrderEvents.
+type Applier interface {
+	Handle(ctx context.Context, events []app.OrderCreated) (app.ApplyResult, error)
+}
+
+// Consumer consumes the order events topic until its context ends.
+type Consumer struct {
+	cfg     Config
+	reader  *kafka.Reader
+	dlt     *idempotent.Producer
+	apply   Applier
+	decoder decoder
+	metrics *metrics
+	logger  *slog.Logger
+
+	mu    sync.Mutex
+	state error // nil while healthy; see Health
+
+	// afterApply, when set by a test, runs after a batch's transaction has
+	// committed and before its offsets are committed: the window in which
+	// a crash makes Kafka redeliver events that are already applied.
+	afterApply func()
+}
+
+// errNotRunning is the state before Run and after it returns.
+var errNotRunning = errors.New("order events consumer is not running")
+
+// New builds a Consumer and registers its metrics on reg. It does not
+// contact the brokers; Run does.
+func New(cfg Config, apply Applier, reg prometheus.Registerer, logger *slog.Logger) (*Consumer, error) {
+	if len(cfg.Brokers) == 0 || cfg.Topic == "" || cfg.DLTTopic == "" || cfg.GroupID == "" {
+		return nil, errors.New("consumer: brokers, topic, dead-letter topic and group are required")
+	}
+	if _, err := domain.ParseCurrency(string(cfg.DefaultCurrency)); err != nil {
+		return nil, fmt.Errorf("consumer: default currency: %w", err)
+	}
+	setDefault(&cfg.MaxWait, 500*time.Millisecond)
+	setDefault(&cfg.HeartbeatInterval, 3*time.Second)
+	setDefault(&cfg.SessionTimeout, 45*time.Second)
+	setDefault(&cfg.BatchWait, 10*time.Millisecond)
+	setDefault(&cfg.RetryBackoff, 100*time.Millisecond)
+	setDefault(&cfg.MaxRetryBackoff, 10*time.Second)
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 500
+	}
+	if cfg.Dialer == nil {
+		cfg.Dialer = &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true}
+	}
+
+	dlt, err := idempotent.New(idempotent.Config{
+		Brokers:  cfg.Brokers,
+		Topic:    cfg.DLTTopic,
+		ClientID: cfg.GroupID + "-dlt",
+	})
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	c := &Consumer{
+		cfg:     cfg,
+		dlt:     dlt,
+		apply:   apply,
+		decoder: decoder{defaultCurrency: cfg.DefaultCurrency},
+		metrics: m,
+		logger:  logger.With("component", "order-events-consumer", "topic", cfg.Topic, "group", cfg.GroupID),
+		state:   errNotRunning,
+	}
+	c.reader = kafka.NewReader(kafka.ReaderConfig{
+		Brokers: cfg.Brokers,
+		GroupID: cfg.GroupID,
+		Topic:   cfg.Topic,
+		Dialer:  cfg.Dialer,
+		// Prefetch a full batch while the previous one is being applied.
+		QueueCapacity:     max(100, cfg.BatchSize),
+		MinBytes:          1,
+		MaxBytes:          10 << 20,
+		MaxWait:           cfg.MaxWait,
+		HeartbeatInterval: cfg.HeartbeatInterval,
+		SessionTimeout:    cfg.SessionTimeout,
+		RebalanceTimeout:  cfg.RebalanceTimeout,
+		// Commits are synchronous: CommitMessages returns once the broker
+		// has them. With an interval, a crash would lose commits we have
+		// already counted on.
+		CommitInterval: 0,
+		// A new group starts at the beginning of the topic: the
+		// projection needs every order, not only those created after the
+		// first deploy.
+		StartOffset: kafka.FirstOffset,
+		// kafka-go's default 5 s makes a restart during a broker hiccup
+		// needlessly slow.
+		JoinGroupBackoff: cfg.RetryBackoff,
+		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
+			c.logger.Warn("kafka reader: " + fmt.Sprintf(msg, args...))
+		}),
+	})
+	if err := m.registerLag(reg, c.reader); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func setDefault(d *time.Duration, def time.Duration) {
+	if *d <= 0 {
+		*d = def
+	}
+}
+
+// Health is nil while the consumer runs and its last attempt succeeded. It
+// reports the last error while a batch is being retried (database or
+// dead-letter topic down), and errNotRunning before Run and after it.
+// Readiness includes it.
+func (c *Consumer) Health() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state
+}
+
+func (c *Consumer) setState(err error) {
+	c.mu.Lock()
+	c.state = err
+	c.mu.Unlock()
+}
+
+// Run consumes until ctx ends, then closes the reader (leaving the group,
+// so its partitions move to other members at once) and the dead-letter
+// producer. A batch being applied when ctx ends is finished, or abandoned
+// uncommitted if it is waiting for a retry: either way no offset is
+// committed for events that are not applied. Run returns nil after a
+// clean stop.
+func (c *Consumer) Run(ctx context.Context) error {
+	c.setState(nil)
+	c.logger.Info("consuming order events")
+	defer func() {
+		c.setState(errNotRunning)
+		err := errors.Join(c.reader.Close(), c.dlt.Close())
+		c.logger.Info("order events consumer stopped", "err", err)
+	}()
+	for ctx.Err() == nil {
+		batch, err := c.fetchBatch(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			c.logger.Warn("fetching order events failed", "err", err)
+			if len(batch) == 0 {
+				c.setState(fmt.Errorf("order events consumer: fetching: %w", err))
+				if c.sleep(ctx, c.cfg.RetryBackoff) != nil {
+					return nil
+				}
+				continue
+			}
+		}
+		c.process(ctx, batch)
+	}
+	return nil
+}
+
+// fetchBatch waits for one record, then takes whatever else arrives within
+// BatchWait, up to BatchSize. Records of one partition come in offset order.
+func (c *Consumer) fetchBatch(ctx context.Context) ([]kafka.Message, error) {
+	first, err := c.reader.FetchMessage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	batch := make([]kafka.Message, 1, c.cfg.BatchSize)
+	batch[0] = first
+	fill, cancel := context.WithTimeout(ctx, c.cfg.BatchWait)
+	defer cancel()
+	for len(batch) < c.cfg.BatchSize {
+		m, err := c.reader.FetchMessage(fill)
+		if err != nil {
+			if fill.Err() != nil {
+				return batch, nil // BatchWait is over
+			}
+			return batch, err
+		}
+		batch = append(batch, m)
+	}
+	return batch, nil
+}
+
+// process applies one batch and commits its offsets. It returns when the
+// offsets are committed (or the commit failed, which only means
+// redelivery), or when ctx ends while it waits to retry.
+func (c *Consumer) process(ctx context.Context, batch []kafka.Message) {
+	events := make([]app.OrderCreated, 0, len(batch))
+	var poisoned []kafka.Message
+	var reasons []*PoisonError
+	for _, m := range batch {
+		e, err := c.decoder.decode(m.Value)
+		var pe *PoisonError
+		if errors.As(err, &pe) {
+			poisoned, reasons = append(poisoned, m), append(reasons, pe)
+			continue
+		}
+		events = append(events, e)
+	}
+
+	// Work on a started batch is not cut short by shutdown: each attempt
+	// runs to its end, so a transaction is never rolled back half-way for
+	// no reason. Only the waits between attempts end with ctx.
+	work := context.WithoutCancel(ctx)
+	if len(poisoned) > 0 {
+		err := c.retry(ctx, "dead-lettering", func() error { return c.deadLetter(work, poisoned, reasons) })
+		if err != nil {
+			return
+		}
+		for _, pe := range reasons {
+			c.metrics.deadLettered.WithLabelValues(pe.Reason).Inc()
+		}
+	}
+
+	var res app.ApplyResult
+	err := c.retry(ctx, "applying order events", func() error {
+		attempt, cancel := context.WithTimeout(work, 30*time.Second)
+		defer cancel()
+		if len(events) == 0 {
+			return nil
+		}
+		var err error
+		res, err = c.apply.Handle(attempt, events)
+		return err
+	})
+	if err != nil {
+		return
+	}
+	c.metrics.record(res)
+	if c.afterApply != nil {
+		c.afterApply()
+	}
+
+	commit, cancel := context.WithTimeout(work, 10*time.Second)
+	defer cancel()
+	if err := c.reader.CommitMessages(commit, batch...); err != nil {
+		// The events are applied; without the commit Kafka delivers them
+		// again (after a rebalance, to whichever member owns the
+		// partition), and processed_event makes that a no-op. The next
+		// batch's commit supersedes this one.
+		c.metrics.commitFailures.Inc()
+		c.logger.Warn("committing offsets failed; the batch will be redelivered and skipped", "records", len(batch), "err", err)
+		return
+	}
+}
+
+// retry runs fn until it succeeds, waiting with exponential backoff and
+// jitter in between, and reports the failure in Health meanwhile. It
+// returns ctx's error if ctx ends first.
+func (c *Consumer) retry(ctx context.Context, what string, fn func() error) error {
+	wait := c.cfg.RetryBackoff
+	for {
+		err := fn()
+		if err == nil {
+			c.setState(nil)
+			return nil
+		}
+		c.setState(fmt.Errorf("order events consumer: %s: %w", what, err))
+		c.metrics.retries.WithLabelValues(what).Inc()
+		c.logger.Warn(what+" failed; retrying", "err", err, "backoff", wait)
+		if err := c.sleep(ctx, wait); err != nil {
+			return err
+		}
+		wait = min(2*wait, c.cfg.MaxRetryBackoff)
+	}
+}
+
+func (c *Consumer) sleep(ctx context.Context, d time.Duration) error {
+	d = d/2 + rand.N(d/2+1) // jitter, so replicas do not retry in step
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Dead-letter headers. A dead-lettered record keeps its key, value and
+// headers, and gets these on top, so it can be inspected, fixed and
+// replayed to the original topic.
+const (
+	HeaderErrorCode         = "x-dlt-error-code"
+	HeaderErrorMessage      = "x-dlt-error-message"
+	HeaderOriginalTopic     = "x-dlt-original-topic"
+	HeaderOriginalPartition = "x-dlt-original-partition"
+	HeaderOriginalOffset    = "x-dlt-original-offset"
+	HeaderConsumerGroup     = "x-dlt-consumer-group"
+)
+
+// deadLetter publishes the poisoned records with the idempotent producer
+// (R-DIST-IDEM-X2): a retried publish does not write them twice. It
+// returns once all in-sync replicas have them, before any offset is
+// committed. A crash after this and before the offset commit publishes
+// them again; the original topic, partition and offset headers identify
+// such copies.
+func (c *Consumer) deadLetter(ctx context.Context, msgs []kafka.Message, reasons []*PoisonError) error {
+	out := make([]idempotent.Message, len(msgs))
+	for i, m := range msgs {
+		headers := make([]idempotent.Header, 0, len(m.Headers)+6)
+		for _, h := range m.Headers {
+			headers = append(headers, idempotent.Header{Key: h.Key, Value: h.Value})
+		}
+		headers = append(headers,
+			idempotent.Header{Key: HeaderErrorCode, Value: []byte(reasons[i].Reason)},
+			idempotent.Header{Key: HeaderErrorMessage, Value: []byte(reasons[i].Detail)},
+			idempotent.Header{Key: HeaderOriginalTopic, Value: []byte(m.Topic)},
+			idempotent.Header{Key: HeaderOriginalPartition, Value: []byte(strconv.Itoa(m.Partition))},
+			idempotent.Header{Key: HeaderOriginalOffset, Value: []byte(strconv.FormatInt(m.Offset, 10))},
+			idempotent.Header{Key: HeaderConsumerGroup, Value: []byte(c.cfg.GroupID)},
+		)
+		out[i] = idempotent.Message{Key: m.Key, Value: m.Value, Headers: headers}
+		c.logger.Warn("dead-lettering an order event", "partition", m.Partition, "offset", m.Offset,
+			"reason", reasons[i].Reason, "detail", reasons[i].Detail)
+	}
+	attempt, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return c.dlt.Publish(attempt, out...)
+}

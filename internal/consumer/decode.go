@@ -1,0 +1,202 @@
+package consumer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+
+	"github.com/example/payment-service/internal/app"
+	"github.com/example/payment-service/internal/domain"
+)
+
+// EventTypeOrderCreated is the only event type this consumer applies.
+const EventTypeOrderCreated = "OrderCreated.v1"
+
+// Poison reasons: the value of the error-code header on a dead-lettered
+// record and the "reason" label of the dead-letter metric.
+const (
+	ReasonInvalidJSON      = "invalid-json"
+	ReasonInvalidEventID   = "invalid-event-id"
+	ReasonUnknownEventType = "unknown-event-type"
+	ReasonInvalidAmount    = "invalid-amount"
+	ReasonInvalidField     = "invalid-field"
+)
+
+// PoisonError says why a record can never be applied, however often it is
+// retried: it goes to the dead-letter topic.
+type PoisonError struct {
+	Reason string // one of the Reason constants
+	Detail string
+}
+
+func (e *PoisonError) Error() string { return e.Reason + ": " + e.Detail }
+
+func poison(reason, format string, args ...any) error {
+	return &PoisonError{Reason: reason, Detail: fmt.Sprintf(format, args...)}
+}
+
+// wireEvent is the JSON of an order event. Every field is raw so each can be
+// checked and named on its own; unknown fields are ignored, so producers can
+// add fields without breaking this consumer.
+type wireEvent struct {
+	EventID    json.RawMessage `json:"eventId"`
+	SagaID     json.RawMessage `json:"sagaId"`
+	EventType  json.RawMessage `json:"eventType"`
+	OrderID    json.RawMessage `json:"orderId"`
+	CustomerID json.RawMessage `json:"customerId"`
+	Amount     json.RawMessage `json:"amount"`
+	Currency   json.RawMessage `json:"currency"`
+	OccurredAt json.RawMessage `json:"occurredAt"`
+}
+
+// decoder turns record values into events. It is the only place that knows
+// the wire format.
+type decoder struct {
+	defaultCurrency domain.Currency
+}
+
+// decode parses and validates one record value. Any error is a *PoisonError.
+func (d decoder) decode(value []byte) (app.OrderCreated, error) {
+	var w wireEvent
+	if err := json.Unmarshal(value, &w); err != nil {
+		return app.OrderCreated{}, poison(ReasonInvalidJSON, "%v", err)
+	}
+	if isAbsent(w.EventID) && isAbsent(w.EventType) && isAbsent(w.OrderID) {
+		return app.OrderCreated{}, poison(ReasonInvalidJSON, "not an order event object")
+	}
+
+	var e app.OrderCreated
+	id, err := parseUUID(w.EventID)
+	if err != nil || id == uuid.Nil {
+		return app.OrderCreated{}, poison(ReasonInvalidEventID, "eventId must be a UUID, got %s", show(w.EventID))
+	}
+	e.EventID = id
+
+	var eventType string
+	if err := json.Unmarshal(w.EventType, &eventType); err != nil || eventType != EventTypeOrderCreated {
+		return app.OrderCreated{}, poison(ReasonUnknownEventType, "eventType %s is not %s", show(w.EventType), EventTypeOrderCreated)
+	}
+
+	if !isAbsent(w.SagaID) {
+		saga, err := parseUUID(w.SagaID)
+		if err != nil {
+			return app.OrderCreated{}, poison(ReasonInvalidField, "sagaId must be a UUID, got %s", show(w.SagaID))
+		}
+		e.SagaID = uuid.NullUUID{UUID: saga, Valid: true}
+	}
+
+	orderID, err := parsePositiveInt(w.OrderID)
+	if err != nil {
+		return app.OrderCreated{}, poison(ReasonInvalidField, "orderId %v", err)
+	}
+	customerID, err := parsePositiveInt(w.CustomerID)
+	if err != nil {
+		return app.OrderCreated{}, poison(ReasonInvalidField, "customerId %v", err)
+	}
+
+	currency := d.defaultCurrency
+	if !isAbsent(w.Currency) {
+		var s string
+		if err := json.Unmarshal(w.Currency, &s); err != nil {
+			return app.OrderCreated{}, poison(ReasonInvalidField, "currency must be a string, got %s", show(w.Currency))
+		}
+		if currency, err = domain.ParseCurrency(s); err != nil {
+			return app.OrderCreated{}, poison(ReasonInvalidField, "currency: %v", err)
+		}
+	}
+	amount, err := parseAmount(w.Amount)
+	if err != nil {
+		return app.OrderCreated{}, poison(ReasonInvalidAmount, "amount %s: %v", show(w.Amount), err)
+	}
+	total, err := domain.NewMoney(amount, currency)
+	if err != nil {
+		return app.OrderCreated{}, poison(ReasonInvalidAmount, "amount %s: %v", show(w.Amount), err)
+	}
+	if e.Order, err = domain.NewOrder(domain.OrderID(orderID), domain.CustomerID(customerID), total); err != nil {
+		return app.OrderCreated{}, poison(ReasonInvalidField, "%v", err)
+	}
+
+	var occurred string
+	if err := json.Unmarshal(w.OccurredAt, &occurred); err != nil {
+		return app.OrderCreated{}, poison(ReasonInvalidField, "occurredAt must be an RFC 3339 string, got %s", show(w.OccurredAt))
+	}
+	at, err := time.Parse(time.RFC3339Nano, occurred)
+	if err != nil {
+		return app.OrderCreated{}, poison(ReasonInvalidField, "occurredAt: %v", err)
+	}
+	// PostgreSQL keeps microseconds; comparing versions at any finer
+	// precision in Go would disagree with the stored row (migration 00003).
+	e.OccurredAt = at.UTC().Truncate(time.Microsecond)
+	return e, nil
+}
+
+// isAbsent reports a missing field or an explicit null.
+func isAbsent(raw json.RawMessage) bool {
+	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
+}
+
+func parseUUID(raw json.RawMessage) (uuid.UUID, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return uuid.Nil, err
+	}
+	// uuid.Parse also takes braces and urn: forms; the wire format is the
+	// canonical 36 characters only.
+	if len(s) != 36 {
+		return uuid.Nil, errors.New("not a canonical UUID")
+	}
+	return uuid.Parse(s)
+}
+
+func parsePositiveInt(raw json.RawMessage) (int64, error) {
+	if isAbsent(raw) {
+		return 0, errors.New("is required")
+	}
+	var n int64
+	if err := json.Unmarshal(raw, &n); err != nil || n <= 0 {
+		return 0, fmt.Errorf("must be a positive integer, got %s", show(raw))
+	}
+	return n, nil
+}
+
+// parseAmount takes a JSON number (Java producers write BigDecimal as one)
+// or a decimal string, straight from its text into a decimal: the value
+// never passes through a float, so 100.10 stays 100.10.
+func parseAmount(raw json.RawMessage) (decimal.Decimal, error) {
+	if isAbsent(raw) {
+		return decimal.Decimal{}, errors.New("is required")
+	}
+	text := string(raw)
+	if raw[0] == '"' {
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return decimal.Decimal{}, err
+		}
+		if strings.TrimSpace(text) != text || text == "" {
+			return decimal.Decimal{}, errors.New("is not a decimal number")
+		}
+	} else if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
+		return decimal.Decimal{}, errors.New("must be a number or a decimal string")
+	}
+	d, err := decimal.NewFromString(text)
+	if err != nil {
+		return decimal.Decimal{}, errors.New("is not a decimal number")
+	}
+	return d, nil
+}
+
+// show quotes a raw JSON value for an error message, shortened.
+func show(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	if len(raw) > 64 {
+		return string(raw[:64]) + "..."
+	}
+	return string(raw)
+}

@@ -1,0 +1,72 @@
+package consumer
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/example/payment-service/internal/app"
+)
+
+// metrics are the consumer's Prometheus series.
+type metrics struct {
+	applied        prometheus.Counter
+	superseded     prometheus.Counter
+	duplicates     prometheus.Counter
+	deadLettered   *prometheus.CounterVec
+	retries        *prometheus.CounterVec
+	commitFailures prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		applied: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "order_events_applied_total",
+			Help: "Order events applied to order_projection for the first time (written, or recorded as superseded by a newer event).",
+		}),
+		superseded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "order_events_superseded_total",
+			Help: "Applied order events that did not change the projection because a newer event of the order was already there (out-of-order delivery).",
+		}),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "order_events_duplicates_total",
+			Help: "Order events skipped because processed_event already had their eventId (redelivery, R-DIST-IDEM-2).",
+		}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "order_events_dead_lettered_total",
+			Help: "Records sent to the dead-letter topic, by reason.",
+		}, []string{"reason"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "order_events_retries_total",
+			Help: "Failed attempts that were retried with backoff (database or dead-letter topic unavailable), by step.",
+		}, []string{"step"}),
+		commitFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "order_events_offset_commit_failures_total",
+			Help: "Offset commits that failed after the batch was applied; the batch is redelivered and skipped.",
+		}),
+	}
+	for _, reason := range []string{ReasonInvalidJSON, ReasonInvalidEventID, ReasonUnknownEventType, ReasonInvalidAmount, ReasonInvalidField} {
+		m.deadLettered.WithLabelValues(reason) // export zeros, so alerts see the series
+	}
+	for _, c := range []prometheus.Collector{m.applied, m.superseded, m.duplicates, m.deadLettered, m.retries, m.commitFailures} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) record(r app.ApplyResult) {
+	m.applied.Add(float64(r.Written + r.Superseded))
+	m.superseded.Add(float64(r.Superseded))
+	m.duplicates.Add(float64(r.Duplicates))
+}
+
+// registerLag exports kafka-go's lag gauge: records between the reader's
+// position and the high-water mark, as of the partition fetched last.
+// kafka-go keeps one such number per reader, not one per partition.
+func (m *metrics) registerLag(reg prometheus.Registerer, r *kafka.Reader) error {
+	return reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "order_events_consumer_lag",
+		Help: "Records not yet fetched on the partition the order events reader fetched last (kafka-go Reader.Stats().Lag).",
+	}, func() float64 { return float64(r.Stats().Lag) }))
+}

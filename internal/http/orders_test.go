@@ -1,0 +1,180 @@
+package http_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/example/payment-service/internal/kafka/idempotent"
+	"github.com/example/payment-service/internal/kafkatest"
+)
+
+// consumerEnv runs the service's order-projection consumer against a real
+// Kafka-protocol broker, with the reader timers tuned for tests.
+func consumerEnv(t *testing.T) (env map[string]string, brokers []string, topic string) {
+	t.Helper()
+	brokers = kafkatest.Brokers(t)
+	topic = kafkatest.CreateTopic(t, brokers, 3)
+	session := "1s"
+	if len(kafkatest.ExternalBrokers()) > 0 {
+		session = "6s" // a real broker's default minimum
+	}
+	return map[string]string{
+		"KAFKA_BROKERS":                     brokers[0],
+		"ORDER_EVENTS_TOPIC":                topic,
+		"ORDER_EVENTS_DLT_TOPIC":            kafkatest.CreateTopic(t, brokers, 1),
+		"ORDER_CONSUMER_GROUP":              "order-projection-" + uuid.NewString(),
+		"KAFKA_CONSUMER_MAX_WAIT":           "100ms",
+		"KAFKA_CONSUMER_HEARTBEAT_INTERVAL": "100ms",
+		"KAFKA_CONSUMER_SESSION_TIMEOUT":    session,
+	}, brokers, topic
+}
+
+// End to end: an OrderCreated.v1 published to Kafka becomes the order in
+// the projection (GET /orders/{orderId}), and a payment for it can then be
+// charged, because the charge checks the order against that projection.
+func TestOrderEventOnKafkaThenChargeSucceeds(t *testing.T) {
+	t.Parallel()
+	env, brokers, topic := consumerEnv(t)
+	env["DEFAULT_CURRENCY"] = "EUR"
+	s := startService(t, env)
+
+	// Before the event, the order is unknown and cannot be charged.
+	if r := s.request(t, http.MethodGet, "/orders/1001", "", nil); r.status != http.StatusNotFound {
+		t.Fatalf("GET /orders/1001 before the event: %d %s", r.status, r.body)
+	}
+	if r := s.charge(t, "before", chargeBody(1001, 42, "100.50", "EUR", "pi_e2e_0")); r.status != http.StatusUnprocessableEntity {
+		t.Fatalf("charge before the event: %d %s, want 422 order-not-found", r.status, r.body)
+	}
+
+	eventID, sagaID := uuid.Must(uuid.NewV7()).String(), uuid.NewString()
+	// The style guide's event: amount a JSON number, no currency (the
+	// configured default applies).
+	value := `{"eventId":"` + eventID + `","sagaId":"` + sagaID + `","eventType":"OrderCreated.v1",` +
+		`"orderId":1001,"customerId":42,"amount":100.50,"occurredAt":"2026-11-29T10:00:00Z"}`
+	p, err := idempotent.New(idempotent.Config{Brokers: brokers, Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.Publish(ctx, idempotent.Message{Key: []byte("1001"), Value: []byte(value)}); err != nil {
+		t.Fatal(err)
+	}
+
+	var got response
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got = s.request(t, http.MethodGet, "/orders/1001", "", nil)
+		if got.status == http.StatusOK || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got.status != http.StatusOK {
+		t.Fatalf("GET /orders/1001: %d %s", got.status, got.body)
+	}
+	var order map[string]any
+	if err := json.Unmarshal(got.body, &order); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"orderId": 1001.0, "customerId": 42.0, "amount": "100.50", "currency": "EUR",
+		"sagaId": sagaID, "lastEventId": eventID, "lastEventAt": "2026-11-29T10:00:00Z"}
+	for k, v := range want {
+		if order[k] != v {
+			t.Errorf("order %s = %v, want %v (%s)", k, order[k], v, got.body)
+		}
+	}
+
+	r := s.charge(t, "after", chargeBody(1001, 42, "100.50", "EUR", "pi_e2e_1"))
+	if r.status != http.StatusCreated {
+		t.Fatalf("charge after the event: %d %s", r.status, r.body)
+	}
+	if n := s.count(t, `SELECT count(*) FROM payment WHERE order_id = 1001 AND status = 'SUCCEEDED'`); n != 1 {
+		t.Errorf("payments for order 1001 = %d, want 1", n)
+	}
+	if n := s.count(t, `SELECT count(*) FROM processed_event WHERE event_id = $1`, eventID); n != 1 {
+		t.Errorf("processed_event rows for the event = %d, want 1", n)
+	}
+	if r := s.request(t, http.MethodGet, "/readyz", "", nil); r.status != http.StatusOK {
+		t.Errorf("/readyz: %d %s", r.status, r.body)
+	}
+	if v := s.metric(t, "order_events_applied_total"); v != 1 {
+		t.Errorf("order_events_applied_total = %v, want 1", v)
+	}
+}
+
+// Readiness includes the consumer: while it cannot apply a batch (here the
+// processed_event table is renamed away, so every attempt fails though the
+// database answers pings), /readyz is 503 and nothing is applied or
+// committed; once the table is back, the retried batch applies, once.
+func TestReadinessReportsAConsumerThatCannotApply(t *testing.T) {
+	t.Parallel()
+	env, brokers, topic := consumerEnv(t)
+	env["KAFKA_CONSUMER_RETRY_BACKOFF"] = "20ms"
+	env["KAFKA_CONSUMER_MAX_RETRY_BACKOFF"] = "200ms"
+	s := startService(t, env)
+	ctx := context.Background()
+
+	waitStatus := func(path string, want int) response {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			r := s.request(t, http.MethodGet, path, "", nil)
+			if r.status == want {
+				return r
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("GET %s: %d %s, want %d", path, r.status, r.body, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitStatus("/readyz", http.StatusOK)
+
+	if _, err := s.db.Exec(ctx, `ALTER TABLE processed_event RENAME TO processed_event_away`); err != nil {
+		t.Fatal(err)
+	}
+	eventID := uuid.Must(uuid.NewV7()).String()
+	value := `{"eventId":"` + eventID + `","eventType":"OrderCreated.v1","orderId":1001,"customerId":42,` +
+		`"amount":"100.50","currency":"RUB","occurredAt":"2026-11-29T10:00:00Z"}`
+	p, err := idempotent.New(idempotent.Config{Brokers: brokers, Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := p.Publish(pctx, idempotent.Message{Key: []byte("1001"), Value: []byte(value)}); err != nil {
+		t.Fatal(err)
+	}
+
+	r := waitStatus("/readyz", http.StatusServiceUnavailable)
+	if !strings.Contains(string(r.body), `"code":"service-unavailable"`) {
+		t.Errorf("/readyz body %s", r.body)
+	}
+	if r := s.request(t, http.MethodGet, "/orders/1001", "", nil); r.status != http.StatusNotFound {
+		t.Errorf("GET /orders/1001 while the consumer fails: %d, want 404", r.status)
+	}
+	if v := s.metric(t, `order_events_retries_total{step="applying order events"}`); v == 0 {
+		t.Error("no retry counted")
+	}
+
+	if _, err := s.db.Exec(ctx, `ALTER TABLE processed_event_away RENAME TO processed_event`); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus("/orders/1001", http.StatusOK)
+	waitStatus("/readyz", http.StatusOK)
+	if n := s.count(t, `SELECT count(*) FROM processed_event WHERE event_id = $1`, eventID); n != 1 {
+		t.Errorf("processed_event rows for the event = %d, want 1", n)
+	}
+	if v := s.metric(t, "order_events_applied_total"); v != 1 {
+		t.Errorf("order_events_applied_total = %v, want 1", v)
+	}
+}

@@ -1,0 +1,36 @@
+package service
+
+import (
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/example/payment-service/internal/config"
+	"github.com/example/payment-service/internal/kafka/idempotent"
+	"github.com/example/payment-service/internal/outbox"
+	"github.com/example/payment-service/internal/repository"
+)
+
+// newOutboxRelay builds the outbox relay when Kafka is configured, or
+// returns nil: events then wait in the outbox. Every replica runs one; a
+// PostgreSQL advisory lock makes one of them the leader that publishes (see
+// internal/outbox).
+func newOutboxRelay(cfg config.Config, logger *slog.Logger, reg prometheus.Registerer) (*outbox.Relay, error) {
+	if len(cfg.KafkaBrokers) == 0 {
+		return nil, nil
+	}
+	return outbox.New(outbox.Config{
+		Store: repository.NewOutboxRelayStore(cfg.DatabaseURL, cfg.PaymentEventsTopic),
+		NewPublisher: func() (outbox.Publisher, error) {
+			return idempotent.New(idempotent.Config{
+				Brokers:  cfg.KafkaBrokers,
+				Topic:    cfg.PaymentEventsTopic,
+				ClientID: "payment-service-outbox",
+			})
+		},
+		BatchSize:    cfg.OutboxBatchSize,
+		PollInterval: cfg.OutboxPollInterval,
+		Metrics:      outbox.NewMetrics(reg, cfg.PaymentEventsTopic),
+		Logger:       logger,
+	})
+}
