@@ -41,6 +41,8 @@ lint:
 	@# The domain imports only the standard library, decimal and uuid.
 	@bad=$$($(GO) list -f '{{join .Imports "\n"}}' ./internal/domain/ | grep '\.' | grep -v -e '^github.com/shopspring/decimal$$' -e '^github.com/google/uuid$$'); \
 	  if [ -n "$$bad" ]; then echo "internal/domain must not import:"; echo "$$bad"; exit 1; fi
+	@# The production binary never links the in-process test broker.
+	@if $(GO) list -deps ./cmd/payment-service | grep -q 'pkg/kfake'; then echo "cmd/payment-service links kfake"; exit 1; fi
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/payment-service ./cmd/payment-service

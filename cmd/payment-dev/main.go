@@ -1,12 +1,16 @@
 // Command payment-dev runs the payment service with no Docker: a throwaway
 // PostgreSQL from the local binaries (internal/pgtemp, the same helper the
-// tests use), migrated and seeded with demo orders, and the service on
-// 127.0.0.1:8080 with the demo API key. Ctrl-C stops everything and removes
-// the data. It is what `make dev` runs; it is not the production binary.
+// tests use), migrated and seeded with demo orders; an in-process
+// Kafka-protocol broker (kfake, internal/kafkatest) on 127.0.0.1:9092 with
+// the service's topics; and the service on 127.0.0.1:8080 with the demo API
+// key, its order consumer and outbox relay running against that broker.
+// Ctrl-C stops everything and removes the data. It is what `make dev` runs;
+// it is not the production binary, which does not link kfake.
 //
 // Any variable the service reads (README.md) can still be set to override
 // the dev defaults, except DATABASE_URL, which always points at the
-// throwaway cluster.
+// throwaway cluster. With KAFKA_BROKERS set, no broker is started and the
+// service uses those brokers. DEV_KAFKA_PORT moves the in-process broker.
 package main
 
 import (
@@ -17,12 +21,15 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/example/payment-service/db/migrations"
 	"github.com/example/payment-service/internal/config"
+	"github.com/example/payment-service/internal/kafkatest"
 	"github.com/example/payment-service/internal/pgtemp"
 	"github.com/example/payment-service/internal/service"
 )
@@ -70,9 +77,18 @@ func run(ctx context.Context) error {
 	}()
 	dsn := cluster.DSN("postgres")
 
+	brokers, stopBroker, err := startBroker(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopBroker()
+
 	getenv := func(name string) string {
-		if name == "DATABASE_URL" {
+		switch name {
+		case "DATABASE_URL":
 			return dsn
+		case "KAFKA_BROKERS":
+			return brokers
 		}
 		if v, ok := os.LookupEnv(name); ok {
 			return v
@@ -94,7 +110,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	printWelcome(svc.Addr(), dsn)
+	printWelcome(svc.Addr(), dsn, brokers)
 	return svc.Run(ctx)
 }
 
@@ -115,13 +131,14 @@ func seed(ctx context.Context, dsn string) error {
 	return nil
 }
 
-func printWelcome(addr, dsn string) {
+func printWelcome(addr, dsn, brokers string) {
 	fmt.Fprintf(os.Stderr, `
 payment-dev is up (Ctrl-C stops it and removes the data).
 
   API       http://%[1]s   (API key: demo-secret)
   health    http://%[1]s/healthz  http://%[1]s/readyz  http://%[1]s/metrics
   database  psql '%[2]s'
+  kafka     %[3]s   (topics order.events, order.events.DLT, payment.events)
   orders    1001 (customer 42, 100.50 RUB), 1002 (customer 42, 2500.00 RUB), 1003 (customer 7, 19.99 EUR)
 
 Charge order 1001:
@@ -132,7 +149,47 @@ Charge order 1001:
     -H 'Idempotency-Key: demo-key-1' \
     -d '{"orderId":1001,"customerId":42,"amount":"100.50","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_demo_1"}'
 
-`, addr, dsn)
+Then, in another terminal, the whole walk-through with a Kafka event:
+
+  make demo
+
+`, addr, dsn, brokers)
+}
+
+// devTopics are the topics the service uses, with their partitions (as in
+// docker-compose.yml's kafka-init).
+var devTopics = []struct {
+	name       string
+	partitions int
+}{
+	{"order.events", 3},
+	{"order.events.DLT", 1},
+	{"payment.events", 3},
+}
+
+// startBroker starts the in-process broker with the service's topics, unless
+// KAFKA_BROKERS names brokers to use instead.
+func startBroker(ctx context.Context) (brokers string, stop func(), err error) {
+	if external := os.Getenv("KAFKA_BROKERS"); external != "" {
+		return external, func() {}, nil
+	}
+	port := 9092
+	if v := os.Getenv("DEV_KAFKA_PORT"); v != "" {
+		if port, err = strconv.Atoi(v); err != nil {
+			return "", nil, fmt.Errorf("DEV_KAFKA_PORT: %w", err)
+		}
+	}
+	c, addrs, err := kafkatest.StartInProcess(kfake.NumBrokers(1), kfake.Ports(port))
+	if err != nil {
+		return "", nil, fmt.Errorf("start the in-process Kafka broker on 127.0.0.1:%d (set DEV_KAFKA_PORT to move it): %w", port, err)
+	}
+	for _, t := range devTopics {
+		if err := kafkatest.CreateTopicContext(ctx, addrs, t.name, t.partitions); err != nil {
+			c.Close()
+			return "", nil, err
+		}
+	}
+	return strings.Join(addrs, ","), c.Close, nil
 }
 
 // freePort asks the kernel for a free loopback port for PostgreSQL.

@@ -134,13 +134,16 @@ func CreateTopic(t testing.TB, brokers []string, partitions int) string {
 	topic := TopicName(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := createTopic(ctx, brokers, topic, partitions); err != nil {
+	if err := CreateTopicContext(ctx, brokers, topic, partitions); err != nil {
 		t.Fatalf("kafkatest: %v", err)
 	}
 	return topic
 }
 
-func createTopic(ctx context.Context, brokers []string, topic string, partitions int) error {
+// CreateTopicContext creates topic with the given partitions and waits until
+// every partition's leader serves it. It is CreateTopic for code outside
+// tests (the dev stack).
+func CreateTopicContext(ctx context.Context, brokers []string, topic string, partitions int) error {
 	client, done := newClient(brokers)
 	defer done()
 	res, err := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{
