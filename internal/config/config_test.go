@@ -33,11 +33,7 @@ func TestLoadDefaults(t *testing.T) {
 
 func TestLoadRejectsBadValuesNamingTheVariable(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name string
-		env  map[string]string
-		want string // the variable the error must name
-	}{
+	wantRejected(t, []rejection{
 		{"no database", map[string]string{"DATABASE_URL": ""}, "DATABASE_URL"},
 		{"no keys", map[string]string{"API_KEYS": ""}, "API_KEYS"},
 		{"key without client", map[string]string{"API_KEYS": "secret"}, "API_KEYS"},
@@ -49,7 +45,29 @@ func TestLoadRejectsBadValuesNamingTheVariable(t *testing.T) {
 		{"latency over lock", map[string]string{"SANDBOX_PROVIDER_LATENCY": "40s"}, "SANDBOX_PROVIDER_LATENCY"},
 		{"bad level", map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL"},
 		{"bad pool", map[string]string{"DATABASE_MAX_CONNS": "0"}, "DATABASE_MAX_CONNS"},
+	})
+}
+
+func TestLoadNeverEchoesAPIKeys(t *testing.T) {
+	t.Parallel()
+	_, err := config.Load(env(map[string]string{"API_KEYS": "good:topsecret,broken-topsecret2"}))
+	if err == nil || strings.Contains(err.Error(), "topsecret") {
+		t.Fatalf("err = %v: must fail without echoing key material", err)
 	}
+}
+
+// rejection is an environment the service must refuse, and the variable the
+// error must name.
+type rejection struct {
+	name string
+	env  map[string]string
+	want string
+}
+
+// wantRejected checks that Load refuses each environment with an error
+// naming its variable ("NAME: ...").
+func wantRejected(t *testing.T, tests []rejection) {
+	t.Helper()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -58,13 +76,5 @@ func TestLoadRejectsBadValuesNamingTheVariable(t *testing.T) {
 				t.Fatalf("err = %v, want one naming %s", err, tc.want)
 			}
 		})
-	}
-}
-
-func TestLoadNeverEchoesAPIKeys(t *testing.T) {
-	t.Parallel()
-	_, err := config.Load(env(map[string]string{"API_KEYS": "good:topsecret,broken-topsecret2"}))
-	if err == nil || strings.Contains(err.Error(), "topsecret") {
-		t.Fatalf("err = %v: must fail without echoing key material", err)
 	}
 }
