@@ -71,6 +71,22 @@ func TestComposeEnvironmentIsWhatTheServiceReads(t *testing.T) {
 		}
 	}
 
+	// CI's real-broker tests (scripts/kafka-local.sh) run the Kafka version
+	// that compose deploys.
+	script, err := os.ReadFile("../../scripts/kafka-local.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^KAFKA_VERSION="\$\{KAFKA_VERSION:-([0-9.]+)\}"`).FindSubmatch(script)
+	if m == nil {
+		t.Fatal("scripts/kafka-local.sh: no KAFKA_VERSION default found")
+	}
+	for _, name := range []string{"kafka", "kafka-init"} {
+		if want := "apache/kafka:" + string(m[1]); compose.Services[name].Image != want {
+			t.Errorf("service %s runs %q, but CI tests against %s", name, compose.Services[name].Image, want)
+		}
+	}
+
 	// The compose healthcheck and the Dockerfile name the same binary.
 	dockerfile, err := os.ReadFile("../../Dockerfile")
 	if err != nil {
