@@ -189,8 +189,11 @@ func (uc *ChargePayment) claim(ctx context.Context, r Repos, cmd ChargeCommand, 
 		if !p.Status.Final() {
 			return claimResult{payment: p}, nil
 		}
-		// It crashed after the provider answered but before recording the
-		// response; record it now without calling the provider again.
+		// A final payment under a claim still in progress: phase 3 sets the
+		// status and completes the record in one transaction, so this only
+		// happens after a manual repair of the tables. The provider has
+		// answered; record that answer without asking again (and without a
+		// second event: the status transition already wrote one).
 		resp, err := uc.encodeFinal(p, OutcomeCharged)
 		if err != nil {
 			return claimResult{}, err
