@@ -15,8 +15,11 @@ help:
 	@echo "make migrate  apply migrations to DATABASE_URL"
 	@echo "make bench    the benchmarks reported in docs/benchmarks.md"
 
+# Built, then exec'd: Ctrl-C reaches payment-dev itself, which stops the
+# service, the broker and PostgreSQL and removes their data.
 dev:
-	$(GO) run ./cmd/payment-dev
+	@$(GO) build -o $(BIN)/payment-dev ./cmd/payment-dev
+	@exec $(BIN)/payment-dev
 
 demo:
 	$(GO) run ./cmd/payment-demo
