@@ -3,7 +3,6 @@ package http
 import (
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -33,9 +32,9 @@ type orderHandlers struct {
 
 // getOrder handles GET /orders/:orderId.
 func (h *orderHandlers) getOrder(c echo.Context) error {
-	id, err := strconv.ParseInt(c.Param("orderId"), 10, 64)
-	if err != nil || id <= 0 {
-		return validationProblem([]FieldError{{Field: "orderId", Message: "must be a positive integer"}})
+	id, err := positiveIDParam(c, "orderId")
+	if err != nil {
+		return err
 	}
 	p, err := h.get.Handle(c.Request().Context(), domain.OrderID(id))
 	if errors.Is(err, domain.ErrOrderNotFound) {

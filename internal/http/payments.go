@@ -119,15 +119,25 @@ func (h *paymentHandlers) chargePayment(c echo.Context) error {
 
 // getPayment handles GET /payments/:id.
 func (h *paymentHandlers) getPayment(c echo.Context) error {
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id <= 0 {
-		return validationProblem([]FieldError{{Field: "id", Message: "must be a positive integer"}})
+	id, err := positiveIDParam(c, "id")
+	if err != nil {
+		return err
 	}
 	p, err := h.get.Handle(c.Request().Context(), clientID(c), domain.PaymentID(id))
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, toPaymentResponse(p))
+}
+
+// positiveIDParam reads a path parameter that must be a positive int64, or
+// returns the validation problem naming it.
+func positiveIDParam(c echo.Context, name string) (int64, error) {
+	id, err := strconv.ParseInt(c.Param(name), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, validationProblem([]FieldError{{Field: name, Message: "must be a positive integer"}})
+	}
+	return id, nil
 }
 
 // idempotencyKey validates the Idempotency-Key header: exactly one, 1 to
