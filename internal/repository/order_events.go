@@ -2,13 +2,11 @@ package repository
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/shopspring/decimal"
 	"gorm.io/gorm"
 
 	"github.com/example/payment-service/internal/app"
@@ -125,34 +123,13 @@ func (s *OrderProjections) UpsertNewer(ctx context.Context, events []app.OrderCr
 	return int(written), nil
 }
 
-type orderProjectionVersionRow struct {
-	OrderID     int64 `gorm:"primaryKey"`
-	CustomerID  int64
-	Amount      decimal.Decimal
-	Currency    string
-	SagaID      uuid.NullUUID
-	LastEventAt *time.Time
-	LastEventID uuid.NullUUID
-	UpdatedAt   time.Time
-}
-
-func (orderProjectionVersionRow) TableName() string { return "order_projection" }
-
 // Get implements app.OrderProjections.
 func (s *OrderProjections) Get(ctx context.Context, id domain.OrderID) (app.OrderProjection, error) {
-	var row orderProjectionVersionRow
-	err := s.db.WithContext(ctx).Take(&row, int64(id)).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return app.OrderProjection{}, domain.ErrOrderNotFound
-	}
+	row, err := getOrderRow(ctx, s.db, id)
 	if err != nil {
-		return app.OrderProjection{}, fmt.Errorf("get order projection: %w", err)
+		return app.OrderProjection{}, err
 	}
-	total, err := domain.NewMoney(row.Amount, domain.Currency(row.Currency))
-	if err != nil {
-		return app.OrderProjection{}, fmt.Errorf("order %d: %w", row.OrderID, err)
-	}
-	order, err := domain.NewOrder(domain.OrderID(row.OrderID), domain.CustomerID(row.CustomerID), total)
+	order, err := row.toDomain()
 	if err != nil {
 		return app.OrderProjection{}, err
 	}

@@ -18,31 +18,49 @@ type Orders struct {
 	db *gorm.DB
 }
 
+// orderProjectionRow is a row of order_projection, read by both the charge
+// path (Orders) and the consumer's projection (OrderProjections).
 type orderProjectionRow struct {
-	OrderID    int64 `gorm:"primaryKey"`
-	CustomerID int64
-	Amount     decimal.Decimal
-	Currency   string
-	UpdatedAt  time.Time
+	OrderID     int64 `gorm:"primaryKey"`
+	CustomerID  int64
+	Amount      decimal.Decimal
+	Currency    string
+	SagaID      uuid.NullUUID
+	LastEventAt *time.Time
+	LastEventID uuid.NullUUID
+	UpdatedAt   time.Time
 }
 
 func (orderProjectionRow) TableName() string { return "order_projection" }
 
-// Get implements app.Orders.
-func (s *Orders) Get(ctx context.Context, id domain.OrderID) (domain.Order, error) {
+// getOrderRow loads one projection row; domain.ErrOrderNotFound if none.
+func getOrderRow(ctx context.Context, db *gorm.DB, id domain.OrderID) (orderProjectionRow, error) {
 	var row orderProjectionRow
-	err := s.db.WithContext(ctx).Take(&row, int64(id)).Error
+	err := db.WithContext(ctx).Take(&row, int64(id)).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return domain.Order{}, domain.ErrOrderNotFound
+		return orderProjectionRow{}, domain.ErrOrderNotFound
 	}
 	if err != nil {
-		return domain.Order{}, fmt.Errorf("get order: %w", err)
+		return orderProjectionRow{}, fmt.Errorf("get order %d: %w", id, err)
 	}
+	return row, nil
+}
+
+func (row orderProjectionRow) toDomain() (domain.Order, error) {
 	total, err := domain.NewMoney(row.Amount, domain.Currency(row.Currency))
 	if err != nil {
 		return domain.Order{}, fmt.Errorf("order %d: %w", row.OrderID, err)
 	}
 	return domain.NewOrder(domain.OrderID(row.OrderID), domain.CustomerID(row.CustomerID), total)
+}
+
+// Get implements app.Orders.
+func (s *Orders) Get(ctx context.Context, id domain.OrderID) (domain.Order, error) {
+	row, err := getOrderRow(ctx, s.db, id)
+	if err != nil {
+		return domain.Order{}, err
+	}
+	return row.toDomain()
 }
 
 // SagaID implements app.Orders.
