@@ -1,0 +1,96 @@
+// Command sandbox-provider runs the sandbox payment provider as its own HTTP
+// service (internal/sandboxprovider): what payment-service charges through
+// in development, in docker compose and in the tests that run processes.
+//
+//	sandbox-provider [serve]     serve on SANDBOX_ADDR (default :8081)
+//	sandbox-provider healthcheck exit 0 if the local server answers /healthz
+//
+// The other variables (SANDBOX_LATENCY, SANDBOX_SLOW_DELAY,
+// SANDBOX_FAULT_RATES, SANDBOX_FAULT_SEED) are documented in
+// internal/sandboxprovider.ConfigFromEnv.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/example/payment-service/internal/sandboxprovider"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cmd := "serve"
+	if len(os.Args) > 1 {
+		cmd = os.Args[1]
+	}
+	var err error
+	switch cmd {
+	case "serve":
+		err = serve(ctx, os.Getenv)
+	case "healthcheck":
+		err = healthcheck(ctx, os.Getenv)
+	default:
+		err = fmt.Errorf("unknown command %q; usage: sandbox-provider [serve | healthcheck]", cmd)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox-provider:", err)
+		os.Exit(1)
+	}
+}
+
+func addr(getenv func(string) string) string {
+	if a := getenv("SANDBOX_ADDR"); a != "" {
+		return a
+	}
+	return ":8081"
+}
+
+func serve(ctx context.Context, getenv func(string) string) error {
+	cfg, err := sandboxprovider.ConfigFromEnv(getenv)
+	if err != nil {
+		return fmt.Errorf("configuration:\n%w", err)
+	}
+	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	srv, err := sandboxprovider.Start(addr(getenv), cfg)
+	if err != nil {
+		return err
+	}
+	logger.Info("sandbox provider serving", "url", srv.URL, "latency", cfg.Latency, "fault_rates", cfg.FaultRates, "seed", cfg.Seed)
+	<-ctx.Done()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = srv.Shutdown(shutdownCtx)
+	logger.Info("sandbox provider stopped")
+	return err
+}
+
+// healthcheck is the container's HEALTHCHECK: the runtime image has no curl.
+func healthcheck(ctx context.Context, getenv func(string) string) error {
+	_, port, err := net.SplitHostPort(addr(getenv))
+	if err != nil {
+		return fmt.Errorf("SANDBOX_ADDR: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort("127.0.0.1", port)+"/healthz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("not healthy: %s", resp.Status)
+	}
+	return nil
+}

@@ -1,0 +1,290 @@
+package sandboxprovider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/shopspring/decimal"
+)
+
+// Handler serves the provider's HTTP API. done ends the waits (latency,
+// slow answers) when the server stops.
+func (p *Provider) Handler(done <-chan struct{}) http.Handler {
+	h := &handler{p: p, done: done}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/charges", h.createCharge)
+	mux.HandleFunc("GET /v1/charges", h.lookupCharge)
+	mux.HandleFunc("GET /v1/ledger", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, p.Ledger())
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	return mux
+}
+
+type handler struct {
+	p    *Provider
+	done <-chan struct{}
+}
+
+// Error types of the API's JSON errors.
+const (
+	ErrTypeInvalidRequest = "invalid_request"
+	ErrTypeKeyReused      = "idempotency_key_reused"
+	ErrTypeInProgress     = "idempotency_request_in_progress"
+	ErrTypeUnavailable    = "api_unavailable"
+	ErrTypeChargeNotFound = "charge_not_found"
+)
+
+const (
+	headerIdempotencyKey   = "Idempotency-Key"
+	headerReplayed         = "Idempotent-Replayed"
+	maxKeyOrReferenceBytes = 255
+)
+
+// ChargeRequest is the body of POST /v1/charges.
+type ChargeRequest struct {
+	Amount    string `json:"amount"` // a decimal string, such as "100.50"
+	Currency  string `json:"currency"`
+	Reference string `json:"reference"`
+}
+
+// ErrorBody is the body of every error answer.
+type ErrorBody struct {
+	Error struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+		// Charged is false when the provider states that nothing was
+		// charged for this request; absent when it cannot say.
+		Charged *bool `json:"charged,omitempty"`
+	} `json:"error"`
+}
+
+func (h *handler) createCharge(w http.ResponseWriter, r *http.Request) {
+	key := r.Header.Get(headerIdempotencyKey)
+	if key == "" || len(key) > maxKeyOrReferenceBytes {
+		writeError(w, http.StatusBadRequest, ErrTypeInvalidRequest, "an Idempotency-Key header of 1 to 255 bytes is required", nil)
+		return
+	}
+	req, err := parseChargeRequest(r.Body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, ErrTypeInvalidRequest, err.Error(), nil)
+		return
+	}
+
+	adm, fault, charge := h.p.begin(key, req)
+	switch adm {
+	case admitConflict:
+		writeError(w, http.StatusUnprocessableEntity, ErrTypeKeyReused,
+			"this idempotency key was used with other parameters; nothing was charged", nil)
+		return
+	case admitInProgress:
+		writeError(w, http.StatusConflict, ErrTypeInProgress, "a request with this idempotency key is being processed", nil)
+		return
+	case admitRefused:
+		if fault == FaultBusy {
+			writeError(w, http.StatusConflict, ErrTypeInProgress, "a request with this idempotency key is being processed", nil)
+			return
+		}
+		notCharged := false
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, ErrTypeUnavailable, "temporarily unavailable; nothing was charged", &notCharged)
+		return
+	case admitNew:
+		// Processing goes on even if the client goes away, as at a real
+		// provider: the client then does not know the outcome.
+		h.wait(nil, h.p.cfg.Latency)
+		charge = h.p.decide(key, req)
+	}
+
+	switch fault {
+	case FaultDrop:
+		// The charge is made; the answer is lost. The server closes the
+		// connection without writing anything.
+		panic(http.ErrAbortHandler)
+	case FaultBadGateway:
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = io.WriteString(w, "<html><body><h1>502 Bad Gateway</h1></body></html>\n")
+		return
+	case FaultSlow:
+		h.wait(r.Context().Done(), h.p.cfg.SlowDelay)
+	}
+	if adm == admitReplay {
+		w.Header().Set(headerReplayed, "true")
+	}
+	writeJSON(w, http.StatusOK, answerOf(charge))
+}
+
+// ChargeAnswer is the body of a 200 answer: the charge as it was decided,
+// byte for byte the same on every replay.
+type ChargeAnswer struct {
+	ID             string          `json:"id"`
+	IdempotencyKey string          `json:"idempotencyKey"`
+	Status         ChargeStatus    `json:"status"`
+	Amount         decimal.Decimal `json:"amount"`
+	Currency       string          `json:"currency"`
+	Reference      string          `json:"reference"`
+	Created        time.Time       `json:"created"`
+}
+
+func answerOf(c Charge) ChargeAnswer {
+	return ChargeAnswer{ID: c.ID, IdempotencyKey: c.IdempotencyKey, Status: c.Status, Amount: c.Amount,
+		Currency: c.Currency, Reference: c.Reference, Created: c.Created}
+}
+
+// wait sleeps for d, or until the server stops or cancel is closed.
+func (h *handler) wait(cancel <-chan struct{}, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-h.done:
+	case <-cancel:
+	}
+}
+
+func (h *handler) lookupCharge(w http.ResponseWriter, r *http.Request) {
+	key := r.URL.Query().Get("idempotency_key")
+	if key == "" {
+		writeError(w, http.StatusBadRequest, ErrTypeInvalidRequest, "the idempotency_key parameter is required", nil)
+		return
+	}
+	c, ok := h.p.Lookup(key)
+	if !ok {
+		writeError(w, http.StatusNotFound, ErrTypeChargeNotFound, "no charge was made with this idempotency key", nil)
+		return
+	}
+	writeJSON(w, http.StatusOK, answerOf(c))
+}
+
+func parseChargeRequest(body io.Reader) (chargeRequest, error) {
+	var in ChargeRequest
+	dec := json.NewDecoder(io.LimitReader(body, 16<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return chargeRequest{}, fmt.Errorf("the body must be a JSON charge request: %v", err)
+	}
+	if len(in.Amount) == 0 || len(in.Amount) > 32 {
+		return chargeRequest{}, errors.New("amount must be a decimal string")
+	}
+	amount, err := decimal.NewFromString(in.Amount)
+	if err != nil || !amount.IsPositive() {
+		return chargeRequest{}, errors.New("amount must be a positive decimal string")
+	}
+	if len(in.Currency) != 3 {
+		return chargeRequest{}, errors.New("currency must be a 3-letter code")
+	}
+	if in.Reference == "" || len(in.Reference) > maxKeyOrReferenceBytes {
+		return chargeRequest{}, errors.New("reference must be 1 to 255 bytes")
+	}
+	return chargeRequest{Amount: amount, Currency: in.Currency, Reference: in.Reference}, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, status int, typ, msg string, charged *bool) {
+	var body ErrorBody
+	body.Error.Type, body.Error.Message, body.Error.Charged = typ, msg, charged
+	writeJSON(w, status, body)
+}
+
+// Server is a provider serving its API on a real TCP listener.
+type Server struct {
+	*Provider
+	// URL is the base URL, such as http://127.0.0.1:41234.
+	URL string
+
+	srv  *http.Server
+	done chan struct{}
+	errc chan error
+}
+
+// Start serves a new provider on addr ("127.0.0.1:0" for any free port)
+// until Close.
+func Start(addr string, cfg Config) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox provider: listen on %s: %w", addr, err)
+	}
+	return Serve(ln, cfg), nil
+}
+
+// Serve serves a new provider on ln until Close.
+func Serve(ln net.Listener, cfg Config) *Server {
+	p := New(cfg)
+	s := &Server{Provider: p, URL: "http://" + ln.Addr().String(), done: make(chan struct{}), errc: make(chan error, 1)}
+	s.srv = &http.Server{
+		Handler:           p.Handler(s.done),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	go func() { s.errc <- s.srv.Serve(ln) }()
+	return s
+}
+
+// Close stops the server at once: waits end, connections close.
+func (s *Server) Close() error {
+	close(s.done)
+	err := s.srv.Close()
+	if serveErr := <-s.errc; !errors.Is(serveErr, http.ErrServerClosed) {
+		err = errors.Join(err, serveErr)
+	}
+	return err
+}
+
+// Shutdown stops accepting and lets answers in flight finish until ctx
+// ends; waits (latency, slow answers) are cut short.
+func (s *Server) Shutdown(ctx context.Context) error {
+	close(s.done)
+	err := s.srv.Shutdown(ctx)
+	if serveErr := <-s.errc; !errors.Is(serveErr, http.ErrServerClosed) {
+		err = errors.Join(err, serveErr)
+	}
+	return err
+}
+
+// FetchLedger reads a provider's ledger over HTTP: the ground truth of what
+// was charged, for tests whose provider runs in another process.
+func FetchLedger(ctx context.Context, baseURL string) (Ledger, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/v1/ledger", nil)
+	if err != nil {
+		return Ledger{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return Ledger{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return Ledger{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return Ledger{}, fmt.Errorf("ledger: %s: %s", resp.Status, bytes.TrimSpace(b))
+	}
+	var l Ledger
+	if err := json.Unmarshal(b, &l); err != nil {
+		return Ledger{}, fmt.Errorf("ledger: %w", err)
+	}
+	return l, nil
+}
