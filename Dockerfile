@@ -1,5 +1,8 @@
 # syntax=docker/dockerfile:1
-# Multi-stage build: a static binary (CGO_ENABLED=0) in a small non-root image.
+# Multi-stage build: static binaries (CGO_ENABLED=0) in small non-root images.
+# The default target (the last stage) is the service; `--target
+# sandbox-provider` builds the sandbox payment provider that docker compose
+# runs next to it.
 
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
@@ -7,10 +10,22 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/payment-service ./cmd/payment-service
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/payment-service ./cmd/payment-service && \
+    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/sandbox-provider ./cmd/sandbox-provider
+
+# The sandbox payment provider: a stand-in for a real provider, for dev and demos.
+FROM gcr.io/distroless/static-debian12:nonroot AS sandbox-provider
+COPY --from=build /out/sandbox-provider /usr/local/bin/sandbox-provider
+USER nonroot:nonroot
+EXPOSE 8081
+ENV SANDBOX_ADDR=:8081
+HEALTHCHECK --interval=5s --timeout=4s --start-period=5s --retries=5 \
+  CMD ["/usr/local/bin/sandbox-provider", "healthcheck"]
+ENTRYPOINT ["/usr/local/bin/sandbox-provider"]
+CMD ["serve"]
 
 # distroless/static: no shell, no package manager, uid 65532 ("nonroot").
-FROM gcr.io/distroless/static-debian12:nonroot
+FROM gcr.io/distroless/static-debian12:nonroot AS payment-service
 COPY --from=build /out/payment-service /usr/local/bin/payment-service
 USER nonroot:nonroot
 EXPOSE 8080

@@ -11,7 +11,7 @@ help:
 	@echo "make test     run every test with -race against real PostgreSQL (and a Kafka-protocol broker)"
 	@echo "make test-kafka  run the Kafka tests again against a real Apache Kafka broker (scripts/kafka-local.sh)"
 	@echo "make lint     gofmt, go vet, staticcheck, and the domain's dependency rule"
-	@echo "make build    static binary in $(BIN)/payment-service"
+	@echo "make build    static binaries in $(BIN)/: payment-service, sandbox-provider"
 	@echo "make migrate  apply migrations to DATABASE_URL"
 	@echo "make bench    the benchmarks reported in docs/benchmarks.md"
 
@@ -44,11 +44,14 @@ lint:
 	@# The domain imports only the standard library, decimal and uuid.
 	@bad=$$($(GO) list -f '{{join .Imports "\n"}}' ./internal/domain/ | grep '\.' | grep -v -e '^github.com/shopspring/decimal$$' -e '^github.com/google/uuid$$'); \
 	  if [ -n "$$bad" ]; then echo "internal/domain must not import:"; echo "$$bad"; exit 1; fi
-	@# The production binary never links the in-process test broker.
+	@# The production binary never links the in-process test broker, nor the
+	@# sandbox provider's server (it talks to a provider over HTTP only).
 	@if $(GO) list -deps ./cmd/payment-service | grep -q 'pkg/kfake'; then echo "cmd/payment-service links kfake"; exit 1; fi
+	@if $(GO) list -deps ./cmd/payment-service | grep -q 'internal/sandboxprovider'; then echo "cmd/payment-service links the sandbox provider's server"; exit 1; fi
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/payment-service ./cmd/payment-service
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/sandbox-provider ./cmd/sandbox-provider
 
 migrate:
 	$(GO) run ./cmd/payment-service migrate up

@@ -2,15 +2,20 @@
 // PostgreSQL from the local binaries (internal/pgtemp, the same helper the
 // tests use), migrated and seeded with demo orders; an in-process
 // Kafka-protocol broker (kfake, internal/kafkatest) on 127.0.0.1:9092 with
-// the service's topics; and the service on 127.0.0.1:8080 with the demo API
-// key, its order consumer and outbox relay running against that broker.
-// Ctrl-C stops everything and removes the data. It is what `make dev` runs;
-// it is not the production binary, which does not link kfake.
+// the service's topics; the sandbox payment provider's HTTP server
+// (internal/sandboxprovider) on 127.0.0.1:8081; and the service on
+// 127.0.0.1:8080 with the demo API key, charging through that provider over
+// HTTP, with its order consumer and outbox relay running against that
+// broker. Ctrl-C stops everything and removes the data. It is what `make
+// dev` runs; it is not the production binary, which does not link kfake.
 //
 // Any variable the service reads (README.md) can still be set to override
 // the dev defaults, except DATABASE_URL, which always points at the
 // throwaway cluster. With KAFKA_BROKERS set, no broker is started and the
-// service uses those brokers. DEV_KAFKA_PORT moves the in-process broker.
+// service uses those brokers; with SANDBOX_PROVIDER_URL set, no provider is
+// started. DEV_KAFKA_PORT and DEV_PROVIDER_PORT move the in-process broker
+// and provider; SANDBOX_LATENCY, SANDBOX_SLOW_DELAY, SANDBOX_FAULT_RATES and
+// SANDBOX_FAULT_SEED tune the provider (internal/sandboxprovider).
 package main
 
 import (
@@ -31,6 +36,7 @@ import (
 	"github.com/example/payment-service/internal/config"
 	"github.com/example/payment-service/internal/kafkatest"
 	"github.com/example/payment-service/internal/pgtemp"
+	"github.com/example/payment-service/internal/sandboxprovider"
 	"github.com/example/payment-service/internal/service"
 )
 
@@ -82,6 +88,11 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer stopBroker()
+	providerURL, stopProvider, err := startProvider()
+	if err != nil {
+		return err
+	}
+	defer stopProvider()
 
 	getenv := func(name string) string {
 		switch name {
@@ -89,6 +100,8 @@ func run(ctx context.Context) error {
 			return dsn
 		case "KAFKA_BROKERS":
 			return brokers
+		case "SANDBOX_PROVIDER_URL":
+			return providerURL
 		}
 		if v, ok := os.LookupEnv(name); ok {
 			return v
@@ -110,7 +123,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	printWelcome(svc.Addr(), dsn, brokers)
+	printWelcome(svc.Addr(), dsn, brokers, providerURL)
 	return svc.Run(ctx)
 }
 
@@ -131,7 +144,7 @@ func seed(ctx context.Context, dsn string) error {
 	return nil
 }
 
-func printWelcome(addr, dsn, brokers string) {
+func printWelcome(addr, dsn, brokers, providerURL string) {
 	fmt.Fprintf(os.Stderr, `
 payment-dev is up (Ctrl-C stops it and removes the data).
 
@@ -139,6 +152,7 @@ payment-dev is up (Ctrl-C stops it and removes the data).
   health    http://%[1]s/healthz  http://%[1]s/readyz  http://%[1]s/metrics
   database  psql '%[2]s'
   kafka     %[3]s   (topics order.events, order.events.DLT, payment.events)
+  provider  %[4]s   (sandbox payment provider; what it charged: %[4]s/v1/ledger)
   orders    1001 (customer 42, 100.50 RUB), 1002 (customer 42, 2500.00 RUB), 1003 (customer 7, 19.99 EUR)
 
 Charge order 1001:
@@ -153,7 +167,7 @@ Then, in another terminal, the whole walk-through with a Kafka event:
 
   make demo
 
-`, addr, dsn, brokers)
+`, addr, dsn, brokers, providerURL)
 }
 
 // devTopics are the topics the service uses, with their partitions (as in
@@ -190,6 +204,29 @@ func startBroker(ctx context.Context) (brokers string, stop func(), err error) {
 		}
 	}
 	return strings.Join(addrs, ","), c.Close, nil
+}
+
+// startProvider starts the sandbox payment provider's HTTP server on
+// loopback, unless SANDBOX_PROVIDER_URL names a provider to use instead.
+func startProvider() (url string, stop func(), err error) {
+	if external := os.Getenv("SANDBOX_PROVIDER_URL"); external != "" {
+		return external, func() {}, nil
+	}
+	port := 8081
+	if v := os.Getenv("DEV_PROVIDER_PORT"); v != "" {
+		if port, err = strconv.Atoi(v); err != nil {
+			return "", nil, fmt.Errorf("DEV_PROVIDER_PORT: %w", err)
+		}
+	}
+	cfg, err := sandboxprovider.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		return "", nil, err
+	}
+	srv, err := sandboxprovider.Start(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cfg)
+	if err != nil {
+		return "", nil, fmt.Errorf("start the sandbox payment provider (set DEV_PROVIDER_PORT to move it): %w", err)
+	}
+	return srv.URL, func() { _ = srv.Close() }, nil
 }
 
 // freePort asks the kernel for a free loopback port for PostgreSQL.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/example/payment-service/internal/sandboxprovider"
 	"github.com/example/payment-service/internal/testdb"
 )
 
@@ -50,9 +51,22 @@ type proc struct {
 	exitErr error         // valid after exited is closed
 }
 
-// start runs the binary with env (plus the basics) and waits until /readyz
-// answers 200.
-func start(t *testing.T, dsn string, env ...string) *proc {
+// startProvider runs the sandbox payment provider in this test process, on
+// a loopback port: it outlives the service processes the tests kill, and
+// its ledger counts their charges.
+func startProvider(t *testing.T, cfg sandboxprovider.Config) *sandboxprovider.Server {
+	t.Helper()
+	s, err := sandboxprovider.Start("127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// start runs the binary with env (plus the basics) against the provider and
+// waits until /readyz answers 200.
+func start(t *testing.T, dsn string, provider *sandboxprovider.Server, env ...string) *proc {
 	t.Helper()
 	addr := freeAddr(t)
 	cmd := exec.Command(binary, "serve")
@@ -61,6 +75,7 @@ func start(t *testing.T, dsn string, env ...string) *proc {
 		"DATABASE_URL=" + dsn,
 		"HTTP_ADDR=" + addr,
 		"API_KEYS=demo-client:demo-secret",
+		"SANDBOX_PROVIDER_URL=" + provider.URL,
 	}, env...)
 	out := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -165,9 +180,10 @@ func count(t *testing.T, pool *pgxpool.Pool, query string) int {
 func TestKilledProcessIsCompletedByRetryAfterLockExpiry(t *testing.T) {
 	t.Parallel()
 	dsn, pool := setup(t)
-	env := []string{"SANDBOX_PROVIDER_LATENCY=2s", "IDEMPOTENCY_LOCK_TIMEOUT=3s"}
+	provider := startProvider(t, sandboxprovider.Config{Latency: 2 * time.Second})
+	env := []string{"IDEMPOTENCY_LOCK_TIMEOUT=3s", "PROVIDER_TIMEOUT=1500ms"}
 
-	first := start(t, dsn, env...)
+	first := start(t, dsn, provider, env...)
 	go func() { _, _, _ = charge(first, "kill-key") }() // never answered: the process dies
 	deadline := time.Now().Add(10 * time.Second)
 	for count(t, pool, `SELECT count(*) FROM idempotency_record WHERE status = 'IN_PROGRESS' AND payment_id IS NOT NULL`) == 0 {
@@ -184,7 +200,7 @@ func TestKilledProcessIsCompletedByRetryAfterLockExpiry(t *testing.T) {
 		t.Fatalf("after the crash: PENDING payments = %d, want 1", n)
 	}
 
-	second := start(t, dsn, env...)
+	second := start(t, dsn, provider, env...)
 	status, b, err := charge(second, "kill-key")
 	if err != nil || status != http.StatusConflict || !strings.Contains(b, "request-in-progress") {
 		t.Fatalf("retry while the lock lives: %d %s %v, want 409 request-in-progress", status, b, err)
@@ -210,12 +226,16 @@ func TestKilledProcessIsCompletedByRetryAfterLockExpiry(t *testing.T) {
 	if got := providerCalls(t, second); got != `payment_provider_calls_total{outcome="approved",provider="sandbox"} 1` {
 		t.Fatalf("provider calls in the new process:\n%s\nwant exactly one approved call", got)
 	}
+	// At the provider, across both processes: one charge, asked for twice.
+	if charged := provider.Ledger().Succeeded("pi_kill"); len(charged) != 1 || charged[0].Requests != 2 {
+		t.Fatalf("provider ledger for pi_kill: %+v, want one charge from two requests", charged)
+	}
 }
 
 func TestHealthcheckCommand(t *testing.T) {
 	t.Parallel()
 	dsn, _ := setup(t)
-	p := start(t, dsn)
+	p := start(t, dsn, startProvider(t, sandboxprovider.Config{}))
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(p.url, "http://"))
 	check := func(addr string) error {
 		cmd := exec.Command(binary, "healthcheck")
@@ -234,7 +254,8 @@ func TestHealthcheckCommand(t *testing.T) {
 func TestSIGTERMFinishesInFlightRequests(t *testing.T) {
 	t.Parallel()
 	dsn, pool := setup(t)
-	p := start(t, dsn, "SANDBOX_PROVIDER_LATENCY=1s")
+	provider := startProvider(t, sandboxprovider.Config{Latency: time.Second})
+	p := start(t, dsn, provider)
 
 	type result struct {
 		status int
@@ -270,6 +291,9 @@ func TestSIGTERMFinishesInFlightRequests(t *testing.T) {
 	if n := count(t, pool, `SELECT count(*) FROM idempotency_record WHERE status = 'COMPLETED'`); n != 1 {
 		t.Fatalf("completed records = %d, want 1", n)
 	}
+	if n := len(provider.Ledger().Succeeded("pi_kill")); n != 1 {
+		t.Fatalf("charges at the provider = %d, want 1", n)
+	}
 }
 
 func TestBadConfigurationStopsTheStartNamingTheVariable(t *testing.T) {
@@ -279,7 +303,8 @@ func TestBadConfigurationStopsTheStartNamingTheVariable(t *testing.T) {
 		want string
 	}{
 		{[]string{"API_KEYS=demo-client:demo-secret"}, "DATABASE_URL"},
-		{[]string{"DATABASE_URL=postgres://x/y", "API_KEYS=demo-client:demo-secret", "IDEMPOTENCY_LOCK_TIMEOUT=soon"}, "IDEMPOTENCY_LOCK_TIMEOUT"},
+		{[]string{"DATABASE_URL=postgres://x/y", "API_KEYS=demo-client:demo-secret", "SANDBOX_PROVIDER_URL=http://127.0.0.1:1", "IDEMPOTENCY_LOCK_TIMEOUT=soon"}, "IDEMPOTENCY_LOCK_TIMEOUT"},
+		{[]string{"DATABASE_URL=postgres://x/y", "API_KEYS=demo-client:demo-secret"}, "SANDBOX_PROVIDER_URL"},
 	}
 	for _, tc := range tests {
 		cmd := exec.Command(binary)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,7 +14,7 @@ import (
 )
 
 // ChargePayment charges an order through a payment provider, exactly once
-// per idempotency key and exactly once per external payment.
+// per idempotency key, per external payment and per order.
 //
 // It runs in three atomic phases (the Stripe-style design), so that no
 // provider call ever happens inside a database transaction:
@@ -27,6 +28,13 @@ import (
 //  3. record: one transaction sets the payment's final status, stores the
 //     response, fenced by the claim's lock token, and appends the outcome
 //     event to the outbox (a relay publishes it after the commit).
+//
+// The provider's answer can be lost (PaymentProvider lists the three cases).
+// Only a "definitely not charged" answer to a payment this request reserved
+// itself gives the key back; every other failure after the call keeps the
+// claim and its PENDING payment, ends the lock early and answers
+// OutcomeUnknownError: the next retry with the key, or the completer, asks
+// the provider again with the same provider key and records its answer.
 //
 // A crash between the phases leaves an IN_PROGRESS record whose lock
 // expires; the next retry takes it over, finds the reserved payment (the
@@ -58,9 +66,17 @@ type ChargeResult struct {
 // usually finishes within a second, far sooner than the lock expires.
 const inProgressRetryAfter = time.Second
 
+// finishTimeout bounds the database work after the provider call (record,
+// release, lock expiry). It is detached from the lock's deadline on purpose:
+// a provider that answered just before the lock ran out still gets its
+// answer recorded, and the lock token's fence turns the write away if
+// another request has taken the key over meanwhile.
+const finishTimeout = 10 * time.Second
+
 // Handle runs the command. Errors are ErrKeyReused, *InProgressError,
-// ErrUnknownProvider, ErrProviderUnavailable, domain.ErrOrderNotFound,
-// domain.ErrOrderMismatch, ErrStoreUnavailable, or unexpected ones.
+// *OutcomeUnknownError, ErrUnknownProvider, ErrProviderUnavailable,
+// domain.ErrOrderNotFound, domain.ErrOrderMismatch, ErrStoreUnavailable (only
+// before the provider is called), or unexpected ones.
 func (uc *ChargePayment) Handle(ctx context.Context, cmd ChargeCommand) (ChargeResult, error) {
 	provider, ok := uc.providers[cmd.Charge.Provider]
 	if !ok {
@@ -71,16 +87,21 @@ func (uc *ChargePayment) Handle(ctx context.Context, cmd ChargeCommand) (ChargeR
 
 	// Once the key is claimed the work must run to a recorded end even if
 	// the client goes away: a cancelled request would otherwise leave the
-	// key locked until it expires. The lock timeout bounds it.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), uc.lockTimeout)
+	// key locked until it expires. The lock timeout bounds the provider call.
+	detached := context.WithoutCancel(ctx)
+	ctx, cancel := context.WithTimeout(detached, uc.lockTimeout)
 	defer cancel()
 
 	token := uuid.New()
+	claimedAt := time.Now()
 	var phase1 claimResult
 	err := uc.tx.Transact(ctx, func(ctx context.Context, r Repos) (err error) {
 		phase1, err = uc.claim(ctx, r, cmd, token)
 		return err
 	})
+	if errors.Is(err, ErrReserveContended) {
+		return ChargeResult{}, &InProgressError{RetryAfter: inProgressRetryAfter}
+	}
 	if err != nil {
 		return ChargeResult{}, err
 	}
@@ -92,28 +113,44 @@ func (uc *ChargePayment) Handle(ctx context.Context, cmd ChargeCommand) (ChargeR
 	}
 
 	payment := phase1.payment
-	decision, err := provider.Charge(ctx, ProviderCharge{
+	decision, callErr := provider.Charge(ctx, ProviderCharge{
 		IdempotencyKey: cmd.Charge.ProviderIdempotencyKey(),
 		Charge:         payment.Charge,
 	})
-	if err != nil {
-		uc.logger.WarnContext(ctx, "provider call failed; releasing the key for a retry",
-			"payment_id", payment.ID, "provider", cmd.Charge.Provider, "err", err)
-		if relErr := uc.release(ctx, cmd.Scope, token, payment.ID); relErr != nil {
-			// The lock expires by itself and a retry resumes the payment.
-			uc.logger.ErrorContext(ctx, "releasing the key failed", "err", relErr)
-		}
-		return ChargeResult{}, fmt.Errorf("%w: %v", ErrProviderUnavailable, err)
-	}
 
+	finishCtx, finishCancel := context.WithTimeout(detached, finishTimeout)
+	defer finishCancel()
+	if callErr != nil {
+		return ChargeResult{}, uc.providerFailed(finishCtx, cmd.Scope, token, phase1, claimedAt, callErr)
+	}
+	resp, err := uc.record(finishCtx, cmd.Scope, token, payment.ID, decision)
+	switch {
+	case errors.Is(err, ErrLockLost):
+		// Our lock expired and another request took the key over; it will
+		// record the same provider decision. The client's retry replays it.
+		return ChargeResult{}, &InProgressError{RetryAfter: inProgressRetryAfter}
+	case err != nil:
+		// The provider has answered, so "nothing happened" would be a lie.
+		// The claim is still ours until its lock runs out; then a retry
+		// takes it over and asks the provider, which answers the same.
+		uc.logger.ErrorContext(ctx, "recording the provider's answer failed; the outcome is unknown to the client",
+			"payment_id", payment.ID, "decision", decision, "err", err)
+		return ChargeResult{}, &OutcomeUnknownError{RetryAfter: uc.remainingLock(claimedAt), Err: err}
+	}
+	return ChargeResult{Response: resp}, nil
+}
+
+// record is phase 3: the provider's decision, the stored response and the
+// outbox event, in one transaction fenced by the lock token.
+func (uc *ChargePayment) record(ctx context.Context, scope IdempotencyScope, token uuid.UUID, id domain.PaymentID, decision ProviderDecision) (StoredResponse, error) {
 	outcome := ChargeOutcome{Kind: OutcomeCharged}
 	status := domain.PaymentSucceeded
 	if decision == ProviderDeclined {
 		outcome.Kind, status = OutcomeDeclined, domain.PaymentDeclined
 	}
 	var resp StoredResponse
-	err = uc.tx.Transact(ctx, func(ctx context.Context, r Repos) error {
-		p, err := r.Payments.SetStatus(ctx, payment.ID, status)
+	err := uc.tx.Transact(ctx, func(ctx context.Context, r Repos) error {
+		p, err := r.Payments.SetStatus(ctx, id, status)
 		if err != nil {
 			return err
 		}
@@ -121,20 +158,56 @@ func (uc *ChargePayment) Handle(ctx context.Context, cmd ChargeCommand) (ChargeR
 		if resp, err = uc.encoder.EncodeChargeOutcome(outcome); err != nil {
 			return err
 		}
-		if err := r.Idempotency.Complete(ctx, cmd.Scope, token, resp); err != nil {
+		if err := r.Idempotency.Complete(ctx, scope, token, resp); err != nil {
 			return err
 		}
 		return appendOutcomeEvent(ctx, r, p)
 	})
-	if errors.Is(err, ErrLockLost) {
-		// Our lock expired and another request took the key over; it will
-		// record the same provider decision. The client's retry replays it.
-		return ChargeResult{}, &InProgressError{RetryAfter: inProgressRetryAfter}
+	return resp, err
+}
+
+// providerFailed decides what a failed provider call leaves behind.
+//
+// Only "definitely not charged" for a payment this very request reserved
+// lets the key go: then nothing can have been charged for it, ever. A
+// resumed payment was handed to the provider by an earlier attempt whose
+// answer never arrived, so a "not charged" now speaks for this request only;
+// the earlier one may have charged. Every other failure is unknown, and an
+// unknown outcome never deletes anything: the claim stays with its PENDING
+// payment, and the lock ends now so that the client's retry resumes at once.
+func (uc *ChargePayment) providerFailed(ctx context.Context, scope IdempotencyScope, token uuid.UUID, phase1 claimResult, claimedAt time.Time, callErr error) error {
+	log := uc.logger.With("payment_id", phase1.payment.ID, "provider", phase1.payment.Charge.Provider, "err", callErr)
+	if errors.Is(callErr, ErrProviderNotCharged) && !phase1.resumed {
+		log.WarnContext(ctx, "the provider did not charge; releasing the key for a retry")
+		if err := uc.release(ctx, scope, token, phase1.payment.ID); err != nil {
+			// The lock expires by itself and a retry resumes the payment.
+			uc.logger.ErrorContext(ctx, "releasing the key failed", "err", err)
+		}
+		return fmt.Errorf("%w: %v", ErrProviderUnavailable, callErr)
 	}
+
+	log.WarnContext(ctx, "provider outcome unknown; the payment stays PENDING for the retry or the completer",
+		"resumed", phase1.resumed)
+	retryAfter := inProgressRetryAfter
+	err := uc.tx.Transact(ctx, func(ctx context.Context, r Repos) error {
+		return r.Idempotency.ExpireLock(ctx, scope, token)
+	})
 	if err != nil {
-		return ChargeResult{}, err
+		// The lock runs out on its own; until then a retry is in progress.
+		retryAfter = uc.remainingLock(claimedAt)
+		if !errors.Is(err, ErrLockLost) {
+			uc.logger.ErrorContext(ctx, "ending the lock early failed", "err", err)
+		}
 	}
-	return ChargeResult{Response: resp}, nil
+	return &OutcomeUnknownError{RetryAfter: retryAfter, Err: callErr}
+}
+
+// remainingLock is how long a lock claimed at claimedAt still blocks a
+// retry, rounded up to whole seconds and at least one (Retry-After has
+// second resolution).
+func (uc *ChargePayment) remainingLock(claimedAt time.Time) time.Duration {
+	left := uc.lockTimeout - time.Since(claimedAt)
+	return max(time.Second, time.Duration(math.Ceil(left.Seconds()))*time.Second)
 }
 
 // appendOutcomeEvent writes the event of the payment's PENDING->final
@@ -145,8 +218,8 @@ func (uc *ChargePayment) Handle(ctx context.Context, cmd ChargeCommand) (ChargeR
 // idempotency record (its recovery point), and Complete succeeds only for
 // the claim that still owns that record; an owner whose lock was taken over
 // gets ErrLockLost and the whole transaction, event included, rolls back.
-// Replays, the second layer and the crash-recovery path in claim record a
-// response without a transition, so they append nothing.
+// Replays, the second and third layers and the crash-recovery path in claim
+// record a response without a transition, so they append nothing.
 func appendOutcomeEvent(ctx context.Context, r Repos, p domain.Payment) error {
 	saga, err := r.Orders.SagaID(ctx, p.Charge.OrderID)
 	if err != nil {
@@ -159,11 +232,15 @@ func appendOutcomeEvent(ctx context.Context, r Repos, p domain.Payment) error {
 	return r.Outbox.AppendPaymentEvent(ctx, event)
 }
 
-// claimResult is what phase 1 decided: exactly one field is set.
+// claimResult is what phase 1 decided: exactly one of existing, response
+// and payment is set.
 type claimResult struct {
 	existing *IdempotencyRecord // the key was not claimed: answer from it
-	response *StoredResponse    // claimed and completed at once (second layer)
+	response *StoredResponse    // claimed and completed at once (second or third layer)
 	payment  domain.Payment     // claimed: charge this PENDING payment
+	// resumed: the payment was reserved by an earlier attempt (a takeover),
+	// which may have reached the provider.
+	resumed bool
 }
 
 func (uc *ChargePayment) claim(ctx context.Context, r Repos, cmd ChargeCommand, token uuid.UUID) (claimResult, error) {
@@ -181,24 +258,21 @@ func (uc *ChargePayment) claim(ctx context.Context, r Repos, cmd ChargeCommand, 
 	}
 
 	if rec.PaymentID != nil {
-		// A takeover: an earlier request crashed after reserving the payment.
+		// A takeover: an earlier request crashed, or lost the provider's
+		// answer, after reserving the payment.
 		p, err := r.Payments.Get(ctx, *rec.PaymentID)
 		if err != nil {
 			return claimResult{}, err
 		}
 		if !p.Status.Final() {
-			return claimResult{payment: p}, nil
+			return claimResult{payment: p, resumed: true}, nil
 		}
 		// A final payment under a claim still in progress: phase 3 sets the
 		// status and completes the record in one transaction, so this only
 		// happens after a manual repair of the tables. The provider has
 		// answered; record that answer without asking again (and without a
 		// second event: the status transition already wrote one).
-		resp, err := uc.encodeFinal(p, OutcomeCharged)
-		if err != nil {
-			return claimResult{}, err
-		}
-		return claimResult{response: &resp}, r.Idempotency.Complete(ctx, cmd.Scope, token, resp)
+		return uc.completeWith(ctx, r, cmd.Scope, token, p, OutcomeCharged)
 	}
 
 	// Order check. Returning an error rolls the claim back: an unknown or
@@ -212,42 +286,62 @@ func (uc *ChargePayment) claim(ctx context.Context, r Repos, cmd ChargeCommand, 
 		return claimResult{}, err
 	}
 
-	p, created, err := r.Payments.Reserve(ctx, cmd.Scope.ClientID, cmd.Charge)
+	res, err := r.Payments.Reserve(ctx, cmd.Scope.ClientID, cmd.Charge)
 	if err != nil {
 		return claimResult{}, err
 	}
-	if created {
-		return claimResult{payment: p}, r.Idempotency.SetRecoveryPoint(ctx, cmd.Scope, token, p.ID)
+	switch res.Kind {
+	case Reserved:
+		return claimResult{payment: res.Payment}, r.Idempotency.SetRecoveryPoint(ctx, cmd.Scope, token, res.Payment.ID)
+	case ExternalPaymentExists:
+		return uc.secondLayer(ctx, r, cmd, token, res.Payment)
+	case OrderHasLivePayment:
+		return uc.thirdLayer(ctx, r, cmd.Scope, token, res.Payment)
+	default:
+		return claimResult{}, fmt.Errorf("reserve payment: unknown reservation kind %d", res.Kind)
 	}
+}
 
-	// R-DIST-IDEM-4, the second layer: this external payment is already
-	// recorded under another key.
-	if !p.IsSameCharge(cmd.Scope.ClientID, cmd.Charge) {
-		resp, err := uc.encoder.EncodeChargeOutcome(ChargeOutcome{Kind: OutcomeExternalPaymentConflict})
-		if err != nil {
-			return claimResult{}, err
-		}
-		return claimResult{response: &resp}, r.Idempotency.Complete(ctx, cmd.Scope, token, resp)
+// secondLayer answers a new key for an external payment that is already
+// recorded (R-DIST-IDEM-4): the same charge gets the existing payment, any
+// other charge a conflict; neither reaches the provider.
+func (uc *ChargePayment) secondLayer(ctx context.Context, r Repos, cmd ChargeCommand, token uuid.UUID, existing domain.Payment) (claimResult, error) {
+	if !existing.IsSameCharge(cmd.Scope.ClientID, cmd.Charge) {
+		return uc.completeWith(ctx, r, cmd.Scope, token, domain.Payment{}, OutcomeExternalPaymentConflict)
 	}
-	if !p.Status.Final() {
+	if !existing.Status.Final() {
 		// The same charge is being made right now under another key. Roll
 		// back: nothing is stored, and the retry finds it finished.
 		return claimResult{}, &InProgressError{RetryAfter: inProgressRetryAfter}
 	}
-	resp, err := uc.encodeFinal(p, OutcomeAlreadyRecorded)
-	if err != nil {
-		return claimResult{}, err
-	}
-	return claimResult{response: &resp}, r.Idempotency.Complete(ctx, cmd.Scope, token, resp)
+	return uc.completeWith(ctx, r, cmd.Scope, token, existing, OutcomeAlreadyRecorded)
 }
 
-// encodeFinal renders a payment that already has the provider's answer:
-// a decline is always a decline; a success is reported as kind.
-func (uc *ChargePayment) encodeFinal(p domain.Payment, kind OutcomeKind) (StoredResponse, error) {
+// thirdLayer answers a charge for an order that already has a live payment
+// under another external payment: one paid order is paid once, whatever
+// keys and external payments the client makes up (R-DIST-IDEM-X3's careless
+// client, or a new provider payment intent per attempt).
+func (uc *ChargePayment) thirdLayer(ctx context.Context, r Repos, scope IdempotencyScope, token uuid.UUID, live domain.Payment) (claimResult, error) {
+	if live.Status == domain.PaymentPending {
+		// Another payment for the order is in flight (or its outcome is
+		// unknown). Roll back: the retry sees how it ended. If it is
+		// declined, this charge may go ahead.
+		return claimResult{}, &InProgressError{RetryAfter: inProgressRetryAfter}
+	}
+	return uc.completeWith(ctx, r, scope, token, domain.Payment{}, OutcomeOrderAlreadyPaid)
+}
+
+// completeWith stores an answer that needs no provider call as the key's
+// outcome, in phase 1's transaction.
+func (uc *ChargePayment) completeWith(ctx context.Context, r Repos, scope IdempotencyScope, token uuid.UUID, p domain.Payment, kind OutcomeKind) (claimResult, error) {
 	if p.Status == domain.PaymentDeclined {
 		kind = OutcomeDeclined
 	}
-	return uc.encoder.EncodeChargeOutcome(ChargeOutcome{Kind: kind, Payment: p})
+	resp, err := uc.encoder.EncodeChargeOutcome(ChargeOutcome{Kind: kind, Payment: p})
+	if err != nil {
+		return claimResult{}, err
+	}
+	return claimResult{response: &resp}, r.Idempotency.Complete(ctx, scope, token, resp)
 }
 
 // answerExisting answers a request whose key is held by a record it could
@@ -263,9 +357,9 @@ func (uc *ChargePayment) answerExisting(rec IdempotencyRecord, hash string) (Cha
 	}
 }
 
-// release gives the key back after a transient provider failure: the claim
-// and its PENDING payment go, in one transaction, only if we still own the
-// claim (a new owner needs the payment as its recovery point).
+// release gives the key back after the provider said it did not charge:
+// the claim and its PENDING payment go, in one transaction, only if we
+// still own the claim (a new owner needs the payment as its recovery point).
 func (uc *ChargePayment) release(ctx context.Context, scope IdempotencyScope, token uuid.UUID, payment domain.PaymentID) error {
 	return uc.tx.Transact(ctx, func(ctx context.Context, r Repos) error {
 		if err := r.Idempotency.Release(ctx, scope, token); err != nil {

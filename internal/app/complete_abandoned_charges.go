@@ -60,11 +60,15 @@ func NewCompleteAbandonedCharges(tx Transactor, abandoned AbandonedCharges, char
 type CompleteResult struct {
 	// Completed: the record now holds a final outcome.
 	Completed int
-	// Released: the key was given back (no payment was reserved, or the
-	// provider failed and ChargePayment released it as it does for a client).
+	// Released: the key was given back: no payment was reserved, so
+	// nothing can have been charged.
 	Released int
 	// Busy: someone else (the client's retry) holds the key right now.
 	Busy int
+	// Unknown: the provider was asked again and its answer was lost again
+	// (or it said "not charged" for this call only). The payment stays
+	// PENDING and the next run asks again.
+	Unknown int
 	// Failed: left as it was for the next run; each is logged.
 	Failed int
 }
@@ -124,15 +128,18 @@ func (uc *CompleteAbandonedCharges) complete(ctx context.Context, rec Idempotenc
 	}
 	_, err = uc.charge.Handle(ctx, cmd)
 	var inProgress *InProgressError
+	var unknown *OutcomeUnknownError
 	switch {
 	case err == nil:
 		res.Completed++
 		log.InfoContext(ctx, "completed an abandoned charge", "payment_id", payment.ID)
 	case errors.As(err, &inProgress):
 		res.Busy++
-	case errors.Is(err, ErrProviderUnavailable):
-		res.Released++
-		log.WarnContext(ctx, "abandoned charge: provider unavailable; the key was released", "payment_id", payment.ID, "err", err)
+	case errors.As(err, &unknown):
+		// Never released: an earlier attempt may have charged. The next run
+		// asks the provider again with the same provider key.
+		res.Unknown++
+		log.WarnContext(ctx, "abandoned charge: the provider's outcome is still unknown; asking again next run", "payment_id", payment.ID, "err", err)
 	default:
 		res.Failed++
 		log.ErrorContext(ctx, "completing an abandoned charge failed", "payment_id", payment.ID, "err", err)

@@ -85,14 +85,23 @@ type IdempotencyRecords interface {
 	// Release deletes the claim so the key can be used again; ErrLockLost
 	// if token no longer owns it.
 	Release(ctx context.Context, scope IdempotencyScope, token uuid.UUID) error
+	// ExpireLock ends token's lock now but keeps the claim IN_PROGRESS with
+	// its recovery point, so the next retry with the key takes it over at
+	// once instead of waiting for the lock to run out. ErrLockLost if token
+	// no longer owns the record.
+	ExpireLock(ctx context.Context, scope IdempotencyScope, token uuid.UUID) error
 }
 
-// Payments is the payment table: the second layer of R-DIST-IDEM-4.
+// Payments is the payment table: the second layer of R-DIST-IDEM-4
+// (one row per provider and external payment) and the third layer (at most
+// one PENDING or SUCCEEDED payment per order).
 type Payments interface {
-	// Reserve inserts a PENDING payment unless one exists for the same
-	// provider and external payment id, in which case it returns that one
-	// with created false. It never creates a second row.
-	Reserve(ctx context.Context, client domain.ClientID, c domain.Charge) (p domain.Payment, created bool, err error)
+	// Reserve inserts a PENDING payment for c unless that would make a
+	// second row for its external payment or a second live payment for its
+	// order; it then returns the row that stands in the way. It never
+	// creates a second row. ErrReserveContended if the rows in the way kept
+	// vanishing (released or declined) while it looked.
+	Reserve(ctx context.Context, client domain.ClientID, c domain.Charge) (Reservation, error)
 	// Get returns the payment; domain.ErrPaymentNotFound if none.
 	Get(ctx context.Context, id domain.PaymentID) (domain.Payment, error)
 	// SetStatus moves a PENDING payment to a final status and returns it.
@@ -100,6 +109,30 @@ type Payments interface {
 	// DeletePending removes a PENDING payment whose charge did not happen.
 	DeletePending(ctx context.Context, id domain.PaymentID) error
 }
+
+// ReservationKind says what Reserve did.
+type ReservationKind int
+
+const (
+	// Reserved: a new PENDING payment was inserted; it is this request's.
+	Reserved ReservationKind = iota + 1
+	// ExternalPaymentExists: a payment with the same provider and external
+	// payment id exists (the second layer, R-DIST-IDEM-4).
+	ExternalPaymentExists
+	// OrderHasLivePayment: the order already has a PENDING or SUCCEEDED
+	// payment under another external payment (the third layer).
+	OrderHasLivePayment
+)
+
+// Reservation is Reserve's answer: the new payment, or the one in the way.
+type Reservation struct {
+	Kind    ReservationKind
+	Payment domain.Payment
+}
+
+// ErrReserveContended: the rows that blocked a reservation disappeared
+// again and again between the insert and the read. Retryable.
+var ErrReserveContended = errors.New("payment reservation contended")
 
 // Orders reads the order projection.
 type Orders interface {
@@ -126,11 +159,34 @@ const (
 	ProviderDeclined ProviderDecision = "DECLINED"
 )
 
-// PaymentProvider charges money. An error means the outcome is unknown or
-// transient; asking again with the same IdempotencyKey is safe.
+// PaymentProvider charges money on the other side of a network.
+//
+// Its answer is one of three cases, and the use case acts on each:
+//
+//   - a decision (nil error): ProviderApproved or ProviderDeclined;
+//   - definitely not charged: an error wrapping ErrProviderNotCharged. The
+//     provider said so before charging, or the request never left this
+//     process (connection refused, a rejection that proves it was not
+//     processed). Nothing happened at the provider for this request;
+//   - unknown: any other error. Timeouts, resets after the request was
+//     sent, 5xx, "in progress" refusals, answers that cannot be read: the
+//     charge may have been made. Adapters should wrap
+//     ErrProviderOutcomeUnknown, but an error that wraps neither is unknown
+//     too, so an adapter that fails to classify an error errs on the safe
+//     side.
+//
+// Asking again with the same IdempotencyKey is always safe: the provider
+// returns its first answer and charges nothing new. Adapters never retry on
+// their own; the use case owns retries.
 type PaymentProvider interface {
 	Charge(ctx context.Context, req ProviderCharge) (ProviderDecision, error)
 }
+
+// Errors a PaymentProvider wraps (see PaymentProvider for their meaning).
+var (
+	ErrProviderNotCharged     = errors.New("payment provider did not charge")
+	ErrProviderOutcomeUnknown = errors.New("payment provider outcome unknown")
+)
 
 // OutcomeKind says what a charge command ended in.
 type OutcomeKind int
@@ -146,6 +202,9 @@ const (
 	// OutcomeExternalPaymentConflict: the external payment is recorded as a
 	// different charge (or for another client).
 	OutcomeExternalPaymentConflict
+	// OutcomeOrderAlreadyPaid: the order is already paid under another
+	// external payment (the third layer); nothing was sent to the provider.
+	OutcomeOrderAlreadyPaid
 )
 
 // ChargeOutcome is the result of a charge command before it is rendered.

@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v4"
 
 	"github.com/example/payment-service/internal/config"
+	"github.com/example/payment-service/internal/sandboxprovider"
 )
 
 // Docker cannot run here, so docker-compose.yml and the Dockerfile are kept
@@ -25,9 +26,15 @@ func TestComposeEnvironmentIsWhatTheServiceReads(t *testing.T) {
 	}
 	var compose struct {
 		Services map[string]struct {
-			Image       string            `yaml:"image"`
-			Build       any               `yaml:"build"`
+			Image string `yaml:"image"`
+			Build struct {
+				Context string `yaml:"context"`
+				Target  string `yaml:"target"`
+			} `yaml:"build"`
 			Environment map[string]string `yaml:"environment"`
+			DependsOn   map[string]struct {
+				Condition string `yaml:"condition"`
+			} `yaml:"depends_on"`
 			Healthcheck struct {
 				Test []string `yaml:"test"`
 			} `yaml:"healthcheck"`
@@ -37,7 +44,7 @@ func TestComposeEnvironmentIsWhatTheServiceReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc, ok := compose.Services["payment-service"]
-	if !ok || svc.Build == nil {
+	if !ok || svc.Build.Context == "" {
 		t.Fatal("docker-compose.yml has no payment-service built from the Dockerfile")
 	}
 
@@ -87,12 +94,47 @@ func TestComposeEnvironmentIsWhatTheServiceReads(t *testing.T) {
 		}
 	}
 
-	// The compose healthcheck and the Dockerfile name the same binary.
+	// The service charges through the compose sandbox provider, which is
+	// healthy before it starts; the provider accepts its environment.
+	provider, ok := compose.Services["sandbox-provider"]
+	if !ok {
+		t.Fatal("docker-compose.yml has no sandbox-provider service")
+	}
+	if u := svc.Environment["SANDBOX_PROVIDER_URL"]; u != "http://sandbox-provider"+provider.Environment["SANDBOX_ADDR"] {
+		t.Errorf("SANDBOX_PROVIDER_URL %q does not point at the sandbox-provider service on its SANDBOX_ADDR %q", u, provider.Environment["SANDBOX_ADDR"])
+	}
+	if svc.DependsOn["sandbox-provider"].Condition != "service_healthy" {
+		t.Error("payment-service must wait for a healthy sandbox-provider")
+	}
+	if _, err := sandboxprovider.ConfigFromEnv(func(k string) string { return provider.Environment[k] }); err != nil {
+		t.Errorf("the sandbox provider refuses compose's environment: %v", err)
+	}
+
+	// Each built service's compose healthcheck runs the entrypoint binary
+	// of the Dockerfile stage it is built from.
 	dockerfile, err := os.ReadFile("../../Dockerfile")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(svc.Healthcheck.Test) < 2 || !strings.Contains(string(dockerfile), `ENTRYPOINT ["`+svc.Healthcheck.Test[1]+`"]`) {
-		t.Errorf("healthcheck %v does not run the Dockerfile's entrypoint binary", svc.Healthcheck.Test)
+	for _, name := range []string{"payment-service", "sandbox-provider"} {
+		s := compose.Services[name]
+		stage := dockerfileStage(string(dockerfile), s.Build.Target)
+		if stage == "" {
+			t.Errorf("%s: the Dockerfile has no stage %q", name, s.Build.Target)
+			continue
+		}
+		if len(s.Healthcheck.Test) < 2 || !strings.Contains(stage, `ENTRYPOINT ["`+s.Healthcheck.Test[1]+`"]`) {
+			t.Errorf("%s: healthcheck %v does not run its stage's entrypoint binary", name, s.Healthcheck.Test)
+		}
 	}
+}
+
+// dockerfileStage returns the text of the stage named target ("FROM ... AS
+// target" up to the next FROM), or "" if there is none.
+func dockerfileStage(dockerfile, target string) string {
+	m := regexp.MustCompile(`(?ms)^FROM \S+ AS ` + regexp.QuoteMeta(target) + `\n(.*?)(^FROM |\z)`).FindStringSubmatch(dockerfile)
+	if m == nil {
+		return ""
+	}
+	return m[1]
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -36,9 +37,16 @@ type Config struct {
 	// long a claimed key blocks duplicates before a retry may take it over.
 	// It must exceed the slowest provider call.
 	IdempotencyLockTimeout time.Duration
-	// SandboxProviderLatency (SANDBOX_PROVIDER_LATENCY, default 0) delays
-	// each sandbox provider answer.
-	SandboxProviderLatency time.Duration
+	// SandboxProviderURL (SANDBOX_PROVIDER_URL, required) is the base URL
+	// of the sandbox payment provider's HTTP API (cmd/sandbox-provider).
+	SandboxProviderURL string
+	// ProviderTimeout (PROVIDER_TIMEOUT, default 10s) bounds one provider
+	// call, answer included; it must be shorter than the idempotency lock.
+	// ProviderConnectTimeout (PROVIDER_CONNECT_TIMEOUT, default 2s or
+	// PROVIDER_TIMEOUT if shorter) bounds connecting; a call that could not
+	// connect charged nothing.
+	ProviderTimeout        time.Duration
+	ProviderConnectTimeout time.Duration
 	// ShutdownTimeout (SHUTDOWN_TIMEOUT, default 15s) bounds the graceful
 	// shutdown: in-flight requests get this long to finish.
 	ShutdownTimeout time.Duration
@@ -118,7 +126,9 @@ func Load(getenv func(string) string) (Config, error) {
 		APIKeys:                p.apiKeys("API_KEYS"),
 		MigrateOnStart:         p.boolean("MIGRATE_ON_START", false),
 		IdempotencyLockTimeout: p.duration("IDEMPOTENCY_LOCK_TIMEOUT", 30*time.Second, time.Second, time.Hour),
-		SandboxProviderLatency: p.duration("SANDBOX_PROVIDER_LATENCY", 0, 0, time.Minute),
+		SandboxProviderURL:     p.httpURL("SANDBOX_PROVIDER_URL"),
+		ProviderTimeout:        p.duration("PROVIDER_TIMEOUT", 10*time.Second, 100*time.Millisecond, 10*time.Minute),
+		ProviderConnectTimeout: p.duration("PROVIDER_CONNECT_TIMEOUT", 0, 10*time.Millisecond, time.Minute),
 		ShutdownTimeout:        p.duration("SHUTDOWN_TIMEOUT", 15*time.Second, time.Second, 10*time.Minute),
 		LogLevel:               p.level("LOG_LEVEL", slog.LevelInfo),
 		KafkaBrokers:           p.list("KAFKA_BROKERS"),
@@ -132,8 +142,18 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	cfg.OutboxPollInterval = p.duration("OUTBOX_POLL_INTERVAL", 5*time.Second, 100*time.Millisecond, 5*time.Minute)
 	cfg.OrderConsumer = p.orderConsumer()
-	if cfg.SandboxProviderLatency >= cfg.IdempotencyLockTimeout {
-		p.fail("SANDBOX_PROVIDER_LATENCY", "must be shorter than IDEMPOTENCY_LOCK_TIMEOUT (%s), or every charge would lose its lock", cfg.IdempotencyLockTimeout)
+	// A provider call must end while its claim still holds the key: a call
+	// that outlives the lock lets a retry take the key over and call the
+	// provider with the same provider key while the first call is running.
+	// Half the lock leaves the rest for the two database phases around it.
+	if cfg.ProviderTimeout > cfg.IdempotencyLockTimeout/2 {
+		p.fail("PROVIDER_TIMEOUT", "must be at most half of IDEMPOTENCY_LOCK_TIMEOUT (%s), so a call ends before its lock does; got %s", cfg.IdempotencyLockTimeout, cfg.ProviderTimeout)
+	}
+	if cfg.ProviderConnectTimeout == 0 { // unset: 2s, or the whole call if that is shorter
+		cfg.ProviderConnectTimeout = min(2*time.Second, cfg.ProviderTimeout)
+	}
+	if cfg.ProviderConnectTimeout > cfg.ProviderTimeout {
+		p.fail("PROVIDER_CONNECT_TIMEOUT", "must be at most PROVIDER_TIMEOUT (%s), got %s", cfg.ProviderTimeout, cfg.ProviderConnectTimeout)
 	}
 	return cfg, errors.Join(p.errs...)
 }
@@ -214,6 +234,20 @@ func (p *parser) addr(name, def string) string {
 	if _, port, err := net.SplitHostPort(v); err != nil || port == "" {
 		p.fail(name, "must be host:port or :port, got %q", v)
 		return def
+	}
+	return v
+}
+
+// httpURL reads a required http:// or https:// base URL.
+func (p *parser) httpURL(name string) string {
+	v := p.str(name, "", true)
+	if v == "" {
+		return ""
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		p.fail(name, "must be an http:// or https:// URL such as http://127.0.0.1:8081, got %q", v)
+		return ""
 	}
 	return v
 }

@@ -10,8 +10,9 @@ import (
 
 func env(overrides map[string]string) func(string) string {
 	vars := map[string]string{
-		"DATABASE_URL": "postgres://localhost/payments",
-		"API_KEYS":     "demo-client:demo-secret",
+		"DATABASE_URL":         "postgres://localhost/payments",
+		"API_KEYS":             "demo-client:demo-secret",
+		"SANDBOX_PROVIDER_URL": "http://127.0.0.1:8081",
 	}
 	for k, v := range overrides {
 		vars[k] = v
@@ -26,7 +27,8 @@ func TestLoadDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.HTTPAddr != ":8080" || cfg.IdempotencyLockTimeout != 30*time.Second || cfg.MigrateOnStart ||
-		cfg.SandboxProviderLatency != 0 || len(cfg.APIKeys) != 1 || cfg.APIKeys[0].ClientID != "demo-client" {
+		cfg.ProviderTimeout != 10*time.Second || cfg.ProviderConnectTimeout != 2*time.Second ||
+		cfg.SandboxProviderURL != "http://127.0.0.1:8081" || len(cfg.APIKeys) != 1 || cfg.APIKeys[0].ClientID != "demo-client" {
 		t.Fatalf("defaults = %+v", cfg)
 	}
 }
@@ -42,7 +44,10 @@ func TestLoadRejectsBadValuesNamingTheVariable(t *testing.T) {
 		{"bad bool", map[string]string{"MIGRATE_ON_START": "yes please"}, "MIGRATE_ON_START"},
 		{"bad duration", map[string]string{"IDEMPOTENCY_LOCK_TIMEOUT": "30"}, "IDEMPOTENCY_LOCK_TIMEOUT"},
 		{"lock too short", map[string]string{"IDEMPOTENCY_LOCK_TIMEOUT": "10ms"}, "IDEMPOTENCY_LOCK_TIMEOUT"},
-		{"latency over lock", map[string]string{"SANDBOX_PROVIDER_LATENCY": "40s"}, "SANDBOX_PROVIDER_LATENCY"},
+		{"no provider URL", map[string]string{"SANDBOX_PROVIDER_URL": ""}, "SANDBOX_PROVIDER_URL"},
+		{"provider URL without scheme", map[string]string{"SANDBOX_PROVIDER_URL": "127.0.0.1:8081"}, "SANDBOX_PROVIDER_URL"},
+		{"provider call outlives half the lock", map[string]string{"PROVIDER_TIMEOUT": "16s"}, "PROVIDER_TIMEOUT"},
+		{"connect longer than the call", map[string]string{"PROVIDER_TIMEOUT": "1s", "PROVIDER_CONNECT_TIMEOUT": "2s"}, "PROVIDER_CONNECT_TIMEOUT"},
 		{"bad level", map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL"},
 		{"bad pool", map[string]string{"DATABASE_MAX_CONNS": "0"}, "DATABASE_MAX_CONNS"},
 	})

@@ -39,6 +39,7 @@ func TestContractOpenAPI(t *testing.T) {
 	s.addOrder(t, 1001, 42, "100.50", "RUB")
 	s.addOrder(t, 1002, 42, "3.00", "JPY")
 	s.addOrder(t, 1003, 42, "9.99", "EUR")
+	s.addOrder(t, 1005, 42, "5.00", "RUB")
 	// As the order-projection consumer writes it: with saga and version.
 	if _, err := s.db.Exec(ctx, `INSERT INTO order_projection (order_id, customer_id, amount, currency, saga_id, last_event_at, last_event_id)
 		VALUES (1004, 42, 100.5, 'RUB', '0193a3c8-7a4e-7cc1-8a1e-3f0e2b6c9d01', '2026-11-29T10:00:00Z', '0193a3c8-7a4e-7cc1-8a1e-3f0e2b6c9d02')`); err != nil {
@@ -67,6 +68,9 @@ func TestContractOpenAPI(t *testing.T) {
 		{name: "declined", method: "POST", path: "/payments", key: "c4", body: chargeBody(1002, 42, "3", "JPY", "decline_x"), wantStatus: 402},
 		{name: "unknown order", method: "POST", path: "/payments", key: "c5", body: chargeBody(9999, 42, "1", "RUB", "pi_9"), wantStatus: 422},
 		{name: "provider failure", method: "POST", path: "/payments", key: "c6", body: chargeBody(1003, 42, "9.99", "EUR", "fail_x"), wantStatus: 503},
+		{name: "order already paid", method: "POST", path: "/payments", key: "c9", body: chargeBody(1001, 42, "100.50", "RUB", "pi_again"), wantStatus: 409},
+		{name: "outcome unknown", method: "POST", path: "/payments", key: "c10", body: chargeBody(1005, 42, "5.00", "RUB", "drop_x"), wantStatus: 503},
+		{name: "outcome resolved", method: "POST", path: "/payments", key: "c10", body: chargeBody(1005, 42, "5.00", "RUB", "drop_x"), wantStatus: 201},
 		{name: "no key", method: "POST", path: "/payments", body: charge, wantStatus: 400, specRejects: true},
 		{name: "key too long", method: "POST", path: "/payments", key: strings.Repeat("k", 256), body: charge, wantStatus: 400, specRejects: true},
 		{name: "invalid fields", method: "POST", path: "/payments", key: "c7", body: `{"orderId":0,"customerId":42,"amount":"1.23456","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"x"}`, wantStatus: 400, specRejects: true},

@@ -32,6 +32,10 @@ func (ResponseEncoder) EncodeChargeOutcome(o app.ChargeOutcome) (app.StoredRespo
 		p := newProblem(http.StatusConflict, codeExternalPaymentConflict, "External payment conflict",
 			"This external payment is already recorded for a different charge.")
 		status, body = p.Status, p
+	case app.OutcomeOrderAlreadyPaid:
+		p := newProblem(http.StatusConflict, codeOrderAlreadyPaid, "Order already paid",
+			"This order is already paid under another external payment. Nothing was charged.")
+		status, body = p.Status, p
 	default:
 		return app.StoredResponse{}, fmt.Errorf("encode charge outcome: unknown kind %d", o.Kind)
 	}

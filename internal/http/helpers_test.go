@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/example/payment-service/internal/config"
+	"github.com/example/payment-service/internal/sandboxprovider"
 	"github.com/example/payment-service/internal/service"
 	"github.com/example/payment-service/internal/testdb"
 )
@@ -27,27 +28,37 @@ const (
 )
 
 // testService is the real service, on a loopback port, over its own fresh
-// database. Tests talk to it over real HTTP and look at the database.
+// database, charging through its own sandbox provider, which runs as an
+// HTTP server on another loopback port. Tests talk to the service over real
+// HTTP, look at the database, and count charges in the provider's ledger.
 type testService struct {
-	url string
-	db  *pgxpool.Pool
+	url      string
+	db       *pgxpool.Pool
+	provider *sandboxprovider.Server
 }
 
-// startService runs the service with env over the defaults below.
+// startService runs the service with env over the defaults below, and a
+// sandbox provider that answers at once.
 func startService(t testing.TB, env map[string]string) *testService {
 	t.Helper()
-	dsn := testdb.New(t)
-	return startServiceOn(t, dsn, env)
+	return startServiceWith(t, testdb.New(t), env, sandboxprovider.Config{})
 }
 
-func startServiceOn(t testing.TB, dsn string, env map[string]string) *testService {
+// startServiceWith runs the service on dsn against a sandbox provider
+// configured by provider.
+func startServiceWith(t testing.TB, dsn string, env map[string]string, provider sandboxprovider.Config) *testService {
 	t.Helper()
+	sandbox, err := sandboxprovider.Start("127.0.0.1:0", provider)
+	if err != nil {
+		t.Fatal(err)
+	}
 	vars := map[string]string{
 		"DATABASE_URL":             dsn,
 		"HTTP_ADDR":                "127.0.0.1:0",
 		"API_KEYS":                 "demo-client:" + demoKey + ",other-client:" + otherKey,
 		"IDEMPOTENCY_LOCK_TIMEOUT": "30s",
 		"SHUTDOWN_TIMEOUT":         "5s",
+		"SANDBOX_PROVIDER_URL":     sandbox.URL,
 	}
 	for k, v := range env {
 		vars[k] = v
@@ -81,8 +92,9 @@ func startServiceOn(t testing.TB, dsn string, env map[string]string) *testServic
 			t.Error("service did not stop within 15s")
 		}
 		pool.Close()
+		_ = sandbox.Close()
 	})
-	return &testService{url: "http://" + svc.Addr(), db: pool}
+	return &testService{url: "http://" + svc.Addr(), db: pool, provider: sandbox}
 }
 
 type response struct {
@@ -178,11 +190,22 @@ func (s *testService) metric(t testing.TB, name string) float64 {
 	return 0
 }
 
+// ledger reads the sandbox provider's ledger over HTTP: what was really
+// charged, the ground truth for "never twice, never lost".
+func (s *testService) ledger(t testing.TB) sandboxprovider.Ledger {
+	t.Helper()
+	l, err := sandboxprovider.FetchLedger(context.Background(), s.provider.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // providerCalls is the total of payment_provider_calls_total for the sandbox.
 func (s *testService) providerCalls(t testing.TB) float64 {
 	t.Helper()
 	var total float64
-	for _, outcome := range []string{"approved", "declined", "error"} {
+	for _, outcome := range []string{"approved", "declined", "not_charged", "unknown"} {
 		total += s.metric(t, `payment_provider_calls_total{outcome="`+outcome+`",provider="sandbox"}`)
 	}
 	return total

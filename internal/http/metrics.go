@@ -15,6 +15,7 @@ type metrics struct {
 	replays    prometheus.Counter
 	keyReused  prometheus.Counter
 	inProgress prometheus.Counter
+	unknown    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -38,10 +39,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		inProgress: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "payment_idempotency_in_progress_total",
-			Help: "Requests rejected because the same key or external payment was in flight (409 request-in-progress).",
+			Help: "Requests rejected because the same key, external payment or order was in flight (409 request-in-progress).",
+		}),
+		unknown: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "payment_outcome_unknown_total",
+			Help: "Charges answered 503 outcome-unknown: the provider was called and its answer was lost or not recorded; the retry or the completer resolves them.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.replays, m.keyReused, m.inProgress)
+	reg.MustRegister(m.requests, m.duration, m.replays, m.keyReused, m.inProgress, m.unknown)
 	return m
 }
 

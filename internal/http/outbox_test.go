@@ -13,6 +13,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/example/payment-service/internal/kafkatest"
+	"github.com/example/payment-service/internal/sandboxprovider"
+	"github.com/example/payment-service/internal/testdb"
 )
 
 // eventJSON is a consumer's view of a PaymentSucceeded.v1 or
@@ -94,7 +96,7 @@ func checkEvent(t *testing.T, ev eventJSON, typ string, p paymentJSON, saga *uui
 // the rows stay unpublished.
 func TestOutboxHoldsOneEventPerPaymentOutcome(t *testing.T) {
 	t.Parallel()
-	s := startService(t, map[string]string{"SANDBOX_PROVIDER_LATENCY": "100ms"})
+	s := startServiceWith(t, testdb.New(t), nil, sandboxprovider.Config{Latency: 100 * time.Millisecond})
 	saga := uuid.Must(uuid.NewV7())
 	s.addOrder(t, 1001, 42, "100.50", "RUB")
 	s.setSaga(t, 1001, saga)

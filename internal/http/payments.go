@@ -98,11 +98,14 @@ func (h *paymentHandlers) chargePayment(c echo.Context) error {
 		Operation: chargeOperation,
 	})
 	var inProgress *app.InProgressError
+	var unknown *app.OutcomeUnknownError
 	switch {
 	case errors.Is(err, app.ErrKeyReused):
 		h.metrics.keyReused.Inc()
 	case errors.As(err, &inProgress):
 		h.metrics.inProgress.Inc()
+	case errors.As(err, &unknown):
+		h.metrics.unknown.Inc()
 	case err == nil && result.Replayed:
 		h.metrics.replays.Inc()
 		c.Response().Header().Set("Idempotent-Replayed", "true")

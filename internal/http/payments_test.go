@@ -8,6 +8,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/example/payment-service/internal/sandboxprovider"
+	"github.com/example/payment-service/internal/testdb"
 )
 
 type paymentJSON struct {
@@ -154,7 +158,7 @@ func TestSameKeyDifferentCommandIsConflictAndRunsNothing(t *testing.T) {
 // is in flight and must be turned away, not run.
 func TestConcurrentIdenticalRequestsChargeOnce(t *testing.T) {
 	t.Parallel()
-	s := startService(t, map[string]string{"SANDBOX_PROVIDER_LATENCY": "300ms"})
+	s := startServiceWith(t, testdb.New(t), nil, sandboxprovider.Config{Latency: 300 * time.Millisecond})
 	s.addOrder(t, 1001, 42, "100.50", "RUB")
 	body := chargeBody(1001, 42, "100.50", "RUB", "pi_concurrent")
 
@@ -259,7 +263,7 @@ func TestSecondLayerExternalPaymentID(t *testing.T) {
 // completes the same payment with one charge.
 func TestRetryAfterCrashTakesOverExpiredLock(t *testing.T) {
 	t.Parallel()
-	s := startService(t, map[string]string{"IDEMPOTENCY_LOCK_TIMEOUT": "2s"})
+	s := startService(t, map[string]string{"IDEMPOTENCY_LOCK_TIMEOUT": "2s", "PROVIDER_TIMEOUT": "1s"})
 	s.addOrder(t, 1001, 42, "100.50", "RUB")
 	body := chargeBody(1001, 42, "100.50", "RUB", "pi_crash")
 
@@ -399,7 +403,7 @@ func TestOutcomesThatAreNotStored(t *testing.T) {
 		}
 	})
 
-	t.Run("provider fails transiently", func(t *testing.T) {
+	t.Run("provider says it did not charge", func(t *testing.T) {
 		t.Parallel()
 		s := startService(t, nil)
 		s.addOrder(t, 1001, 42, "100.50", "RUB")
@@ -413,8 +417,11 @@ func TestOutcomesThatAreNotStored(t *testing.T) {
 		if n := s.count(t, `SELECT count(*) FROM idempotency_record`) + s.count(t, `SELECT count(*) FROM payment`); n != 0 {
 			t.Fatalf("rows after transient failures = %d, want 0 (key released)", n)
 		}
-		if calls := s.metric(t, `payment_provider_calls_total{outcome="error",provider="sandbox"}`); calls != 2 {
-			t.Fatalf("failed provider calls = %v, want 2", calls)
+		if calls := s.metric(t, `payment_provider_calls_total{outcome="not_charged",provider="sandbox"}`); calls != 2 {
+			t.Fatalf("not-charged provider calls = %v, want 2", calls)
+		}
+		if l := s.ledger(t); len(l.Charges) != 0 || l.Counters.Faults["not_charged"] != 2 {
+			t.Fatalf("ledger = %+v, want no charge and two refusals", l)
 		}
 	})
 }
@@ -424,7 +431,7 @@ func TestOutcomesThatAreNotStored(t *testing.T) {
 func TestDatabaseUnreachableFailsClosed(t *testing.T) {
 	t.Parallel()
 	// A port nothing listens on: connect fails at once.
-	s := startServiceOn(t, "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=2", nil)
+	s := startServiceWith(t, "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=2", nil, sandboxprovider.Config{})
 
 	r := s.charge(t, "k", chargeBody(1001, 42, "100.50", "RUB", "pi_1"))
 	wantProblem(t, r, http.StatusServiceUnavailable, "service-unavailable")

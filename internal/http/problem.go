@@ -59,6 +59,8 @@ const (
 	codePaymentDeclined         = "payment-declined"
 	codeExternalPaymentConflict = "external-payment-conflict"
 	codeProviderUnavailable     = "provider-unavailable"
+	codeOutcomeUnknown          = "outcome-unknown"
+	codeOrderAlreadyPaid        = "order-already-paid"
 	codeServiceUnavailable      = "service-unavailable"
 	codeInternal                = "internal-error"
 )
@@ -77,9 +79,19 @@ const retryAfterDefault = 2 * time.Second
 func problemFor(err error) *Problem {
 	var p *Problem
 	var inProgress *app.InProgressError
+	var outcomeUnknown *app.OutcomeUnknownError
 	var he *echo.HTTPError
 	switch {
 	case errors.As(err, &p):
+		return p
+	case errors.As(err, &outcomeUnknown):
+		// Checked before ErrStoreUnavailable, which it may wrap: once the
+		// provider has been called, "nothing was charged" is not known.
+		p = newProblem(http.StatusServiceUnavailable, codeOutcomeUnknown, "Payment outcome unknown",
+			"The payment provider was asked to charge and its answer is not known yet: the charge may have gone through. "+
+				"Retry with the same Idempotency-Key and the same body to get the final answer. "+
+				"Never retry with a new key or a new externalPaymentId: that could charge twice.")
+		p.retryAfter = outcomeUnknown.RetryAfter
 		return p
 	case errors.As(err, &inProgress):
 		p = newProblem(http.StatusConflict, codeRequestInProgress, "Request in progress",
@@ -101,12 +113,12 @@ func problemFor(err error) *Problem {
 		return validationProblem([]FieldError{{Field: "paymentProvider", Message: "unknown payment provider"}})
 	case errors.Is(err, app.ErrProviderUnavailable):
 		p = newProblem(http.StatusServiceUnavailable, codeProviderUnavailable, "Payment provider unavailable",
-			"The payment provider failed transiently. Nothing was recorded for this key; retry with the same key.")
+			"The payment provider did not charge: it said so, or the request never reached it. Nothing was recorded for this key; retry with the same key.")
 		p.retryAfter = retryAfterDefault
 		return p
 	case errors.Is(err, app.ErrStoreUnavailable):
 		p = newProblem(http.StatusServiceUnavailable, codeServiceUnavailable, "Service unavailable",
-			"The database cannot be reached. Nothing was charged; retry with the same key.")
+			"The database cannot be reached, so this request did not reach the payment provider. Retry later (a charge with the same Idempotency-Key and body).")
 		p.retryAfter = retryAfterDefault
 		return p
 	case errors.As(err, &he):

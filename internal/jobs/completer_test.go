@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -52,20 +53,24 @@ func apiServer(t *testing.T, r *replica, charge *app.ChargePayment) *httptest.Se
 const chargeBody = `{"orderId":1001,"customerId":42,"amount":"100.50","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_abandoned"}`
 
 func postCharge(srv *httptest.Server) (*http.Response, []byte, error) {
-	req, err := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(chargeBody))
+	return postChargeWith(srv, "abandoned-1", chargeBody)
+}
+
+func postChargeWith(srv *httptest.Server, key, body string) (*http.Response, []byte, error) {
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/payments", strings.NewReader(body))
 	if err != nil {
 		return nil, nil, err
 	}
 	req.Header.Set("Authorization", "Bearer demo-secret")
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", "abandoned-1")
+	req.Header.Set("Idempotency-Key", key)
 	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp, body, err
+	answer, err := io.ReadAll(resp.Body)
+	return resp, answer, err
 }
 
 // A client's charge dies after phase 1 and the client never comes back. The
@@ -81,11 +86,9 @@ func TestCompleterFinishesAnAbandonedCharge(t *testing.T) {
 	exec(t, db, `INSERT INTO order_projection (order_id, customer_id, amount, currency) VALUES (1001, 42, 100.50, 'RUB')`)
 
 	calls := provider.CallsMetric(prometheus.NewRegistry())
-	sb := sandbox.New(0)
+	sb := startProvider(t)
 	r := newReplica(t, dsn, replicaOptions{})
-	charge := app.NewChargePayment(r.tx, map[domain.ProviderName]app.PaymentProvider{
-		sandbox.Name: provider.Instrument(sandbox.Name, sb, calls),
-	}, httpapi.ResponseEncoder{}, 30*time.Second, discardLogger)
+	charge := chargeThrough(t, r, sb.URL, calls)
 	r = newReplica(t, dsn, replicaOptions{charge: charge})
 
 	crashing := app.NewChargePayment(r.tx, map[domain.ProviderName]app.PaymentProvider{sandbox.Name: crashingProvider{}},
@@ -129,8 +132,8 @@ func TestCompleterFinishesAnAbandonedCharge(t *testing.T) {
 	approved := func() float64 {
 		return r.counterOf(t, calls, "approved")
 	}
-	if approved() != 1 || sb.Charges() != 1 {
-		t.Fatalf("provider calls approved = %v, charges = %d; want 1 and 1", approved(), sb.Charges())
+	if approved() != 1 || len(sb.Ledger().Succeeded("pi_abandoned")) != 1 {
+		t.Fatalf("provider calls approved = %v, ledger %+v; want 1 call and 1 charge", approved(), sb.Ledger())
 	}
 	if n := count(t, db, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = 'abandoned-claim'`); n != 0 {
 		t.Errorf("the abandoned claim with no payment was not released")
@@ -141,7 +144,7 @@ func TestCompleterFinishesAnAbandonedCharge(t *testing.T) {
 			t.Errorf("%s was touched: its client may still retry", key)
 		}
 	}
-	for outcome, want := range map[string]float64{"completed": 1, "released": 1, "busy": 0, "failed": 0} {
+	for outcome, want := range map[string]float64{"completed": 1, "released": 1, "busy": 0, "unknown": 0, "failed": 0} {
 		if got := r.counter(t, "payment_abandoned_charges_total", map[string]string{"outcome": outcome}); got != want {
 			t.Errorf("abandoned charges %s = %v, want %v", outcome, got, want)
 		}
@@ -156,7 +159,87 @@ func TestCompleterFinishesAnAbandonedCharge(t *testing.T) {
 		t.Errorf("retry: %d replayed=%q body %s; want 201, replayed, the stored body %s",
 			resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), body, stored)
 	}
-	if approved() != 1 || sb.Charges() != 1 {
-		t.Errorf("the retry reached the provider: approved = %v, charges = %d", approved(), sb.Charges())
+	if approved() != 1 || sb.Ledger().Counters.Requests != 1 {
+		t.Errorf("the retry reached the provider: approved = %v, ledger %+v", approved(), sb.Ledger())
 	}
+}
+
+// A provider answer is lost and the client never retries. The completer
+// resolves it: it asks the provider again with the same provider key and
+// records the charge that was made, once. On the way it meets a provider it
+// cannot reach: "not charged" for that call, but the payment was handed to
+// the provider before, so the completer must keep it, not release it.
+func TestCompleterResolvesALostProviderAnswer(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.New(t)
+	db := pool(t, dsn)
+	exec(t, db, `INSERT INTO order_projection (order_id, customer_id, amount, currency) VALUES (1001, 42, 100.50, 'RUB')`)
+	sb := startProvider(t)
+	calls := provider.CallsMetric(prometheus.NewRegistry())
+	base := newReplica(t, dsn, replicaOptions{})
+	charge := chargeThrough(t, base, sb.URL, calls)
+	body := strings.Replace(chargeBody, "pi_abandoned", "drop_lost", 1)
+
+	resp, answer, err := postChargeWith(apiServer(t, base, charge), "lost-1", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(answer), "outcome-unknown") {
+		t.Fatalf("first answer: %d %s, want 503 outcome-unknown", resp.StatusCode, answer)
+	}
+	const pendingClaim = `SELECT count(*) FROM idempotency_record r JOIN payment p ON p.id = r.payment_id
+		WHERE r.idempotency_key = 'lost-1' AND r.status = 'IN_PROGRESS' AND p.status = 'PENDING'`
+	// The client does not come back within the completer's grace.
+	expire := func() {
+		exec(t, db, `UPDATE idempotency_record SET locked_until = clock_timestamp() - interval '2 minutes' WHERE status = 'IN_PROGRESS'`)
+	}
+
+	// A replica whose provider is unreachable: connection refused.
+	unreachable := newReplica(t, dsn, replicaOptions{charge: chargeThrough(t, base, "http://"+deadAddr(t), calls)})
+	expire()
+	if err := unreachable.jobs.CompleteAbandonedCharges(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db, pendingClaim); n != 1 {
+		t.Fatal("the completer released a payment the provider may have charged")
+	}
+	if got := unreachable.counter(t, "payment_abandoned_charges_total", map[string]string{"outcome": "unknown"}); got != 1 {
+		t.Fatalf("abandoned charges unknown = %v, want 1", got)
+	}
+
+	r := newReplica(t, dsn, replicaOptions{charge: charge})
+	expire()
+	if err := r.jobs.CompleteAbandonedCharges(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var httpStatus int
+	var paymentStatus string
+	err = db.QueryRow(context.Background(), `SELECT r.http_status, p.status FROM idempotency_record r JOIN payment p ON p.id = r.payment_id
+		WHERE r.idempotency_key = 'lost-1' AND r.status = 'COMPLETED'`).Scan(&httpStatus, &paymentStatus)
+	if err != nil || httpStatus != http.StatusCreated || paymentStatus != "SUCCEEDED" {
+		t.Fatalf("after the completer: %d %s %v, want COMPLETED 201 and SUCCEEDED", httpStatus, paymentStatus, err)
+	}
+	if n := count(t, db, `SELECT count(*) FROM outbox_event`); n != 1 {
+		t.Fatalf("outbox events = %d, want 1", n)
+	}
+	charged := sb.Ledger().Succeeded("drop_lost")
+	if len(charged) != 1 || charged[0].Requests != 2 {
+		t.Fatalf("provider ledger: %+v, want one charge from two requests (the lost one and the completer's)", charged)
+	}
+	resp, answer, err = postChargeWith(apiServer(t, r, charge), "lost-1", body)
+	if err != nil || resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("the client's late retry: %v %s %v, want the stored 201", resp.StatusCode, answer, err)
+	}
+}
+
+// deadAddr is a loopback address nothing listens on.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }

@@ -13,9 +13,13 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/example/payment-service/internal/app"
+	"github.com/example/payment-service/internal/domain"
+	httpapi "github.com/example/payment-service/internal/http"
 	"github.com/example/payment-service/internal/jobs"
+	"github.com/example/payment-service/internal/provider"
 	"github.com/example/payment-service/internal/provider/sandbox"
 	"github.com/example/payment-service/internal/repository"
+	"github.com/example/payment-service/internal/sandboxprovider"
 	"github.com/example/payment-service/internal/testdb"
 )
 
@@ -124,6 +128,30 @@ func count(t testing.TB, db *pgxpool.Pool, sql string, args ...any) int {
 		t.Fatalf("%s: %v", sql, err)
 	}
 	return n
+}
+
+// startProvider runs a sandbox provider on a loopback port.
+func startProvider(t testing.TB) *sandboxprovider.Server {
+	t.Helper()
+	s, err := sandboxprovider.Start("127.0.0.1:0", sandboxprovider.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// chargeThrough is ChargePayment on r's database, charging through the
+// sandbox provider at url over HTTP, each call counted in calls.
+func chargeThrough(t testing.TB, r *replica, url string, calls *prometheus.CounterVec) *app.ChargePayment {
+	t.Helper()
+	client, err := sandbox.New(sandbox.Config{BaseURL: url, ConnectTimeout: time.Second, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return app.NewChargePayment(r.tx, map[domain.ProviderName]app.PaymentProvider{
+		sandbox.Name: provider.Instrument(sandbox.Name, client, calls),
+	}, httpapi.ResponseEncoder{}, 30*time.Second, discardLogger)
 }
 
 // counterOf reads the provider calls counter for one outcome.

@@ -77,12 +77,12 @@ func (j *Jobs) PurgeExpired(ctx context.Context) error {
 func (j *Jobs) CompleteAbandonedCharges(ctx context.Context) error {
 	start := time.Now()
 	res, err := j.complete.Handle(ctx)
-	for outcome, n := range map[string]int{"completed": res.Completed, "released": res.Released, "busy": res.Busy, "failed": res.Failed} {
+	for outcome, n := range map[string]int{"completed": res.Completed, "released": res.Released, "busy": res.Busy, "unknown": res.Unknown, "failed": res.Failed} {
 		j.m.abandoned.WithLabelValues(outcome).Add(float64(n))
 	}
 	j.finish(ctx, JobCompleteAbandonedCharges, start, err, []any{
 		"duration", time.Since(start),
-		"completed", res.Completed, "released", res.Released, "busy", res.Busy, "failed", res.Failed,
+		"completed", res.Completed, "released", res.Released, "busy", res.Busy, "unknown", res.Unknown, "failed", res.Failed,
 	})
 	return err
 }
@@ -128,7 +128,7 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		}, []string{"table"}),
 		abandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "payment_abandoned_charges_total",
-			Help: "Abandoned charges handled by the completer, by outcome (completed, released, busy, failed).",
+			Help: "Abandoned charges handled by the completer, by outcome (completed, released, busy, unknown: the provider's answer is still not known, failed).",
 		}, []string{"outcome"}),
 	}
 	reg.MustRegister(m.runs, m.duration, m.deleted, m.abandoned)

@@ -30,10 +30,13 @@ func insertRecord(t testing.TB, db *pgxpool.Pool, now time.Time, r record) {
 	t.Helper()
 	var paymentID *int64
 	if r.withPayment {
+		// Each payment its own order: an order has one live payment at most
+		// (the third layer, migration 00006).
 		var id int64
 		err := db.QueryRow(context.Background(), `
 			INSERT INTO payment (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status)
-			VALUES ('c', 1, 1, 'sandbox', $1, 10, 'RUB', 'PENDING') RETURNING id`, "pi_"+r.key).Scan(&id)
+			SELECT 'c', coalesce(max(order_id), 100000) + 1, 1, 'sandbox', $1, 10, 'RUB', 'PENDING' FROM payment
+			RETURNING id`, "pi_"+r.key).Scan(&id)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -12,8 +13,11 @@ import (
 )
 
 // CallsMetric counts every call to a provider port, labelled by provider and
-// outcome (approved, declined, error). Operators and outside tests read it to
-// see that duplicate requests never reach the provider.
+// outcome: approved, declined, not_charged (the provider certainly did not
+// charge) or unknown (it may have; the retry or the completer finds out).
+// Operators and outside tests read it to see that duplicate requests never
+// reach the provider; a rising unknown rate is the network or the provider
+// losing answers.
 func CallsMetric(reg prometheus.Registerer) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "payment_provider_calls_total",
@@ -38,8 +42,10 @@ func Instrument(name domain.ProviderName, next app.PaymentProvider, calls *prome
 // Charge implements app.PaymentProvider.
 func (p *Instrumented) Charge(ctx context.Context, req app.ProviderCharge) (app.ProviderDecision, error) {
 	decision, err := p.next.Charge(ctx, req)
-	outcome := "error"
+	outcome := "unknown"
 	switch {
+	case errors.Is(err, app.ErrProviderNotCharged):
+		outcome = "not_charged"
 	case err != nil:
 	case decision == app.ProviderApproved:
 		outcome = "approved"

@@ -134,6 +134,16 @@ func (s *IdempotencyRecords) Release(ctx context.Context, scope app.IdempotencyS
 	return ownedResult(res)
 }
 
+// ExpireLock implements app.IdempotencyRecords. The lock ends by the
+// database clock, the clock the claim's takeover condition reads, so the
+// very next claim for the key can take it over.
+func (s *IdempotencyRecords) ExpireLock(ctx context.Context, scope app.IdempotencyScope, token uuid.UUID) error {
+	return s.updateOwned(ctx, scope, token, map[string]any{
+		"locked_until": gorm.Expr("clock_timestamp()"),
+		"updated_at":   gorm.Expr("now()"),
+	})
+}
+
 // updateOwned updates the record only while token owns its claim: this is
 // the fence that keeps a request whose lock was taken over from writing.
 func (s *IdempotencyRecords) updateOwned(ctx context.Context, scope app.IdempotencyScope, token uuid.UUID, set map[string]any) error {

@@ -37,14 +37,14 @@ func TestReserveCreatesOneRowPerExternalPayment(t *testing.T) {
 		wg.Go(func() {
 			client := domain.ClientID(fmt.Sprintf("client-%d", i%3))
 			err := tx.Transact(ctx, func(ctx context.Context, r app.Repos) error {
-				p, ok, err := r.Payments.Reserve(ctx, client, charge)
+				res, err := r.Payments.Reserve(ctx, client, charge)
 				if err != nil {
 					return err
 				}
 				mu.Lock()
 				defer mu.Unlock()
-				ids[p.ID]++
-				if ok {
+				ids[res.Payment.ID]++
+				if res.Kind == app.Reserved {
 					created++
 				}
 				return nil

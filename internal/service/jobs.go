@@ -87,7 +87,10 @@ func Cleanup(ctx context.Context, cfg config.Config, logger *slog.Logger) error 
 	// The same use cases as serve builds: the completer resumes charges
 	// through them, and their events go to the configured topic.
 	registry := prometheus.NewRegistry()
-	uc := newUseCases(cfg, db, registry, logger)
+	uc, err := newUseCases(cfg, db, registry, logger)
+	if err != nil {
+		return err
+	}
 	if err := newJobs(cfg, db, uc.tx, uc.chargePayment, registry, logger).RunOnce(ctx); err != nil {
 		return fmt.Errorf("cleanup: %w", err)
 	}

@@ -65,10 +65,18 @@ type useCases struct {
 
 // newUseCases builds the providers (each call counted in registry) and the
 // use cases that need them.
-func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer, logger *slog.Logger) useCases {
+func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer, logger *slog.Logger) (useCases, error) {
 	calls := provider.CallsMetric(registry)
+	sandboxClient, err := sandbox.New(sandbox.Config{
+		BaseURL:        cfg.SandboxProviderURL,
+		ConnectTimeout: cfg.ProviderConnectTimeout,
+		Timeout:        cfg.ProviderTimeout,
+	})
+	if err != nil {
+		return useCases{}, err
+	}
 	providers := map[domain.ProviderName]app.PaymentProvider{
-		sandbox.Name: provider.Instrument(sandbox.Name, sandbox.New(cfg.SandboxProviderLatency), calls),
+		sandbox.Name: provider.Instrument(sandbox.Name, sandboxClient, calls),
 	}
 	names := make([]domain.ProviderName, 0, len(providers))
 	for name := range providers {
@@ -79,7 +87,7 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 		tx:            tx,
 		providerNames: names,
 		chargePayment: app.NewChargePayment(tx, providers, httpapi.ResponseEncoder{}, cfg.IdempotencyLockTimeout, logger),
-	}
+	}, nil
 }
 
 // New builds the service and binds its HTTP listener, but runs nothing
@@ -103,7 +111,10 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Servic
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	uc := newUseCases(cfg, db, registry, logger)
+	uc, err := newUseCases(cfg, db, registry, logger)
+	if err != nil {
+		return nil, err
+	}
 
 	orderConsumer, err := newOrderConsumer(cfg, uc.tx, registry, logger)
 	if err != nil {

@@ -1,0 +1,211 @@
+// Package sandbox is the adapter for the sandbox payment provider's HTTP API
+// (internal/sandboxprovider, run by cmd/sandbox-provider): it implements
+// app.PaymentProvider over a real network connection, and sorts every
+// failure into the port's three cases.
+//
+// It makes exactly one HTTP request per Charge and never retries: the use
+// case owns retries, and only it knows whether one is safe. That includes
+// net/http's own silent retry, which a request with an Idempotency-Key
+// header would otherwise get on a reused connection (see newRequest).
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"sync/atomic"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/example/payment-service/internal/app"
+	"github.com/example/payment-service/internal/domain"
+)
+
+// Name is the provider name clients send as paymentProvider.
+const Name domain.ProviderName = "sandbox"
+
+// Config locates the provider and bounds each call.
+type Config struct {
+	// BaseURL is the provider's address, such as http://127.0.0.1:8081.
+	BaseURL string
+	// ConnectTimeout bounds establishing the connection. A call that cannot
+	// connect sent nothing, so it is "not charged".
+	ConnectTimeout time.Duration
+	// Timeout bounds the whole call, answer included. It must be shorter
+	// than the idempotency lock, so that a call ends before a retry may take
+	// the key over (internal/config checks it).
+	Timeout time.Duration
+}
+
+// Client implements app.PaymentProvider.
+type Client struct {
+	chargesURL string
+	http       *http.Client
+}
+
+// New returns a client with one connection pool for all calls.
+func New(cfg Config) (*Client, error) {
+	u, err := url.Parse(cfg.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("sandbox provider: base URL %q must be http(s)://host[:port]", cfg.BaseURL)
+	}
+	transport := &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         (&net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout: cfg.ConnectTimeout,
+		MaxIdleConns:        100,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	return &Client{
+		chargesURL: u.JoinPath("v1", "charges").String(),
+		http: &http.Client{
+			Transport: transport,
+			Timeout:   cfg.Timeout,
+			// A redirect would be a second request; the provider never sends one.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+	}, nil
+}
+
+// chargeRequest and chargeAnswer are the provider's wire format.
+type chargeRequest struct {
+	Amount    string `json:"amount"`
+	Currency  string `json:"currency"`
+	Reference string `json:"reference"`
+}
+
+type chargeAnswer struct {
+	ID        string          `json:"id"`
+	Status    string          `json:"status"`
+	Amount    decimal.Decimal `json:"amount"`
+	Currency  string          `json:"currency"`
+	Reference string          `json:"reference"`
+}
+
+type errorAnswer struct {
+	Error struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+		Charged *bool  `json:"charged"`
+	} `json:"error"`
+}
+
+// maxAnswerBytes bounds what is read of an answer.
+const maxAnswerBytes = 64 << 10
+
+// Charge implements app.PaymentProvider.
+func (c *Client) Charge(ctx context.Context, req app.ProviderCharge) (app.ProviderDecision, error) {
+	body, err := json.Marshal(chargeRequest{
+		Amount:    req.Charge.Amount.AmountString(),
+		Currency:  string(req.Charge.Amount.Currency()),
+		Reference: string(req.Charge.ExternalPaymentID),
+	})
+	if err != nil {
+		return "", fmt.Errorf("%w: encode request: %v", app.ErrProviderNotCharged, err)
+	}
+	var sent atomic.Bool // set by the transport's writer goroutine
+	httpReq, err := newRequest(ctx, c.chargesURL, req.IdempotencyKey, body, &sent)
+	if err != nil {
+		return "", fmt.Errorf("%w: build request: %v", app.ErrProviderNotCharged, err)
+	}
+
+	resp, err := c.http.Do(httpReq)
+	if err != nil {
+		if !sent.Load() {
+			// The request never left: no connection, or it broke before the
+			// request was written. The provider cannot have acted on it.
+			return "", fmt.Errorf("%w: request not sent: %v", app.ErrProviderNotCharged, err)
+		}
+		return "", fmt.Errorf("%w: %v", app.ErrProviderOutcomeUnknown, err)
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	if err != nil {
+		return "", fmt.Errorf("%w: reading the answer (%s): %v", app.ErrProviderOutcomeUnknown, resp.Status, err)
+	}
+	if resp.StatusCode == http.StatusOK {
+		return decision(req, answer)
+	}
+	return "", classifyRefusal(resp.StatusCode, answer)
+}
+
+// newRequest builds the POST. sent becomes true once the request has been
+// written to a connection, in full or in part: from then on the provider
+// may have acted on it.
+//
+// GetBody is cleared on purpose. net/http silently resends a request that
+// failed on a reused keep-alive connection when it considers the request
+// replayable, and a POST carrying an Idempotency-Key header with a
+// rewindable body is considered replayable. That resend would be a retry
+// inside the adapter, hidden from the use case.
+func newRequest(ctx context.Context, target, key string, body []byte, sent *atomic.Bool) (*http.Request, error) {
+	trace := &httptrace.ClientTrace{
+		WroteHeaders: func() { sent.Store(true) },
+		WroteRequest: func(httptrace.WroteRequestInfo) { sent.Store(true) },
+	}
+	r, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	r.GetBody = nil
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Idempotency-Key", key)
+	return r, nil
+}
+
+// decision reads a 200 answer. An answer that cannot be read, or that
+// describes another charge than the one asked for, is not a decision.
+func decision(req app.ProviderCharge, body []byte) (app.ProviderDecision, error) {
+	var a chargeAnswer
+	if err := json.Unmarshal(body, &a); err != nil {
+		return "", fmt.Errorf("%w: unreadable answer: %v", app.ErrProviderOutcomeUnknown, err)
+	}
+	if a.Reference != string(req.Charge.ExternalPaymentID) || a.Currency != string(req.Charge.Amount.Currency()) ||
+		!a.Amount.Equal(req.Charge.Amount.Amount()) {
+		return "", fmt.Errorf("%w: the answer describes another charge (%s %s %s)",
+			app.ErrProviderOutcomeUnknown, a.Reference, a.Amount, a.Currency)
+	}
+	switch a.Status {
+	case "succeeded":
+		return app.ProviderApproved, nil
+	case "declined":
+		return app.ProviderDeclined, nil
+	default:
+		return "", fmt.Errorf("%w: charge %s has status %q", app.ErrProviderOutcomeUnknown, a.ID, a.Status)
+	}
+}
+
+// classifyRefusal sorts a non-200 answer.
+//
+//   - 400, 401, 403, 404, 422, 429: the provider (or whatever stands in
+//     front of it) refused to process the request; nothing was charged.
+//     422 idempotency_key_reused cannot happen through this service, which
+//     sends one provider key with one set of parameters only (the payment
+//     row's unique constraint, and a row is never deleted after an unknown
+//     outcome).
+//   - 5xx with "charged": false: the provider says it did not charge.
+//   - everything else, 409 in progress and other 5xx among them: unknown.
+func classifyRefusal(status int, body []byte) error {
+	var e errorAnswer
+	_ = json.Unmarshal(body, &e) // a gateway's HTML page is simply not an errorAnswer
+	what := fmt.Sprintf("provider answered %d %s", status, e.Error.Type)
+	switch {
+	case status == http.StatusBadRequest, status == http.StatusUnauthorized, status == http.StatusForbidden,
+		status == http.StatusNotFound, status == http.StatusUnprocessableEntity, status == http.StatusTooManyRequests:
+		return fmt.Errorf("%w: %s: %s", app.ErrProviderNotCharged, what, e.Error.Message)
+	case status >= 500 && e.Error.Charged != nil && !*e.Error.Charged:
+		return fmt.Errorf("%w: %s: %s", app.ErrProviderNotCharged, what, e.Error.Message)
+	default:
+		return fmt.Errorf("%w: %s", app.ErrProviderOutcomeUnknown, what)
+	}
+}
+
+var _ app.PaymentProvider = (*Client)(nil)
