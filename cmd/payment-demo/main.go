@@ -2,11 +2,15 @@
 // running stack (`make dev` or `docker compose up`): it publishes an
 // OrderCreated.v1 event, waits for the order projection, charges the order
 // twice with one idempotency key and once with a changed body under the same
-// key, and prints every response, the payment row and the payment event.
+// key, prints every response, the payment row and the payment event; then
+// charges a second order through a provider that loses its answer, retries,
+// and shows the provider charged once; and tries to pay that order again
+// under a new key and a new external payment.
 //
 //	API_URL        default http://127.0.0.1:8080
 //	API_KEY        default demo-secret
 //	KAFKA_BROKERS  default 127.0.0.1:9092 (the dev stack's and compose's host listener)
+//	PROVIDER_URL   default http://127.0.0.1:8081 (the sandbox provider, for its ledger)
 package main
 
 import (
@@ -39,10 +43,11 @@ func main() {
 }
 
 type demo struct {
-	api     string
-	key     string
-	brokers []string
-	http    *http.Client
+	api      string
+	key      string
+	brokers  []string
+	provider string
+	http     *http.Client
 }
 
 func env(name, def string) string {
@@ -54,10 +59,11 @@ func env(name, def string) string {
 
 func run(ctx context.Context) error {
 	d := demo{
-		api:     strings.TrimRight(env("API_URL", "http://127.0.0.1:8080"), "/"),
-		key:     env("API_KEY", "demo-secret"),
-		brokers: strings.Split(env("KAFKA_BROKERS", "127.0.0.1:9092"), ","),
-		http:    &http.Client{Timeout: 30 * time.Second},
+		api:      strings.TrimRight(env("API_URL", "http://127.0.0.1:8080"), "/"),
+		key:      env("API_KEY", "demo-secret"),
+		brokers:  strings.Split(env("KAFKA_BROKERS", "127.0.0.1:9092"), ","),
+		provider: strings.TrimRight(env("PROVIDER_URL", "http://127.0.0.1:8081"), "/"),
+		http:     &http.Client{Timeout: 30 * time.Second},
 	}
 	// A fresh order each run, so the demo can be repeated on one stack.
 	orderID := 500_000 + time.Now().Unix()%1_000_000
@@ -67,32 +73,22 @@ func run(ctx context.Context) error {
 	}
 
 	step("1. publish OrderCreated.v1 for order %d to order.events", orderID)
-	event := map[string]any{
-		"eventId": eventID.String(), "sagaId": uuid.NewString(), "eventType": "OrderCreated.v1",
-		"orderId": orderID, "customerId": 42, "amount": json.Number("100.50"), "currency": "RUB",
-		"occurredAt": time.Now().UTC().Format(time.RFC3339),
-	}
-	if err := d.publish(ctx, "order.events", strconv.FormatInt(orderID, 10), event); err != nil {
-		return err
-	}
-
-	step("2. wait until the consumer has projected the order: GET /orders/%d", orderID)
-	if err := d.waitFor(ctx, "/orders/"+strconv.FormatInt(orderID, 10)); err != nil {
+	if err := d.createOrder(ctx, eventID, orderID); err != nil {
 		return err
 	}
 
 	key := "demo-" + eventID.String()
 	body := fmt.Sprintf(`{"orderId":%d,"customerId":42,"amount":"100.50","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_demo_%d"}`, orderID, orderID)
-	step("3. charge it: POST /payments, Idempotency-Key: %s", key)
+	step("2. charge it: POST /payments, Idempotency-Key: %s", key)
 	first, err := d.post(ctx, key, body)
 	if err != nil {
 		return err
 	}
-	step("4. the same request again: a replay, nothing charged")
+	step("3. the same request again: a replay, nothing charged")
 	if _, err := d.post(ctx, key, body); err != nil {
 		return err
 	}
-	step("5. the same key with a changed amount: 409 idempotency-key-reused")
+	step("4. the same key with a changed amount: 409 idempotency-key-reused")
 	if _, err := d.post(ctx, key, strings.Replace(body, `"100.50"`, `"999.00"`, 1)); err != nil {
 		return err
 	}
@@ -103,13 +99,63 @@ func run(ctx context.Context) error {
 	if err := json.Unmarshal(first, &payment); err != nil || payment.ID == 0 {
 		return fmt.Errorf("first charge returned no payment: %s", first)
 	}
-	step("6. the payment row: GET /payments/%d", payment.ID)
+	step("5. the payment row: GET /payments/%d", payment.ID)
 	if _, err := d.get(ctx, "/payments/"+strconv.FormatInt(payment.ID, 10)); err != nil {
 		return err
 	}
 
-	step("7. the payment event on payment.events (from the outbox)")
-	return d.printPaymentEvent(ctx, payment.ID)
+	step("6. the payment event on payment.events (from the outbox)")
+	if err := d.printPaymentEvent(ctx, payment.ID); err != nil {
+		return err
+	}
+	return d.lostAnswer(ctx, orderID+2_000_000)
+}
+
+// lostAnswer charges a new order through a provider that charges and then
+// drops the connection (the sandbox's drop_ prefix): the service answers
+// 503 outcome-unknown and keeps the payment; the retry with the same key
+// gets the provider's recorded answer. Then a new key with a new external
+// payment for the paid order is refused by the third layer.
+func (d demo) lostAnswer(ctx context.Context, orderID int64) error {
+	eventID, err := uuid.NewV7()
+	if err != nil {
+		return err
+	}
+	step("7. an answer lost: order %d, charged through a provider that drops the connection after charging", orderID)
+	if err := d.createOrder(ctx, eventID, orderID); err != nil {
+		return err
+	}
+	key := "demo-lost-" + eventID.String()
+	external := fmt.Sprintf("drop_demo_%d", orderID)
+	body := fmt.Sprintf(`{"orderId":%d,"customerId":42,"amount":"100.50","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"%s"}`, orderID, external)
+	if _, err := d.post(ctx, key, body); err != nil {
+		return err
+	}
+	step("8. retry with the same key and body: it resumes the payment and records the provider's answer")
+	if _, err := d.post(ctx, key, body); err != nil {
+		return err
+	}
+	step("9. what the provider charged under that key: one charge (the retry was answered from its ledger)")
+	if _, err := d.getFrom(ctx, d.provider, "/v1/charges?idempotency_key=sandbox:"+external); err != nil {
+		return err
+	}
+	step("10. the same order again with a new key and a new external payment: 409 order-already-paid")
+	_, err = d.post(ctx, key+"-again", strings.Replace(body, external, "pi_demo_again_"+strconv.FormatInt(orderID, 10), 1))
+	return err
+}
+
+// createOrder publishes OrderCreated.v1 and waits until the projection has it.
+func (d demo) createOrder(ctx context.Context, eventID uuid.UUID, orderID int64) error {
+	event := map[string]any{
+		"eventId": eventID.String(), "sagaId": uuid.NewString(), "eventType": "OrderCreated.v1",
+		"orderId": orderID, "customerId": 42, "amount": json.Number("100.50"), "currency": "RUB",
+		"occurredAt": time.Now().UTC().Format(time.RFC3339),
+	}
+	if err := d.publish(ctx, "order.events", strconv.FormatInt(orderID, 10), event); err != nil {
+		return err
+	}
+	fmt.Printf("wait until the consumer has projected the order: GET /orders/%d\n", orderID)
+	return d.waitFor(ctx, "/orders/"+strconv.FormatInt(orderID, 10))
 }
 
 func step(format string, args ...any) {
@@ -131,7 +177,11 @@ func (d demo) publish(ctx context.Context, topic, key string, v any) error {
 }
 
 func (d demo) do(ctx context.Context, method, path, key, body string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, d.api+path, strings.NewReader(body))
+	return d.doAt(ctx, d.api, method, path, key, body)
+}
+
+func (d demo) doAt(ctx context.Context, base, method, path, key, body string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -150,8 +200,10 @@ func (d demo) do(ctx context.Context, method, path, key, body string) (int, []by
 		return 0, nil, err
 	}
 	fmt.Printf("%s %s -> %s", method, path, resp.Status)
-	if resp.Header.Get("Idempotent-Replayed") != "" {
-		fmt.Printf("  (Idempotent-Replayed: %s)", resp.Header.Get("Idempotent-Replayed"))
+	for _, h := range []string{"Idempotent-Replayed", "Retry-After"} {
+		if v := resp.Header.Get(h); v != "" {
+			fmt.Printf("  (%s: %s)", h, v)
+		}
 	}
 	fmt.Printf("\n%s\n", b)
 	return resp.StatusCode, b, nil
@@ -163,7 +215,11 @@ func (d demo) post(ctx context.Context, key, body string) ([]byte, error) {
 }
 
 func (d demo) get(ctx context.Context, path string) ([]byte, error) {
-	_, b, err := d.do(ctx, http.MethodGet, path, "", "")
+	return d.getFrom(ctx, d.api, path)
+}
+
+func (d demo) getFrom(ctx context.Context, base, path string) ([]byte, error) {
+	_, b, err := d.doAt(ctx, base, http.MethodGet, path, "", "")
 	return b, err
 }
 
