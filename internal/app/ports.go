@@ -19,6 +19,7 @@ type Transactor interface {
 
 // Repos are the repositories bound to one transaction.
 type Repos struct {
+	Charges     Charges
 	Idempotency IdempotencyRecords
 	Payments    Payments
 	Orders      Orders
@@ -62,21 +63,71 @@ type IdempotencyRecord struct {
 	CreatedAt   time.Time
 }
 
-// Claim asks for the lock on a key.
-type Claim struct {
+// Charges is phase 1 of a charge as one statement, inside the caller's
+// transaction.
+type Charges interface {
+	// ClaimAndReserve reserves a PENDING payment for the charge (unless a
+	// unique index says no, or the order does not match) and claims the
+	// key, linked to that payment: insert-if-absent, or the takeover of an
+	// IN_PROGRESS record of the same command whose lock has expired, which
+	// keeps the record's own payment. When the key is not claimed, whatever
+	// the statement reserved must be rolled back with the transaction.
+	ClaimAndReserve(ctx context.Context, c ChargeClaim) (ClaimAndReserveResult, error)
+}
+
+// ChargeClaim is what ClaimAndReserve needs.
+type ChargeClaim struct {
 	Scope       IdempotencyScope
 	CommandHash string
 	Token       uuid.UUID     // proves ownership when completing or releasing
 	LockFor     time.Duration // how long the claim blocks duplicates
+	Charge      domain.Charge
+}
+
+// ClaimAndReserveResult is what the statement did.
+type ClaimAndReserveResult struct {
+	// Claimed: the key is this request's now (new, or taken over).
+	Claimed bool
+	// Reserved: a new PENDING payment was inserted for the charge; it is
+	// the claim's recovery point.
+	Reserved bool
+	// OrderMatches: the order projection holds the order, with the
+	// charge's customer, amount and currency.
+	OrderMatches bool
+	// SagaID is the order's saga, for the payment event.
+	SagaID uuid.NullUUID
+	// Payment is the reserved payment or, after a takeover, the recovery
+	// point's payment; nil when neither.
+	Payment *domain.Payment
+}
+
+// ChargeStore holds the statements of the charge that are atomic on their
+// own: each is one SQL statement, so it runs without a transaction around
+// it, in one round trip.
+type ChargeStore interface {
+	// LookupKey reads a key's record without locking or writing anything.
+	LookupKey(ctx context.Context, scope IdempotencyScope) (rec IdempotencyRecord, found bool, err error)
+	// RecordOutcome is phase 3: it completes the key with the response,
+	// fenced by the lock token; sets the payment's final status (the
+	// event's payment's status); and appends the event to the outbox: all
+	// or nothing. ErrLockLost if token no longer owns the key.
+	RecordOutcome(ctx context.Context, o OutcomeRecord) error
+}
+
+// OutcomeRecord is what phase 3 writes.
+type OutcomeRecord struct {
+	Scope    IdempotencyScope
+	Token    uuid.UUID
+	Response StoredResponse
+	// Event carries the payment with its final status.
+	Event PaymentEvent
 }
 
 // IdempotencyRecords is the first layer of R-DIST-IDEM-4.
 type IdempotencyRecords interface {
-	// Claim atomically inserts an IN_PROGRESS record, or takes over an
-	// IN_PROGRESS record with the same command hash whose lock has expired.
-	// claimed is false when the key is held, completed, or used by another
-	// command; the record returned is then the existing one, as it stands.
-	Claim(ctx context.Context, c Claim) (rec IdempotencyRecord, claimed bool, err error)
+	// Get reads the key's record as it stands (found is false if there is
+	// none).
+	Get(ctx context.Context, scope IdempotencyScope) (rec IdempotencyRecord, found bool, err error)
 	// SetRecoveryPoint links the claimed record to its reserved payment.
 	SetRecoveryPoint(ctx context.Context, scope IdempotencyScope, token uuid.UUID, payment domain.PaymentID) error
 	// Complete stores the outcome and ends the claim. It returns
@@ -104,8 +155,6 @@ type Payments interface {
 	Reserve(ctx context.Context, client domain.ClientID, c domain.Charge) (Reservation, error)
 	// Get returns the payment; domain.ErrPaymentNotFound if none.
 	Get(ctx context.Context, id domain.PaymentID) (domain.Payment, error)
-	// SetStatus moves a PENDING payment to a final status and returns it.
-	SetStatus(ctx context.Context, id domain.PaymentID, status domain.PaymentStatus) (domain.Payment, error)
 	// DeletePending removes a PENDING payment whose charge did not happen.
 	DeletePending(ctx context.Context, id domain.PaymentID) error
 }
@@ -138,9 +187,6 @@ var ErrReserveContended = errors.New("payment reservation contended")
 type Orders interface {
 	// Get returns domain.ErrOrderNotFound if the order is unknown.
 	Get(ctx context.Context, id domain.OrderID) (domain.Order, error)
-	// SagaID returns the order's saga id; not Valid when the order or its
-	// saga id is unknown.
-	SagaID(ctx context.Context, id domain.OrderID) (uuid.NullUUID, error)
 }
 
 // ProviderCharge is one charge request to a payment provider.

@@ -91,7 +91,8 @@ func TestCompleterFinishesAnAbandonedCharge(t *testing.T) {
 	charge := chargeThrough(t, r, sb.URL, calls)
 	r = newReplica(t, dsn, replicaOptions{charge: charge})
 
-	crashing := app.NewChargePayment(r.tx, map[domain.ProviderName]app.PaymentProvider{sandbox.Name: crashingProvider{}},
+	crashing := app.NewChargePayment(r.tx, repository.NewChargeStore(r.db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}),
+		map[domain.ProviderName]app.PaymentProvider{sandbox.Name: crashingProvider{}},
 		httpapi.ResponseEncoder{}, 30*time.Second, discardLogger)
 	if resp, _, err := postCharge(apiServer(t, r, crashing)); err == nil {
 		t.Fatalf("the crashing request answered %d", resp.StatusCode)

@@ -149,9 +149,9 @@ func chargeThrough(t testing.TB, r *replica, url string, calls *prometheus.Count
 	if err != nil {
 		t.Fatal(err)
 	}
-	return app.NewChargePayment(r.tx, map[domain.ProviderName]app.PaymentProvider{
-		sandbox.Name: provider.Instrument(sandbox.Name, client, calls),
-	}, httpapi.ResponseEncoder{}, 30*time.Second, discardLogger)
+	return app.NewChargePayment(r.tx, repository.NewChargeStore(r.db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}),
+		map[domain.ProviderName]app.PaymentProvider{sandbox.Name: provider.Instrument(sandbox.Name, client, calls)},
+		httpapi.ResponseEncoder{}, 30*time.Second, discardLogger)
 }
 
 // counterOf reads the provider calls counter for one outcome.

@@ -11,8 +11,10 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shopspring/decimal"
 
 	"github.com/example/payment-service/internal/app"
+	"github.com/example/payment-service/internal/domain"
 	"github.com/example/payment-service/internal/repository"
 	"github.com/example/payment-service/internal/testdb"
 )
@@ -194,11 +196,14 @@ func TestPurgeOfALargeBacklogRunsInBatchesBesideLiveTraffic(t *testing.T) {
 				default:
 				}
 				key := fmt.Sprintf("new-%d-%d", w, i)
+				// The charge's claim statement; its order is not in the
+				// projection, so it claims the key and reserves nothing.
 				err := r.tx.Transact(ctx, func(ctx context.Context, repos app.Repos) error {
-					_, ok, err := repos.Idempotency.Claim(ctx, app.Claim{
+					res, err := repos.Charges.ClaimAndReserve(ctx, app.ChargeClaim{
 						Scope: app.IdempotencyScope{ClientID: "c", Key: key}, CommandHash: "h", Token: uuid.New(), LockFor: time.Minute,
+						Charge: unknownOrderCharge,
 					})
-					if err == nil && !ok {
+					if err == nil && !res.Claimed {
 						err = fmt.Errorf("key %s was not claimed", key)
 					}
 					return err
@@ -237,3 +242,15 @@ func TestPurgeOfALargeBacklogRunsInBatchesBesideLiveTraffic(t *testing.T) {
 		t.Errorf("%d of %d keys claimed during the purge are left", got, len(claimed))
 	}
 }
+
+var unknownOrderCharge = func() domain.Charge {
+	money, err := domain.NewMoney(decimal.RequireFromString("10"), "RUB")
+	if err != nil {
+		panic(err)
+	}
+	c, err := domain.NewCharge(999_999, 1, money, "sandbox", "pi_unknown_order")
+	if err != nil {
+		panic(err)
+	}
+	return c
+}()

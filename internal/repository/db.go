@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"github.com/example/payment-service/internal/app"
 )
@@ -37,11 +36,7 @@ func Open(dsn string, pool PoolConfig, log *slog.Logger) (*gorm.DB, error) {
 		// Start even when the database is down: /readyz reports it, and
 		// requests fail closed with 503 until it is back.
 		DisableAutomaticPing: true,
-		Logger: logger.NewSlogLogger(log, logger.Config{
-			SlowThreshold:             500 * time.Millisecond,
-			LogLevel:                  logger.Warn,
-			IgnoreRecordNotFoundError: true,
-		}),
+		Logger:               sqlLogger{log: log, slow: 500 * time.Millisecond},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
@@ -98,6 +93,7 @@ func WithOutbox(cfg OutboxConfig) TransactorOption {
 func (t *Transactor) Transact(ctx context.Context, fn func(ctx context.Context, r app.Repos) error) error {
 	err := t.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		return fn(ctx, app.Repos{
+			Charges:     &Charges{db: tx},
 			Idempotency: &IdempotencyRecords{db: tx},
 			Payments:    &Payments{db: tx},
 			Orders:      &Orders{db: tx},

@@ -2,7 +2,6 @@ package repository
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -57,55 +56,11 @@ func (row idempotencyRecordRow) toApp() app.IdempotencyRecord {
 	return rec
 }
 
-// claimSQL is the whole claim in one statement, so two requests with the
-// same key can never both win: PostgreSQL's unique index decides, and the
-// loser waits for the winner's transaction instead of reading a stale
-// "absent" (the find-then-save race of the style guide's sample code).
-//
-// The DO UPDATE branch is the crash takeover: it fires only for a record
-// that is still IN_PROGRESS, for the same command, with an expired lock.
-// Then the claim gets a new lock_token, which fences the old owner out.
-// When neither branch applies, RETURNING yields no row.
-const claimSQL = `
-INSERT INTO idempotency_record AS r
-       (client_id, idempotency_key, command_hash, status, lock_token, locked_until)
-VALUES (?, ?, ?, 'IN_PROGRESS', ?, clock_timestamp() + ? * interval '1 microsecond')
-ON CONFLICT (client_id, idempotency_key) DO UPDATE
-   SET lock_token = EXCLUDED.lock_token,
-       locked_until = EXCLUDED.locked_until,
-       updated_at = now()
- WHERE r.status = 'IN_PROGRESS'
-   AND r.locked_until < clock_timestamp()
-   AND r.command_hash = EXCLUDED.command_hash
-RETURNING r.*`
-
-// Claim implements app.IdempotencyRecords.
-func (s *IdempotencyRecords) Claim(ctx context.Context, c app.Claim) (app.IdempotencyRecord, bool, error) {
-	// A record can vanish between the claim and the read (the TTL cleanup);
-	// then the claim is simply tried again.
-	for range 3 {
-		var claimed []idempotencyRecordRow
-		err := s.db.WithContext(ctx).Raw(claimSQL,
-			string(c.Scope.ClientID), c.Scope.Key, c.CommandHash, c.Token, c.LockFor.Microseconds(),
-		).Scan(&claimed).Error
-		if err != nil {
-			return app.IdempotencyRecord{}, false, fmt.Errorf("claim idempotency key: %w", err)
-		}
-		if len(claimed) == 1 {
-			return claimed[0].toApp(), true, nil
-		}
-		var existing []idempotencyRecordRow
-		err = s.db.WithContext(ctx).
-			Where("client_id = ? AND idempotency_key = ?", string(c.Scope.ClientID), c.Scope.Key).
-			Limit(1).Find(&existing).Error
-		if err != nil {
-			return app.IdempotencyRecord{}, false, fmt.Errorf("read idempotency record: %w", err)
-		}
-		if len(existing) == 1 {
-			return existing[0].toApp(), false, nil
-		}
-	}
-	return app.IdempotencyRecord{}, false, fmt.Errorf("claim idempotency key: record kept disappearing")
+// Get implements app.IdempotencyRecords. It runs lookupKeySQL in the
+// transaction: after the claim statement lost to another request, a new
+// statement sees that request's committed record.
+func (s *IdempotencyRecords) Get(ctx context.Context, scope app.IdempotencyScope) (app.IdempotencyRecord, bool, error) {
+	return lookupKey(ctx, s.db, scope)
 }
 
 // SetRecoveryPoint implements app.IdempotencyRecords.

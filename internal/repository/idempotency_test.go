@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
 	"gorm.io/gorm"
 
 	"github.com/example/payment-service/internal/app"
+	"github.com/example/payment-service/internal/domain"
 	"github.com/example/payment-service/internal/repository"
 	"github.com/example/payment-service/internal/testdb"
 )
@@ -33,112 +35,309 @@ func openDB(t testing.TB) (*gorm.DB, *repository.Transactor) {
 	return db, repository.NewTransactor(db)
 }
 
-func claim(ctx context.Context, tx *repository.Transactor, c app.Claim) (rec app.IdempotencyRecord, claimed bool, err error) {
-	err = tx.Transact(ctx, func(ctx context.Context, r app.Repos) error {
-		rec, claimed, err = r.Idempotency.Claim(ctx, c)
+var errNotClaimed = errors.New("not claimed")
+
+// claim runs the charge's phase-1 statement in a transaction, and rolls it
+// back when the key was not claimed, as ChargePayment does.
+func claim(ctx context.Context, tx *repository.Transactor, key, hash string, token uuid.UUID, charge domain.Charge) (app.ClaimAndReserveResult, error) {
+	var res app.ClaimAndReserveResult
+	err := tx.Transact(ctx, func(ctx context.Context, r app.Repos) (err error) {
+		res, err = r.Charges.ClaimAndReserve(ctx, app.ChargeClaim{
+			Scope: app.IdempotencyScope{ClientID: "demo-client", Key: key}, CommandHash: hash,
+			Token: token, LockFor: time.Minute, Charge: charge,
+		})
+		if err == nil && !res.Claimed {
+			return errNotClaimed
+		}
 		return err
 	})
-	return rec, claimed, err
+	if errors.Is(err, errNotClaimed) {
+		err = nil
+	}
+	return res, err
 }
 
-var scope = app.IdempotencyScope{ClientID: "demo-client", Key: "k"}
+func newCharge(t testing.TB, order int64, amount, external string) domain.Charge {
+	t.Helper()
+	money, err := domain.NewMoney(decimal.RequireFromString(amount), "RUB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := domain.NewCharge(domain.OrderID(order), 42, money, "sandbox", domain.ExternalPaymentID(external))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
 
-// The claim is one atomic statement: of many concurrent claims on one key,
-// exactly one wins, and every loser sees the winner's record.
+func addOrder(t testing.TB, db *gorm.DB, order int64, amount string) {
+	t.Helper()
+	if err := db.Exec(`INSERT INTO order_projection (order_id, customer_id, amount, currency) VALUES (?, 42, ?, 'RUB')`, order, amount).Error; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The claim is one atomic statement: of many concurrent charges with one
+// key and one command, exactly one claims the key and reserves the
+// payment; every other sees the key held.
 func TestClaimIsAtomicUnderConcurrency(t *testing.T) {
 	t.Parallel()
-	_, tx := openDB(t)
+	db, tx := openDB(t)
 	ctx := context.Background()
+	addOrder(t, db, 1001, "10.00")
+	charge := newCharge(t, 1001, "10.00", "pi_1")
 
 	const n = 40
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	winners := map[uuid.UUID]bool{}
-	var losers int
+	var winners, losers int
 	start := make(chan struct{})
 	for range n {
 		wg.Go(func() {
 			<-start
-			token := uuid.New()
-			rec, claimed, err := claim(ctx, tx, app.Claim{Scope: scope, CommandHash: "h", Token: token, LockFor: time.Minute})
+			res, err := claim(ctx, tx, "k", "h", uuid.New(), charge)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case err != nil:
 				t.Errorf("claim: %v", err)
-			case claimed:
-				winners[token] = true
+			case res.Claimed && res.Reserved:
+				winners++
+			case res.Claimed:
+				t.Errorf("claimed without the reservation: %+v", res)
 			default:
 				losers++
-				if rec.Status != app.RecordInProgress || rec.CommandHash != "h" {
-					t.Errorf("loser saw %+v", rec)
-				}
 			}
 		})
 	}
 	close(start)
 	wg.Wait()
-	if len(winners) != 1 || losers != n-1 {
-		t.Fatalf("winners = %d, losers = %d; want exactly one winner", len(winners), losers)
+	if winners != 1 || losers != n-1 {
+		t.Fatalf("winners = %d, losers = %d; want exactly one winner", winners, losers)
+	}
+	if n := countRows(t, db, `SELECT count(*) FROM payment`); n != 1 {
+		t.Fatalf("payments = %d, want 1", n)
+	}
+	if n := countRows(t, db, `SELECT count(*) FROM idempotency_record r JOIN payment p ON p.id = r.payment_id WHERE r.status = 'IN_PROGRESS'`); n != 1 {
+		t.Fatalf("claims linked to their payment = %d, want 1", n)
 	}
 }
 
-// Completion is fenced by the lock token: once a retry has taken an
-// expired claim over, the old owner can neither complete nor release it.
-func TestCompletionIsFencedByLockToken(t *testing.T) {
+// Every branch of claimAndReserveSQL, one step after the other on one
+// database: what the statement answers, and what it leaves behind.
+func TestClaimAndReserveStatement(t *testing.T) {
 	t.Parallel()
 	db, tx := openDB(t)
 	ctx := context.Background()
+	addOrder(t, db, 1, "10.00")
+	addOrder(t, db, 2, "20.00")
+	first, second := uuid.New(), uuid.New()
+	var firstPayment domain.PaymentID
 
-	old, fresh := uuid.New(), uuid.New()
-	if _, claimed, err := claim(ctx, tx, app.Claim{Scope: scope, CommandHash: "h", Token: old, LockFor: time.Minute}); err != nil || !claimed {
-		t.Fatalf("first claim: %v %v", claimed, err)
+	steps := []struct {
+		name   string
+		before string // SQL run first
+		key    string
+		hash   string
+		token  uuid.UUID
+		charge domain.Charge
+		check  func(t *testing.T, res app.ClaimAndReserveResult)
+	}{
+		{name: "new key, matching order: claimed and reserved, linked", key: "k1", hash: "h1", token: first, charge: newCharge(t, 1, "10.00", "e1"),
+			check: func(t *testing.T, res app.ClaimAndReserveResult) {
+				if !res.Claimed || !res.Reserved || !res.OrderMatches || res.Payment == nil || res.Payment.Status != domain.PaymentPending {
+					t.Fatalf("%+v", res)
+				}
+				firstPayment = res.Payment.ID
+				if n := countRows(t, db, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = 'k1' AND payment_id = ? AND lock_token = ?`, int64(firstPayment), first); n != 1 {
+					t.Fatal("the claim does not point at its payment")
+				}
+			}},
+		{name: "same key, lock live: not claimed", key: "k1", hash: "h1", token: second, charge: newCharge(t, 1, "10.00", "e1"),
+			check: func(t *testing.T, res app.ClaimAndReserveResult) {
+				if res.Claimed {
+					t.Fatalf("%+v", res)
+				}
+			}},
+		{name: "same key, another command: not claimed, its reservation rolled back", key: "k1", hash: "h2", token: second, charge: newCharge(t, 2, "20.00", "e2"),
+			check: func(t *testing.T, res app.ClaimAndReserveResult) {
+				if res.Claimed || !res.Reserved {
+					t.Fatalf("%+v: the statement should have reserved, then lost the key", res)
+				}
+				if n := countRows(t, db, `SELECT count(*) FROM payment WHERE order_id = 2`); n != 0 {
+					t.Fatalf("payments of order 2 = %d, want 0 after the rollback", n)
+				}
+			}},
+		{name: "lock expired, another command: not taken over", before: `UPDATE idempotency_record SET locked_until = now() - interval '1 second'`,
+			key: "k1", hash: "h2", token: second, charge: newCharge(t, 2, "20.00", "e2"),
+			check: func(t *testing.T, res app.ClaimAndReserveResult) {
+				if res.Claimed {
+					t.Fatalf("%+v", res)
+				}
+			}},
+		{name: "lock expired, same command: taken over, the recovery point resumed", key: "k1", hash: "h1", token: second, charge: newCharge(t, 1, "10.00", "e1"),
+			check: func(t *testing.T, res app.ClaimAndReserveResult) {
+				if !res.Claimed || res.Reserved || res.Payment == nil || res.Payment.ID != firstPayment {
+					t.Fatalf("%+v, want the takeover of payment %d", res, firstPayment)
+				}
+				if n := countRows(t, db, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = 'k1' AND lock_token = ?`, second); n != 1 {
+					t.Fatal("the takeover did not fence the old owner out with a new token")
+				}
+			}},
+		{name: "new key, the external payment exists: claimed, nothing reserved", key: "k2", hash: "h3", token: first, charge: newCharge(t, 2, "20.00", "e1"),
+			check: func(t *testing.T, res app.ClaimAndReserveResult) {
+				if !res.Claimed || res.Reserved || !res.OrderMatches || res.Payment != nil {
+					t.Fatalf("%+v", res)
+				}
+			}},
+		{name: "new key, the order has a live payment: claimed, nothing reserved", key: "k3", hash: "h4", token: first, charge: newCharge(t, 1, "10.00", "e3"),
+			check: func(t *testing.T, res app.ClaimAndReserveResult) {
+				if !res.Claimed || res.Reserved || !res.OrderMatches || res.Payment != nil {
+					t.Fatalf("%+v", res)
+				}
+			}},
+		{name: "unknown order: claimed, no match", key: "k4", hash: "h5", token: first, charge: newCharge(t, 3, "10.00", "e4"),
+			check: func(t *testing.T, res app.ClaimAndReserveResult) {
+				if !res.Claimed || res.Reserved || res.OrderMatches {
+					t.Fatalf("%+v", res)
+				}
+			}},
+		{name: "amount differs from the order: no match", key: "k5", hash: "h6", token: first, charge: newCharge(t, 2, "20.01", "e5"),
+			check: func(t *testing.T, res app.ClaimAndReserveResult) {
+				if !res.Claimed || res.Reserved || res.OrderMatches {
+					t.Fatalf("%+v", res)
+				}
+			}},
+		{name: "a completed key: not claimed", before: `UPDATE idempotency_record SET status = 'COMPLETED', response = '{}', http_status = 409, lock_token = NULL, locked_until = NULL WHERE idempotency_key = 'k2'`,
+			key: "k2", hash: "h3", token: second, charge: newCharge(t, 2, "20.00", "e1"),
+			check: func(t *testing.T, res app.ClaimAndReserveResult) {
+				if res.Claimed {
+					t.Fatalf("%+v", res)
+				}
+			}},
 	}
-	// A live lock is not taken over.
-	if _, claimed, err := claim(ctx, tx, app.Claim{Scope: scope, CommandHash: "h", Token: fresh, LockFor: time.Minute}); err != nil || claimed {
-		t.Fatalf("claim over a live lock: claimed=%v err=%v", claimed, err)
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			if st.before != "" {
+				if err := db.Exec(st.before).Error; err != nil {
+					t.Fatal(err)
+				}
+			}
+			res, err := claim(ctx, tx, st.key, st.hash, st.token, st.charge)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.check(t, res)
+		})
 	}
-	// Let the lock expire.
-	if err := db.Exec(`UPDATE idempotency_record SET locked_until = now() - interval '1 second'`).Error; err != nil {
-		t.Fatal(err)
-	}
-	// An expired lock is not taken over by a different command either.
-	if _, claimed, err := claim(ctx, tx, app.Claim{Scope: scope, CommandHash: "other", Token: fresh, LockFor: time.Minute}); err != nil || claimed {
-		t.Fatalf("takeover by another command: claimed=%v err=%v", claimed, err)
-	}
-	rec, claimed, err := claim(ctx, tx, app.Claim{Scope: scope, CommandHash: "h", Token: fresh, LockFor: time.Minute})
-	if err != nil || !claimed || rec.LockToken != fresh {
-		t.Fatalf("takeover: claimed=%v token=%v err=%v", claimed, rec.LockToken, err)
-	}
+}
 
-	stale := app.StoredResponse{StatusCode: 201, Body: []byte(`{"from":"old"}`)}
-	err = tx.Transact(ctx, func(ctx context.Context, r app.Repos) error {
-		return r.Idempotency.Complete(ctx, scope, old, stale)
-	})
-	if !errors.Is(err, app.ErrLockLost) {
-		t.Fatalf("old owner's Complete = %v, want ErrLockLost", err)
+// recordOutcomeSQL writes the key's outcome, the payment's status and the
+// event together, only for the claim's owner, and only from PENDING.
+func TestRecordOutcomeStatement(t *testing.T) {
+	t.Parallel()
+	db, tx := openDB(t)
+	ctx := context.Background()
+	store := repository.NewChargeStore(db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"})
+	addOrder(t, db, 1, "10.00")
+	owner := uuid.New()
+	res, err := claim(ctx, tx, "k", "h", owner, newCharge(t, 1, "10.00", "e1"))
+	if err != nil || !res.Reserved {
+		t.Fatalf("claim: %+v %v", res, err)
 	}
-	err = tx.Transact(ctx, func(ctx context.Context, r app.Repos) error {
-		return r.Idempotency.Release(ctx, scope, old)
-	})
-	if !errors.Is(err, app.ErrLockLost) {
-		t.Fatalf("old owner's Release = %v, want ErrLockLost", err)
-	}
-
-	want := app.StoredResponse{StatusCode: 201, Body: []byte(`{"b": 1,  "a":2}`)}
-	err = tx.Transact(ctx, func(ctx context.Context, r app.Repos) error {
-		return r.Idempotency.Complete(ctx, scope, fresh, want)
-	})
+	decided := *res.Payment
+	decided.Status = domain.PaymentSucceeded
+	event, err := app.NewPaymentEvent(decided, uuid.NullUUID{}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, claimed, err := claim(ctx, tx, app.Claim{Scope: scope, CommandHash: "h", Token: uuid.New(), LockFor: time.Minute})
-	if err != nil || claimed {
-		t.Fatalf("claim of a completed key: claimed=%v err=%v", claimed, err)
-	}
+	scope := app.IdempotencyScope{ClientID: "demo-client", Key: "k"}
 	// json (not jsonb) keeps the bytes exactly, odd spacing and key order included.
-	if got.Status != app.RecordCompleted || got.Response.StatusCode != 201 || string(got.Response.Body) != string(want.Body) {
-		t.Fatalf("stored %+v, want %s", got, want.Body)
+	resp := app.StoredResponse{StatusCode: 201, Body: []byte(`{"b": 1,  "a":2}`)}
+	state := func() (string, string, int) {
+		var rec, pay string
+		if err := db.Raw(`SELECT status FROM idempotency_record WHERE idempotency_key = 'k'`).Scan(&rec).Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Raw(`SELECT status FROM payment WHERE id = ?`, int64(decided.ID)).Scan(&pay).Error; err != nil {
+			t.Fatal(err)
+		}
+		return rec, pay, countRows(t, db, `SELECT count(*) FROM outbox_event`)
+	}
+
+	err = store.RecordOutcome(ctx, app.OutcomeRecord{Scope: scope, Token: uuid.New(), Response: resp, Event: event})
+	if !errors.Is(err, app.ErrLockLost) {
+		t.Fatalf("another token: %v, want ErrLockLost", err)
+	}
+	if rec, pay, events := state(); rec != "IN_PROGRESS" || pay != "PENDING" || events != 0 {
+		t.Fatalf("after a fenced-out write: %s %s %d events; want nothing changed", rec, pay, events)
+	}
+
+	if err := db.Exec(`UPDATE payment SET status = 'DECLINED' WHERE id = ?`, int64(decided.ID)).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := store.RecordOutcome(ctx, app.OutcomeRecord{Scope: scope, Token: owner, Response: resp, Event: event}); err == nil || errors.Is(err, app.ErrLockLost) {
+		t.Fatalf("payment not PENDING: %v, want an error that is not ErrLockLost", err)
+	}
+	if rec, _, events := state(); rec != "IN_PROGRESS" || events != 0 {
+		t.Fatalf("after a refused write: %s, %d events; want nothing changed", rec, events)
+	}
+	if err := db.Exec(`UPDATE payment SET status = 'PENDING' WHERE id = ?`, int64(decided.ID)).Error; err != nil {
+		t.Fatal(err)
+	}
+
+	if err := store.RecordOutcome(ctx, app.OutcomeRecord{Scope: scope, Token: owner, Response: resp, Event: event}); err != nil {
+		t.Fatal(err)
+	}
+	if rec, pay, events := state(); rec != "COMPLETED" || pay != "SUCCEEDED" || events != 1 {
+		t.Fatalf("after the owner's write: %s %s %d events; want COMPLETED, SUCCEEDED, 1 event", rec, pay, events)
+	}
+	got, found, err := store.LookupKey(ctx, scope)
+	if err != nil || !found || got.Status != app.RecordCompleted || got.Response.StatusCode != 201 || string(got.Response.Body) != string(resp.Body) {
+		t.Fatalf("stored %+v %v %v, want %s", got, found, err, resp.Body)
+	}
+	if err := store.RecordOutcome(ctx, app.OutcomeRecord{Scope: scope, Token: owner, Response: resp, Event: event}); !errors.Is(err, app.ErrLockLost) {
+		t.Fatalf("a second write: %v, want ErrLockLost (the claim has ended)", err)
+	}
+	if _, _, events := state(); events != 1 {
+		t.Fatalf("events = %d after a second write, want 1", events)
+	}
+}
+
+// Release and Complete are fenced by the lock token too: once a retry has
+// taken an expired claim over, the old owner can neither complete nor
+// release it.
+func TestReleaseAndCompleteAreFencedByLockToken(t *testing.T) {
+	t.Parallel()
+	db, tx := openDB(t)
+	ctx := context.Background()
+	addOrder(t, db, 1, "10.00")
+	old, fresh := uuid.New(), uuid.New()
+	charge := newCharge(t, 1, "10.00", "e1")
+	if res, err := claim(ctx, tx, "k", "h", old, charge); err != nil || !res.Claimed {
+		t.Fatalf("first claim: %+v %v", res, err)
+	}
+	if err := db.Exec(`UPDATE idempotency_record SET locked_until = now() - interval '1 second'`).Error; err != nil {
+		t.Fatal(err)
+	}
+	if res, err := claim(ctx, tx, "k", "h", fresh, charge); err != nil || !res.Claimed {
+		t.Fatalf("takeover: %+v %v", res, err)
+	}
+	scope := app.IdempotencyScope{ClientID: "demo-client", Key: "k"}
+	for name, write := range map[string]func(r app.Repos) error{
+		"Complete": func(r app.Repos) error {
+			return r.Idempotency.Complete(ctx, scope, old, app.StoredResponse{StatusCode: 201, Body: []byte(`{}`)})
+		},
+		"Release":    func(r app.Repos) error { return r.Idempotency.Release(ctx, scope, old) },
+		"ExpireLock": func(r app.Repos) error { return r.Idempotency.ExpireLock(ctx, scope, old) },
+	} {
+		err := tx.Transact(ctx, func(ctx context.Context, r app.Repos) error { return write(r) })
+		if !errors.Is(err, app.ErrLockLost) {
+			t.Errorf("old owner's %s = %v, want ErrLockLost", name, err)
+		}
+	}
+	if n := countRows(t, db, `SELECT count(*) FROM idempotency_record WHERE status = 'IN_PROGRESS' AND lock_token = ?`, fresh); n != 1 {
+		t.Fatal("the new owner's claim was touched")
 	}
 }
 
@@ -149,9 +348,13 @@ func TestStoreUnavailableIsMapped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = claim(context.Background(), repository.NewTransactor(db), app.Claim{Scope: scope, CommandHash: "h", Token: uuid.New(), LockFor: time.Minute})
+	_, err = claim(context.Background(), repository.NewTransactor(db), "k", "h", uuid.New(), newCharge(t, 1, "1", "e"))
 	if !errors.Is(err, app.ErrStoreUnavailable) {
-		t.Fatalf("err = %v, want ErrStoreUnavailable", err)
+		t.Fatalf("claim: err = %v, want ErrStoreUnavailable", err)
+	}
+	_, _, err = repository.NewChargeStore(db, repository.OutboxConfig{}).LookupKey(context.Background(), app.IdempotencyScope{ClientID: "c", Key: "k"})
+	if !errors.Is(err, app.ErrStoreUnavailable) {
+		t.Fatalf("lookup: err = %v, want ErrStoreUnavailable", err)
 	}
 	if err := repository.Ping(context.Background(), db); !errors.Is(err, app.ErrStoreUnavailable) {
 		t.Fatalf("Ping = %v, want ErrStoreUnavailable", err)

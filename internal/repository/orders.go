@@ -62,16 +62,3 @@ func (s *Orders) Get(ctx context.Context, id domain.OrderID) (domain.Order, erro
 	}
 	return row.toDomain()
 }
-
-// SagaID implements app.Orders.
-func (s *Orders) SagaID(ctx context.Context, id domain.OrderID) (uuid.NullUUID, error) {
-	var saga []uuid.NullUUID
-	err := s.db.WithContext(ctx).Raw(`SELECT saga_id FROM order_projection WHERE order_id = ?`, int64(id)).Scan(&saga).Error
-	if err != nil {
-		return uuid.NullUUID{}, fmt.Errorf("get saga id of order %d: %w", id, err)
-	}
-	if len(saga) == 0 {
-		return uuid.NullUUID{}, nil
-	}
-	return saga[0], nil
-}

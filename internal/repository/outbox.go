@@ -65,6 +65,19 @@ type paymentEventV1 struct {
 // AppendPaymentEvent implements app.Outbox. The insert fires the table's
 // NOTIFY trigger, delivered when the transaction commits.
 func (o *Outbox) AppendPaymentEvent(ctx context.Context, e app.PaymentEvent) error {
+	row, err := newOutboxEventRow(e, o.cfg)
+	if err != nil {
+		return err
+	}
+	if err := o.db.WithContext(ctx).Create(&row).Error; err != nil {
+		return fmt.Errorf("append %s to the outbox: %w", e.Type, err)
+	}
+	return nil
+}
+
+// newOutboxEventRow renders a payment event as its outbox row: the payload
+// is the exact message value the relay publishes.
+func newOutboxEventRow(e app.PaymentEvent, cfg OutboxConfig) (outboxEventRow, error) {
 	p := e.Payment
 	v := paymentEventV1{
 		EventID:           e.ID,
@@ -84,20 +97,16 @@ func (o *Outbox) AppendPaymentEvent(ctx context.Context, e app.PaymentEvent) err
 	}
 	payload, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("encode %s: %w", e.Type, err)
+		return outboxEventRow{}, fmt.Errorf("encode %s: %w", e.Type, err)
 	}
-	row := outboxEventRow{
+	return outboxEventRow{
 		EventID: e.ID,
-		Topic:   o.cfg.PaymentEventsTopic,
+		Topic:   cfg.PaymentEventsTopic,
 		// The order id: one order's events land on one partition, in order.
 		MessageKey: strconv.FormatInt(int64(p.Charge.OrderID), 10),
 		EventType:  e.Type,
 		Payload:    string(payload),
-	}
-	if err := o.db.WithContext(ctx).Create(&row).Error; err != nil {
-		return fmt.Errorf("append %s to the outbox: %w", e.Type, err)
-	}
-	return nil
+	}, nil
 }
 
 var _ app.Outbox = (*Outbox)(nil)

@@ -140,24 +140,6 @@ func (s *Payments) Get(ctx context.Context, id domain.PaymentID) (domain.Payment
 	return row.toDomain()
 }
 
-// SetStatus implements app.Payments. Setting the status a payment already
-// has is a no-op, so a resumed charge can record the provider's answer again.
-func (s *Payments) SetStatus(ctx context.Context, id domain.PaymentID, status domain.PaymentStatus) (domain.Payment, error) {
-	var rows []paymentRow
-	err := s.db.WithContext(ctx).Raw(
-		`UPDATE payment SET status = ?, updated_at = now()
-		  WHERE id = ? AND status IN ('PENDING', ?)
-		  RETURNING *`,
-		string(status), int64(id), string(status)).Scan(&rows).Error
-	if err != nil {
-		return domain.Payment{}, fmt.Errorf("set payment status: %w", err)
-	}
-	if len(rows) == 0 {
-		return domain.Payment{}, fmt.Errorf("set payment %d to %s: it is not PENDING", id, status)
-	}
-	return rows[0].toDomain()
-}
-
 // DeletePending implements app.Payments.
 func (s *Payments) DeletePending(ctx context.Context, id domain.PaymentID) error {
 	return s.db.WithContext(ctx).

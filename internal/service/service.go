@@ -49,6 +49,7 @@ type Service struct {
 	db       *gorm.DB
 	listener net.Listener
 	server   *http.Server
+	debug    *debugServer // nil unless DEBUG_ADDR is set
 
 	relay         *outbox.Relay      // nil without KAFKA_BROKERS
 	orderConsumer *consumer.Consumer // nil without KAFKA_BROKERS
@@ -82,11 +83,13 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 	for name := range providers {
 		names = append(names, name)
 	}
-	tx := repository.NewTransactor(db, repository.WithOutbox(repository.OutboxConfig{PaymentEventsTopic: cfg.PaymentEventsTopic}))
+	outboxCfg := repository.OutboxConfig{PaymentEventsTopic: cfg.PaymentEventsTopic}
+	tx := repository.NewTransactor(db, repository.WithOutbox(outboxCfg))
 	return useCases{
 		tx:            tx,
 		providerNames: names,
-		chargePayment: app.NewChargePayment(tx, providers, httpapi.ResponseEncoder{}, cfg.IdempotencyLockTimeout, logger),
+		chargePayment: app.NewChargePayment(tx, repository.NewChargeStore(db, outboxCfg), providers,
+			httpapi.ResponseEncoder{}, cfg.IdempotencyLockTimeout, logger),
 	}, nil
 }
 
@@ -145,6 +148,11 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Servic
 	if err != nil {
 		return nil, fmt.Errorf("listen on HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
 	}
+	debug, err := newDebugServer(cfg.DebugAddr)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
 	return &Service{
 		cfg:      cfg,
 		logger:   logger,
@@ -158,6 +166,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Servic
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		},
+		debug:         debug,
 		relay:         relay,
 		orderConsumer: orderConsumer,
 		jobs:          jobs,
@@ -187,6 +196,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.orderConsumer != nil {
 		orderConsumer = s.goBackground(g, ctx, "order consumer", s.orderConsumer.Run)
 	}
+	s.debug.run(g, s.logger)
 	s.jobs.scheduler.Start()
 
 	g.Go(func() error {
@@ -201,6 +211,7 @@ func (s *Service) Run(ctx context.Context) error {
 			httpErr = fmt.Errorf("http shutdown: %w", httpErr)
 		}
 		relay.stop(shutdownCtx)
+		s.debug.close()
 		return errors.Join(jobsErr, httpErr)
 	})
 	err := g.Wait()
