@@ -55,6 +55,10 @@ type Config struct {
 	// KafkaBrokers (KAFKA_BROKERS, optional) lists host:port pairs; used by
 	// the Kafka consumer and producer.
 	KafkaBrokers []string
+	// DebugAddr (DEBUG_ADDR, default off) serves net/http/pprof on a
+	// listener of its own, never on the API's, for profiling. Bind it to
+	// loopback: profiles show internals.
+	DebugAddr string
 
 	// Retention jobs (internal/jobs); parsed in retention.go.
 	Retention Retention
@@ -132,6 +136,9 @@ func Load(getenv func(string) string) (Config, error) {
 		ShutdownTimeout:        p.duration("SHUTDOWN_TIMEOUT", 15*time.Second, time.Second, 10*time.Minute),
 		LogLevel:               p.level("LOG_LEVEL", slog.LevelInfo),
 		KafkaBrokers:           p.list("KAFKA_BROKERS"),
+	}
+	if v := p.str("DEBUG_ADDR", "", false); v != "" {
+		cfg.DebugAddr = p.addr("DEBUG_ADDR", v)
 	}
 	cfg.Retention = p.retention()
 

@@ -40,6 +40,9 @@ type Options struct {
 	Log *os.File
 	// StartTimeout bounds initdb plus start-up; zero means 60 s.
 	StartTimeout time.Duration
+	// Settings are extra server settings (postgres -c name=value), such as
+	// shared_preload_libraries=pg_stat_statements for a benchmark.
+	Settings map[string]string
 }
 
 // Cluster is a running throwaway PostgreSQL server.
@@ -112,6 +115,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		"-c", "max_connections=300",
 		"-c", "fsync=on",
 	)
+	for _, name := range sortedKeys(opts.Settings) {
+		c.cmd.Args = append(c.cmd.Args, "-c", name+"="+opts.Settings[name])
+	}
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGINT, Setpgid: true}
 	if opts.Log != nil {
 		c.cmd.Stdout, c.cmd.Stderr = opts.Log, opts.Log
@@ -204,6 +210,19 @@ func runAsCredential(dir string) (*syscall.Credential, error) {
 
 // findBinDir locates initdb and postgres: $PG_BINDIR, then PATH (where
 // both must sit side by side), then the newest /usr/lib/postgresql/*/bin.
+// BinDir is the directory of the PostgreSQL server binaries in use (initdb,
+// postgres, pgbench), found as Start finds it.
+func BinDir() (string, error) { return findBinDir() }
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
 func findBinDir() (string, error) {
 	has := func(dir string) bool {
 		for _, name := range []string{"initdb", "postgres"} {

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// result is one measurement: a fixed number of concurrent clients for a
+// fixed time, each sending its next request as soon as the last answered.
+type result struct {
+	Requests   int           `json:"requests"`
+	Errors     int           `json:"errors"` // transport errors and unexpected statuses
+	Duration   time.Duration `json:"duration"`
+	PerSecond  float64       `json:"perSecond"`
+	P50        time.Duration `json:"p50"`
+	P99        time.Duration `json:"p99"`
+	FirstError string        `json:"firstError,omitempty"`
+}
+
+// request builds the i-th request of client c.
+type request func(c, i int) (*http.Request, int) // and the status it must get
+
+// closedLoop runs clients concurrent clients for warmup+d and measures the
+// requests that start after the warmup.
+func closedLoop(ctx context.Context, clients int, warmup, d time.Duration, next request) result {
+	transport := &http.Transport{
+		MaxIdleConns:        clients,
+		MaxIdleConnsPerHost: clients,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+	}
+	defer transport.CloseIdleConnections()
+	client := &http.Client{Transport: transport, Timeout: 30 * time.Second}
+
+	start := time.Now()
+	measureFrom, end := start.Add(warmup), start.Add(warmup+d)
+	latencies := make([][]time.Duration, clients)
+	errs := make([]int, clients)
+	firstErr := make([]string, clients)
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				t0 := time.Now()
+				if t0.After(end) || ctx.Err() != nil {
+					return
+				}
+				req, want := next(c, i)
+				status, err := do(client, req.WithContext(ctx))
+				took := time.Since(t0)
+				if t0.Before(measureFrom) {
+					continue
+				}
+				if err == nil && status != want {
+					err = fmt.Errorf("status %d, want %d", status, want)
+				}
+				if err != nil {
+					errs[c]++
+					if firstErr[c] == "" {
+						firstErr[c] = err.Error()
+					}
+					continue
+				}
+				latencies[c] = append(latencies[c], took)
+			}
+		})
+	}
+	wg.Wait()
+
+	var all []time.Duration
+	r := result{Duration: d}
+	for c := range clients {
+		all = append(all, latencies[c]...)
+		r.Errors += errs[c]
+		if r.FirstError == "" {
+			r.FirstError = firstErr[c]
+		}
+	}
+	slices.Sort(all)
+	r.Requests = len(all)
+	r.PerSecond = float64(len(all)) / d.Seconds()
+	r.P50, r.P99 = percentile(all, 0.50), percentile(all, 0.99)
+	return r
+}
+
+func do(client *http.Client, req *http.Request) (int, error) {
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// percentile of sorted durations (nearest rank).
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted))*p+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// chargeRequest is a POST /payments with its key and body.
+func chargeRequest(api, apiKey, key, body string) *http.Request {
+	req, _ := http.NewRequest(http.MethodPost, api+"/payments", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	return req
+}
+
+func chargeBody(order int64, external string) string {
+	return fmt.Sprintf(`{"orderId":%d,"customerId":42,"amount":"10.00","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"%s"}`, order, external)
+}

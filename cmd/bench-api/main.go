@@ -1,0 +1,409 @@
+// Command bench-api measures POST /payments at the database's speed, as
+// `make bench-api` runs it on a fresh machine:
+//
+//  1. a throwaway PostgreSQL (internal/pgtemp, fsync on) with
+//     pg_stat_statements, migrated, with orders to charge;
+//  2. the sandbox payment provider on loopback (no latency), and the real
+//     payment-service binary with its default settings, logging included
+//     (to a file);
+//  3. for each pass: new charges and replays at each concurrency, from a
+//     closed-loop load generator in this process; then pgbench on the same
+//     cluster running the service's own statements (the scripts next to the
+//     SQL in internal/repository/pgbench, which a test keeps in step);
+//  4. one table of medians over the passes: requests/s, p50, p99 and the
+//     ratio to the pgbench ceiling; and a JSON file for the chart
+//     (scripts/bench-chart).
+//
+// The machine is shared and noisy, so ratios measured in the same run are
+// what the docs report; the passes alternate service and pgbench so both
+// see the same noise.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payment-service/db/migrations"
+	"github.com/example/payment-service/internal/pgtemp"
+	"github.com/example/payment-service/internal/sandboxprovider"
+)
+
+const (
+	apiKey = "bench-secret"
+	// serviceOrders are charged by the service, pgbenchOrders by pgbench:
+	// each charge needs an order of its own (one paid order is paid once).
+	serviceOrders = 1_500_000
+	pgbenchOrders = 2_000_000
+	// replayKeys are charged once before the replays, then replayed; their
+	// idempotency keys are numbers from firstReplayKey.
+	replayKeys     = 1000
+	firstReplayKey = 900_000_001
+)
+
+type options struct {
+	duration, warmup time.Duration
+	passes           int
+	createC, replayC []int
+	out              string
+	cpuProfile       string
+	profileRun       string
+	ceiling          bool
+}
+
+func main() {
+	var o options
+	var createC, replayC string
+	flag.DurationVar(&o.duration, "duration", 10*time.Second, "measured time of each run")
+	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured time before each run")
+	flag.IntVar(&o.passes, "passes", 3, "alternating passes of service and pgbench runs; the table shows medians")
+	flag.StringVar(&createC, "create", "1,16,64", "concurrencies of new charges")
+	flag.StringVar(&replayC, "replay", "1,16,64", "concurrencies of replays")
+	flag.StringVar(&o.out, "out", "bench-api.json", "results as JSON, for scripts/bench-chart")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the service during the first pass's run named by -profile")
+	flag.StringVar(&o.profileRun, "profile", "create 64", `the run -cpuprofile profiles: "create C" or "replay C"`)
+	flag.BoolVar(&o.ceiling, "ceiling", true, "run pgbench for the ceilings")
+	flag.Parse()
+	var err error
+	if o.createC, err = ints(createC); err == nil {
+		o.replayC, err = ints(replayC)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-api:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-api:", err)
+		os.Exit(1)
+	}
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("bad concurrency list %q", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// bench is the running stack.
+type bench struct {
+	o        options
+	dsn      string // TCP, for the service and pgbench
+	api      string
+	debug    string
+	bindir   string
+	tmp      string
+	orders   atomic.Int64 // next order the service charges
+	provider *sandboxprovider.Server
+}
+
+func run(ctx context.Context, o options) error {
+	tmp, err := os.MkdirTemp("", "bench-api-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	b := &bench{o: o, tmp: tmp}
+	if b.bindir, err = pgtemp.BinDir(); err != nil {
+		return err
+	}
+
+	pgPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	logf("starting PostgreSQL (fsync on) on 127.0.0.1:%d", pgPort)
+	cluster, err := pgtemp.Start(ctx, pgtemp.Options{TCPPort: pgPort, Settings: map[string]string{
+		"shared_preload_libraries": "pg_stat_statements",
+	}})
+	if err != nil {
+		return err
+	}
+	defer cluster.Stop()
+	b.dsn = cluster.DSN("postgres")
+	if err := migrations.Up(ctx, b.dsn); err != nil {
+		return err
+	}
+	logf("seeding %d orders", serviceOrders+pgbenchOrders)
+	if err := exec1(ctx, b.dsn, `INSERT INTO order_projection (order_id, customer_id, amount, currency)
+		SELECT g, 42, 10.00, 'RUB' FROM generate_series(1, $1::bigint) g`, serviceOrders+pgbenchOrders); err != nil {
+		return err
+	}
+	if err := exec1(ctx, b.dsn, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
+		return err
+	}
+	// pgbench's charges take their orders from this sequence, one each.
+	if err := exec1(ctx, b.dsn, fmt.Sprintf(`CREATE SEQUENCE pgbench_order START %d MAXVALUE %d`,
+		serviceOrders+1, serviceOrders+pgbenchOrders)); err != nil {
+		return err
+	}
+
+	if b.provider, err = sandboxprovider.Start("127.0.0.1:0", sandboxprovider.Config{}); err != nil {
+		return err
+	}
+	defer b.provider.Close()
+	stopService, err := b.startService(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopService()
+	logf("charging %d orders once, to replay them", replayKeys)
+	for i := range replayKeys {
+		order := b.orders.Add(1)
+		req := chargeRequest(b.api, apiKey, strconv.Itoa(firstReplayKey+i), chargeBody(order, "replay_"+strconv.Itoa(i)))
+		if status, err := do(http.DefaultClient, req.WithContext(ctx)); err != nil || status != http.StatusCreated {
+			return fmt.Errorf("seeding replay key %d: %d %v", i, status, err)
+		}
+	}
+
+	runs := map[string][]result{}
+	for pass := 1; pass <= o.passes; pass++ {
+		profiled := func(workload string, c int) bool {
+			return pass == 1 && o.cpuProfile != "" && o.profileRun == fmt.Sprintf("%s %d", workload, c)
+		}
+		for _, c := range o.createC {
+			r, err := b.serviceRun(ctx, "create", c, profiled("create", c))
+			if err != nil {
+				return err
+			}
+			runs[name("service", "create", c)] = append(runs[name("service", "create", c)], r)
+			report(pass, name("service", "create", c), r)
+		}
+		for _, c := range o.replayC {
+			r, err := b.serviceRun(ctx, "replay", c, profiled("replay", c))
+			if err != nil {
+				return err
+			}
+			runs[name("service", "replay", c)] = append(runs[name("service", "replay", c)], r)
+			report(pass, name("service", "replay", c), r)
+		}
+		if !o.ceiling {
+			continue
+		}
+		for _, c := range o.createC {
+			r, err := b.pgbench(ctx, "charge", c)
+			if err != nil {
+				return err
+			}
+			runs[name("pgbench", "create", c)] = append(runs[name("pgbench", "create", c)], r)
+			report(pass, name("pgbench", "create", c), r)
+		}
+		for _, c := range o.replayC {
+			r, err := b.pgbench(ctx, "replay", c)
+			if err != nil {
+				return err
+			}
+			runs[name("pgbench", "replay", c)] = append(runs[name("pgbench", "replay", c)], r)
+			report(pass, name("pgbench", "replay", c), r)
+		}
+	}
+	table := summarize(o, runs)
+	fmt.Println()
+	fmt.Println(table.String())
+	if err := b.printServerTime(ctx); err != nil {
+		return err
+	}
+	out, err := json.MarshalIndent(table, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(o.out, append(out, '\n'), 0o644)
+}
+
+func name(who, what string, c int) string { return fmt.Sprintf("%s %s C=%d", who, what, c) }
+
+func report(pass int, name string, r result) {
+	logf("pass %d  %-24s %8.0f req/s  p50 %7.2f ms  p99 %7.2f ms  errors %d %s",
+		pass, name, r.PerSecond, ms(r.P50), ms(r.P99), r.Errors, r.FirstError)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// startService builds cmd/payment-service and runs it with its defaults,
+// as an operator would, its JSON log going to a file.
+func (b *bench) startService(ctx context.Context) (stop func(), err error) {
+	bin := filepath.Join(b.tmp, "payment-service")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/payment-service")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return nil, fmt.Errorf("build the service: %w", err)
+	}
+	httpPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	debugPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	b.api = "http://127.0.0.1:" + strconv.Itoa(httpPort)
+	b.debug = "http://127.0.0.1:" + strconv.Itoa(debugPort)
+	logFile, err := os.Create(filepath.Join(b.tmp, "service.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = append(os.Environ(),
+		"DATABASE_URL="+b.dsn,
+		"HTTP_ADDR=127.0.0.1:"+strconv.Itoa(httpPort),
+		"DEBUG_ADDR=127.0.0.1:"+strconv.Itoa(debugPort),
+		"API_KEYS=bench:"+apiKey,
+		"SANDBOX_PROVIDER_URL="+b.provider.URL,
+	)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	stop = func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		logFile.Close()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if resp, err := http.Get(b.api + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return stop, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, fmt.Errorf("the service was not ready within 30s (log: %s)", logFile.Name())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// serviceRun measures the service: "create" makes a new charge per
+// request, each for an order of its own; "replay" repeats the charges made
+// before the passes.
+func (b *bench) serviceRun(ctx context.Context, workload string, clients int, profile bool) (result, error) {
+	next := func(c, i int) (*http.Request, int) {
+		order := b.orders.Add(1)
+		if order > serviceOrders {
+			panic("bench-api: out of orders for the service; raise serviceOrders")
+		}
+		id := strconv.FormatInt(order, 10)
+		return chargeRequest(b.api, apiKey, "create-"+id, chargeBody(order, "pi_"+id)), http.StatusCreated
+	}
+	if workload == "replay" {
+		next = func(c, i int) (*http.Request, int) {
+			k := (c*7919 + i) % replayKeys
+			order := int64(k + 1) // the replay keys were charged first, orders 1..replayKeys
+			return chargeRequest(b.api, apiKey, strconv.Itoa(firstReplayKey+k), chargeBody(order, "replay_"+strconv.Itoa(k))), http.StatusCreated
+		}
+	}
+	var profiled chan error
+	if profile {
+		profiled = make(chan error, 1)
+		go func() { profiled <- b.cpuProfile(ctx) }()
+	}
+	r := closedLoop(ctx, clients, b.o.warmup, b.o.duration, next)
+	if profiled != nil {
+		if err := <-profiled; err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// cpuProfile takes a CPU profile of the service over the measured part of
+// a run, from its DEBUG_ADDR listener.
+func (b *bench) cpuProfile(ctx context.Context) error {
+	select {
+	case <-time.After(b.o.warmup):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	secs := max(1, int(b.o.duration.Seconds())-1)
+	resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", b.debug, secs))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(b.o.cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	logf("CPU profile of the service written to %s (go tool pprof -top %s)", b.o.cpuProfile, b.o.cpuProfile)
+	return err
+}
+
+// printServerTime prints what pg_stat_statements says the database spent
+// per executed statement of the service, over the whole run.
+func (b *bench) printServerTime(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, b.dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(ctx, `
+		SELECT calls, round((total_exec_time / calls)::numeric, 3), left(regexp_replace(query, '\s+', ' ', 'g'), 90)
+		  FROM pg_stat_statements
+		 WHERE calls > 1000 AND query !~* 'pg_stat_statements'
+		 ORDER BY total_exec_time DESC LIMIT 12`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	fmt.Println("\nDatabase server time per call (pg_stat_statements, service and pgbench together):")
+	for rows.Next() {
+		var calls int64
+		var avg float64
+		var query string
+		if err := rows.Scan(&calls, &avg, &query); err != nil {
+			return err
+		}
+		fmt.Printf("  %9d calls  %7.3f ms  %s\n", calls, avg, query)
+	}
+	return rows.Err()
+}
+
+func exec1(ctx context.Context, dsn, sql string, args ...any) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, sql, args...)
+	return err
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}

@@ -1,0 +1,78 @@
+package repository
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var updatePgbench = flag.Bool("update-pgbench", false, "rewrite pgbench/*.pgbench from the service's SQL")
+
+// The benchmark's ceiling (cmd/bench-api) is pgbench running the service's
+// own statements. The scripts are generated from the SQL constants, and
+// this test fails when a statement changes and its script does not:
+//
+//	go test ./internal/repository -run TestPgbenchScripts -update-pgbench
+func TestPgbenchScriptsRunTheServicesStatements(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]string{
+		"charge.pgbench": chargeScript,
+		"replay.pgbench": replayScript,
+	} {
+		path := filepath.Join("pgbench", name)
+		if *updatePgbench {
+			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want {
+			t.Errorf("%s no longer runs the service's statements; regenerate it with\n\tgo test ./internal/repository -run TestPgbenchScripts -update-pgbench", path)
+		}
+	}
+}
+
+var (
+	sqlComment = regexp.MustCompile(`(?m)\s*--.*$`)
+	namedParam = regexp.MustCompile(`@([a-z_]+)`)
+)
+
+// pgbenchSQL is a statement as pgbench runs it: comments dropped (pgbench
+// would substitute variables inside them too), @name parameters as :name.
+func pgbenchSQL(sql string) string {
+	sql = sqlComment.ReplaceAllString(sql, "")
+	return strings.TrimSpace(namedParam.ReplaceAllString(sql, ":$1"))
+}
+
+const pgbenchHeader = `-- Generated from internal/repository/charges.go by
+--   go test ./internal/repository -run TestPgbenchScripts -update-pgbench
+-- Do not edit: the test fails when these differ from the service's SQL.
+-- cmd/bench-api runs it with -M prepared and the -D variables it sets.
+`
+
+// chargeScript is a charge as the service makes it: phase 1 (BEGIN,
+// claimAndReserveSQL, COMMIT) and phase 3 (recordOutcomeSQL). pgbench
+// cannot make a UUID or count, so one SELECT more than the service makes
+// draws the lock token, the event id and an order of its own (from a
+// sequence cmd/bench-api creates): the ceiling pays one extra round trip.
+var chargeScript = pgbenchHeader + `\set key random(1, 9223372036854775806)
+SELECT gen_random_uuid() AS token, gen_random_uuid() AS event_id, nextval('pgbench_order') AS "order" \gset
+\set external :order
+\set message_key :order
+BEGIN;
+` + pgbenchSQL(claimAndReserveSQL) + ` \gset
+COMMIT;
+` + pgbenchSQL(recordOutcomeSQL) + `;
+`
+
+// replayScript is the one read a replay costs.
+var replayScript = pgbenchHeader + `\set key random(:first_replay_key, :last_replay_key)
+` + pgbenchSQL(lookupKeySQL) + `;
+`
