@@ -3,7 +3,7 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN         ?= bin
 
-.PHONY: dev demo test test-kafka lint build migrate bench help
+.PHONY: dev demo test test-kafka lint build migrate bench bench-api help
 
 help:
 	@echo "make dev      run the service on a throwaway PostgreSQL (no Docker), http://127.0.0.1:8080"
@@ -14,6 +14,7 @@ help:
 	@echo "make build    static binaries in $(BIN)/: payment-service, sandbox-provider"
 	@echo "make migrate  apply migrations to DATABASE_URL"
 	@echo "make bench    the benchmarks reported in docs/benchmarks.md"
+	@echo "make bench-api  POST /payments against pgbench with the same statements; table, docs/bench-api.json and .png"
 
 # Built, then exec'd: Ctrl-C reaches payment-dev itself, which stops the
 # service, the broker and PostgreSQL and removes their data.
@@ -58,3 +59,10 @@ migrate:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./internal/...
+
+# POST /payments at the database's speed (docs/benchmarks.md): the service
+# binary with its defaults against pgbench running its own statements, in
+# one run, then the chart. BENCH_API_FLAGS, e.g. "-passes 1 -duration 5s".
+bench-api:
+	$(GO) run ./cmd/bench-api -out docs/bench-api.json $(BENCH_API_FLAGS)
+	cd scripts/bench-chart && $(GO) run . -in ../../docs/bench-api.json -out ../../docs/bench-api.png
