@@ -28,7 +28,8 @@ type Config struct {
 	// HTTPAddr (HTTP_ADDR, default ":8080") is the listen address.
 	HTTPAddr string
 	// APIKeys (API_KEYS, required) are the clients allowed to call the API,
-	// given as client:key pairs separated by commas.
+	// given as client:key pairs separated by commas. Client names and keys
+	// are each unique.
 	APIKeys []APIKey
 	// MigrateOnStart (MIGRATE_ON_START, default false) applies pending
 	// migrations before serving.
@@ -289,6 +290,7 @@ func (p *parser) apiKeys(name string) []APIKey {
 	}
 	var keys []APIKey
 	seen := map[string]bool{}
+	owner := map[[sha256.Size]byte]string{} // key digest -> first client with it
 	for i, pair := range strings.Split(raw, ",") {
 		client, key, ok := strings.Cut(strings.TrimSpace(pair), ":")
 		if !ok || client == "" || key == "" {
@@ -300,7 +302,17 @@ func (p *parser) apiKeys(name string) []APIKey {
 			continue
 		}
 		seen[client] = true
-		keys = append(keys, APIKey{ClientID: client, KeyDigest: sha256.Sum256([]byte(key))})
+		digest := sha256.Sum256([]byte(key))
+		// One key for two clients makes them one client to the auth
+		// middleware: every request is attributed to one of them, and each
+		// could replay and read the other's payments. The message names
+		// the clients, never the key.
+		if first, dup := owner[digest]; dup {
+			p.fail(name, "clients %q and %q have the same key; give each client its own", first, client)
+			continue
+		}
+		owner[digest] = client
+		keys = append(keys, APIKey{ClientID: client, KeyDigest: digest})
 	}
 	return keys
 }

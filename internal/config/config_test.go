@@ -53,6 +53,22 @@ func TestLoadRejectsBadValuesNamingTheVariable(t *testing.T) {
 	})
 }
 
+// Two clients with one key would be one client to the auth middleware:
+// every request attributed to whichever it matched last. The error names
+// both clients and never the key.
+func TestLoadRejectsOneKeyForTwoClients(t *testing.T) {
+	t.Parallel()
+	_, err := config.Load(env(map[string]string{"API_KEYS": "alpha:shared-secret, beta:own-secret ,gamma:shared-secret"}))
+	if err == nil {
+		t.Fatal("two clients with the same key were accepted")
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "API_KEYS:") || !strings.Contains(msg, `"alpha"`) || !strings.Contains(msg, `"gamma"`) ||
+		strings.Contains(msg, `"beta"`) || strings.Contains(msg, "secret") {
+		t.Fatalf("err = %q: want API_KEYS naming alpha and gamma, without beta or any key", msg)
+	}
+}
+
 func TestLoadNeverEchoesAPIKeys(t *testing.T) {
 	t.Parallel()
 	_, err := config.Load(env(map[string]string{"API_KEYS": "good:topsecret,broken-topsecret2"}))
