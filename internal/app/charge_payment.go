@@ -69,8 +69,9 @@ type ChargeResult struct {
 	Replayed bool
 }
 
-// inProgressRetryAfter is what a duplicate is told to wait. A charge
-// usually finishes within a second, far sooner than the lock expires.
+// inProgressRetryAfter is what a duplicate is told to wait when there is no
+// lock to measure (the same charge under another key), and the least it is
+// ever told. A charge usually finishes within a second.
 const inProgressRetryAfter = time.Second
 
 // finishTimeout bounds the database work after the provider call (record,
@@ -372,8 +373,19 @@ func (uc *ChargePayment) answerExisting(rec IdempotencyRecord, hash string) (Cha
 	case rec.Status == RecordCompleted:
 		return ChargeResult{Response: rec.Response, Replayed: true}, nil
 	default:
-		return ChargeResult{}, &InProgressError{RetryAfter: inProgressRetryAfter}
+		return ChargeResult{}, &InProgressError{RetryAfter: lockRetryAfter(rec.LockedUntil, time.Now())}
 	}
+}
+
+// lockRetryAfter is what a duplicate that meets a live claim is told to
+// wait: the time the lock has left, at least inProgressRetryAfter (the
+// HTTP layer rounds it up to whole seconds). Before that the retry can only
+// meet the same lock, whether its owner is working or crashed; after it the
+// retry gets the stored answer or takes the claim over. locked_until is set
+// by the database clock; a skew between it and ours makes a retry meet the
+// lock once more and be told the rest.
+func lockRetryAfter(lockedUntil, now time.Time) time.Duration {
+	return max(lockedUntil.Sub(now), inProgressRetryAfter)
 }
 
 // release gives the key back after the provider said it did not charge:

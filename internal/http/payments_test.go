@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -307,6 +308,69 @@ func TestRetryAfterCrashTakesOverExpiredLock(t *testing.T) {
 	}
 	if n := s.count(t, `SELECT count(*) FROM idempotency_record WHERE status = 'COMPLETED' AND lock_token IS NULL`); n != 1 {
 		t.Fatalf("completed records = %d, want 1", n)
+	}
+}
+
+// A duplicate that meets a live claim (its owner crashed, or is still
+// working) is told to come back when the lock has run out: the remaining
+// lock time, rounded up to whole seconds, never less than 1. Retrying
+// sooner would only meet the same lock again.
+func TestInProgressRetryAfterIsTheRemainingLockTime(t *testing.T) {
+	t.Parallel()
+	s := startService(t, map[string]string{"IDEMPOTENCY_LOCK_TIMEOUT": "10m"})
+	ctx := context.Background()
+	tests := []struct {
+		name     string
+		lockLeft string // interval added to now() for locked_until
+		min, max int    // accepted Retry-After: the test itself takes time
+	}{
+		{"ten minutes left", "10 minutes", 590, 600},
+		{"25 seconds left", "25 seconds", 15, 25},
+		{"a fraction of a second left rounds up to 1", "300 milliseconds", 1, 1},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// An order each: one order has one payment in flight at a time.
+			order := int64(1001 + i)
+			s.addOrder(t, order, 42, "100.50", "RUB")
+			key := "live-lock-" + strings.Repeat("x", i)
+			body := chargeBody(order, 42, "100.50", "RUB", "pi_live_"+key)
+			// The state a crashed owner leaves after phase 1: the hash comes
+			// from a real request's record, then it is rewound.
+			if r := s.charge(t, key, body); r.status != http.StatusCreated {
+				t.Fatalf("setup: %d %s", r.status, r.body)
+			}
+			var token string
+			err := s.db.QueryRow(ctx, `
+				WITH p AS (UPDATE payment SET status = 'PENDING' WHERE external_payment_id = $2 RETURNING id)
+				UPDATE idempotency_record SET status = 'IN_PROGRESS', response = NULL, http_status = NULL,
+				       lock_token = gen_random_uuid(), locked_until = clock_timestamp() + $3::interval,
+				       payment_id = (SELECT id FROM p)
+				 WHERE idempotency_key = $1
+				RETURNING lock_token::text`, key, "pi_live_"+key, tc.lockLeft).Scan(&token)
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls := s.providerCalls(t)
+
+			r := s.charge(t, key, body)
+			wantProblem(t, r, http.StatusConflict, "request-in-progress")
+			got, err := strconv.Atoi(r.header.Get("Retry-After"))
+			if err != nil || got < tc.min || got > tc.max {
+				t.Errorf("Retry-After = %q, want %d to %d", r.header.Get("Retry-After"), tc.min, tc.max)
+			}
+			// Nothing changed: the claim is the dead owner's, not charged again.
+			if n := s.count(t, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = $1
+				AND status = 'IN_PROGRESS' AND lock_token::text = $2`, key, token); n != 1 {
+				t.Errorf("the claim changed hands or state")
+			}
+			if n := s.count(t, `SELECT count(*) FROM payment WHERE external_payment_id = $1 AND status = 'PENDING'`, "pi_live_"+key); n != 1 {
+				t.Errorf("the reserved payment changed")
+			}
+			if d := s.providerCalls(t) - calls; d != 0 {
+				t.Errorf("provider calls = %v, want 0", d)
+			}
+		})
 	}
 }
 
