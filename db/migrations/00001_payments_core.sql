@@ -21,7 +21,9 @@ CREATE TABLE order_projection (
 -- payment follows the style guide's table (R-DIST-IDEM-4) with these
 -- deviations:
 --   * client_id: payments are scoped to the API client that made them, so one
---     client can never read another's payment or learn that it exists.
+--     client can never read another's payment. (The UNIQUE pair below is not
+--     per client; the one thing it tells another client is that an external
+--     payment id is in use: docs/design.md, "Per-client scope".)
 --   * order_id, customer_id, currency: the guide's table has only amount; a
 --     payment is checked against its order and the second layer compares
 --     them when a new key arrives for a known external payment.

@@ -29,8 +29,11 @@ func (ResponseEncoder) EncodeChargeOutcome(o app.ChargeOutcome) (app.StoredRespo
 		p.Payment = toPaymentResponse(o.Payment)
 		status, body = p.Status, p
 	case app.OutcomeExternalPaymentConflict:
+		// The same bytes whether the id is the client's own payment for
+		// another charge or another client's payment: nothing of that
+		// payment, nor whose it is (docs/design.md, "Per-client scope").
 		p := newProblem(http.StatusConflict, codeExternalPaymentConflict, "External payment conflict",
-			"This external payment is already recorded for a different charge.")
+			"This externalPaymentId cannot be used for this charge. Nothing was charged; check the id (a new idempotency key gets the same answer).")
 		status, body = p.Status, p
 	case app.OutcomeOrderAlreadyPaid:
 		p := newProblem(http.StatusConflict, codeOrderAlreadyPaid, "Order already paid",

@@ -258,6 +258,70 @@ func TestSecondLayerExternalPaymentID(t *testing.T) {
 	}
 }
 
+// The second layer answers an external payment id recorded by another
+// client exactly as it answers one recorded by the same client for another
+// charge: the same bytes, no payment, no owner, no hint which case it was.
+// What is left (docs/design.md, "Per-client scope") is that the id is in
+// use at all, which the UNIQUE constraint cannot hide.
+func TestExternalPaymentConflictRevealsNothingOfTheOtherClient(t *testing.T) {
+	t.Parallel()
+	s := startService(t, nil)
+	s.addOrder(t, 1001, 42, "100.50", "RUB")
+	s.addOrder(t, 1002, 42, "5.00", "RUB")
+	other := func(key string) map[string]string {
+		return map[string]string{"Authorization": "Bearer " + otherKey, "Idempotency-Key": key}
+	}
+	if r := s.charge(t, "mine", chargeBody(1001, 42, "100.50", "RUB", "pi_demo_owned")); r.status != http.StatusCreated {
+		t.Fatalf("setup: %d %s", r.status, r.body)
+	}
+	if r := s.request(t, http.MethodPost, "/payments", chargeBody(1002, 42, "5.00", "RUB", "pi_other_owned"), other("theirs")); r.status != http.StatusCreated {
+		t.Fatalf("setup: %d %s", r.status, r.body)
+	}
+
+	tests := []struct {
+		name string
+		send func() response
+	}{
+		{"own id, another charge", func() response {
+			return s.charge(t, "own-conflict", chargeBody(1002, 42, "5.00", "RUB", "pi_demo_owned"))
+		}},
+		{"the other client's id, its very charge", func() response {
+			return s.charge(t, "their-charge", chargeBody(1002, 42, "5.00", "RUB", "pi_other_owned"))
+		}},
+		{"the other client's id, another charge", func() response {
+			return s.charge(t, "their-id", chargeBody(1001, 42, "100.50", "RUB", "pi_other_owned"))
+		}},
+	}
+	var first []byte
+	for _, tc := range tests {
+		r := tc.send()
+		p := wantProblem(t, r, http.StatusConflict, "external-payment-conflict")
+		if p.Payment != nil {
+			t.Errorf("%s: the conflict discloses a payment: %s", tc.name, r.body)
+		}
+		for _, secret := range []string{"other-client", "demo-client", "client", "pi_", "1002", "1001", "5.00", "100.50", "recorded"} {
+			if bytes.Contains(r.body, []byte(secret)) {
+				t.Errorf("%s: the answer mentions %q: %s", tc.name, secret, r.body)
+			}
+		}
+		if first == nil {
+			first = r.body
+		} else if !bytes.Equal(r.body, first) {
+			t.Errorf("%s: answer differs from the own-conflict answer:\n%s\n%s", tc.name, r.body, first)
+		}
+	}
+	// The protection holds: one row per external payment, each its owner's.
+	if n := s.count(t, `SELECT count(*) FROM payment`); n != 2 {
+		t.Errorf("payments = %d, want 2", n)
+	}
+	if n := s.count(t, `SELECT count(*) FROM payment WHERE external_payment_id = 'pi_other_owned' AND client_id = 'other-client' AND order_id = 1002`); n != 1 {
+		t.Errorf("the other client's payment changed")
+	}
+	if n := s.count(t, `SELECT count(*) FROM idempotency_record WHERE client_id = 'demo-client' AND http_status = 409`); n != 3 {
+		t.Errorf("stored conflicts = %d, want 3", n)
+	}
+}
+
 // A request that dies after claiming the key (process killed) leaves the
 // claim and its reserved PENDING payment behind. A retry while the lock
 // lives is turned away; after the lock expires it takes the key over and
