@@ -57,6 +57,10 @@ func TestContractOpenAPI(t *testing.T) {
 		wantStatus  int
 		// specRejects: the spec must also reject the request.
 		specRejects bool
+		// specBlind: the service rejects what no schema can express (a
+		// repeated name is gone once the JSON is parsed); only the
+		// response is checked against the spec.
+		specBlind bool
 	}
 	charge := chargeBody(1001, 42, "100.50", "RUB", "pi_contract")
 	exchanges := []exchange{
@@ -76,6 +80,7 @@ func TestContractOpenAPI(t *testing.T) {
 		{name: "invalid fields", method: "POST", path: "/payments", key: "c7", body: `{"orderId":0,"customerId":42,"amount":"1.23456","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"x"}`, wantStatus: 400, specRejects: true},
 		{name: "unknown field", method: "POST", path: "/payments", key: "c7", body: `{"orderId":1,"customerId":42,"amount":"1","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"x","tip":"1"}`, wantStatus: 400, specRejects: true},
 		{name: "amount as number", method: "POST", path: "/payments", key: "c7", body: `{"orderId":1,"customerId":42,"amount":1,"currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"x"}`, wantStatus: 400, specRejects: true},
+		{name: "repeated field name", method: "POST", path: "/payments", key: "c7", body: `{"orderId":1002,` + charge[1:], wantStatus: 400, specBlind: true},
 		{name: "unknown provider", method: "POST", path: "/payments", key: "c7", body: `{"orderId":1,"customerId":42,"amount":"1","currency":"RUB","paymentProvider":"acme","externalPaymentId":"x"}`, wantStatus: 400, specRejects: true},
 		{name: "wrong content type", method: "POST", path: "/payments", key: "c7", contentType: "text/plain", body: charge, wantStatus: 415, specRejects: true},
 		{name: "no auth", method: "POST", path: "/payments", key: "c8", body: charge, noAuth: true, wantStatus: 401, specRejects: true},
@@ -124,7 +129,7 @@ func TestContractOpenAPI(t *testing.T) {
 		if ex.specRejects && specErr == nil {
 			t.Errorf("%s: the service rejects this request but the spec accepts it", ex.name)
 		}
-		if !ex.specRejects && specErr != nil {
+		if !ex.specRejects && !ex.specBlind && specErr != nil {
 			t.Errorf("%s: the spec rejects a request the service accepts: %v", ex.name, specErr)
 		}
 

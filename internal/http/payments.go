@@ -20,6 +20,7 @@ import (
 
 	"github.com/example/payment-service/internal/app"
 	"github.com/example/payment-service/internal/domain"
+	"github.com/example/payment-service/internal/strictjson"
 )
 
 // maxBodyBytes caps a request body; larger is 413.
@@ -173,6 +174,18 @@ func (h *paymentHandlers) decodeCharge(c echo.Context) (domain.Charge, error) {
 	}
 	if err != nil {
 		return domain.Charge{}, newProblem(http.StatusBadRequest, codeMalformedJSON, "Malformed JSON", "The body could not be read.")
+	}
+
+	// A repeated name is ambiguous: encoding/json keeps the last value, a
+	// gateway or audit log in front of us may keep the first, and the two
+	// would disagree on what was charged. Refused before anything else
+	// reads the body.
+	if dups := strictjson.DuplicateKeys(body); len(dups) > 0 {
+		errs := make([]FieldError, len(dups))
+		for i, path := range dups {
+			errs[i] = FieldError{Field: path, Message: "appears more than once; send each field once"}
+		}
+		return domain.Charge{}, validationProblem(errs)
 	}
 
 	var req chargeRequest
