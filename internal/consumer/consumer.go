@@ -14,10 +14,12 @@
 //   - Nothing lost. A batch whose transaction fails is retried, with
 //     backoff, until it commits or the consumer stops; its offsets are not
 //     committed before. A record that can never be applied (invalid JSON,
-//     no event id, unknown event type, invalid amount) is published to the
-//     dead-letter topic, acknowledged by all in-sync replicas, before its
-//     offset is committed: it does not block the partition, and it is not
-//     dropped.
+//     a member name repeated in one object, no event id, unknown event
+//     type, invalid amount) is published to the dead-letter topic,
+//     acknowledged by all in-sync replicas, before its offset is committed:
+//     it does not block the partition, and it is not dropped. Member names
+//     match exactly ("OrderId" is not "orderId"), as a case-sensitive reader
+//     of the same topic matches them.
 //   - Order. A fetched batch holds each partition's records in offset
 //     order, and batches are applied one after the other. The projection
 //     keeps each order's newest event by (occurredAt, eventId), so even

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -265,6 +266,7 @@ func TestPoisonMessagesGoToTheDeadLetterTopic(t *testing.T) {
 		{withAmount(`"abc"`), ReasonInvalidAmount},
 		{withAmount(`-5`), ReasonInvalidAmount},
 		{withAmount(`1.23456`), ReasonInvalidAmount},
+		{[]byte(`{"eventId":"0193a3c8-7a4e-7cc1-8a1e-3f0e2b6c9d09","eventType":"OrderCreated.v1","orderId":1006,"orderId":1001,"customerId":42,"amount":"1","occurredAt":"2026-11-29T10:00:00Z"}`), ReasonDuplicateKey},
 	}
 	msgs := []idempotent.Message{good1.message()}
 	for _, p := range poisons {
@@ -317,6 +319,9 @@ func TestPoisonMessagesGoToTheDeadLetterTopic(t *testing.T) {
 		}
 		if h[HeaderErrorMessage] == "" {
 			t.Errorf("DLT record %d: no %s header", i, HeaderErrorMessage)
+		}
+		if p.reason == ReasonDuplicateKey && !strings.Contains(h[HeaderErrorMessage], "orderId") {
+			t.Errorf("DLT record %d: %s = %q does not name the repeated field", i, HeaderErrorMessage, h[HeaderErrorMessage])
 		}
 		wantReasons[p.reason]++
 	}
@@ -438,6 +443,11 @@ func TestDecode(t *testing.T) {
 		{name: "exponent (BigDecimal.toString)", value: body(`,"amount":1E+3`), amount: "1000", currency: "EUR"},
 		{name: "no currency: default", value: body(`,"amount":1`), amount: "1", currency: "EUR"},
 		{name: "unknown fields ignored", value: body(`,"amount":1,"channel":"web"`), amount: "1", currency: "EUR"},
+		// Names match exactly, as a case-sensitive reader in front of us
+		// matches them: "OrderId" is some other, unknown field.
+		{name: "a name in other case is another field", value: body(`,"amount":1,"OrderId":7,"AMOUNT":"9"`), amount: "1", currency: "EUR"},
+		{name: "a name repeated", value: body(`,"amount":1,"amount":"2"`), reason: ReasonDuplicateKey},
+		{name: "a name repeated in a nested object", value: body(`,"amount":1,"meta":{"a":1,"a":1}`), reason: ReasonDuplicateKey},
 		{name: "not JSON", value: []byte(`nope`), reason: ReasonInvalidJSON},
 		{name: "empty object", value: []byte(`{}`), reason: ReasonInvalidJSON},
 		{name: "nil event id", value: []byte(`{"eventId":"00000000-0000-0000-0000-000000000000","eventType":"OrderCreated.v1"}`), reason: ReasonInvalidEventID},

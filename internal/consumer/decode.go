@@ -13,6 +13,7 @@ import (
 
 	"github.com/example/payment-service/internal/app"
 	"github.com/example/payment-service/internal/domain"
+	"github.com/example/payment-service/internal/strictjson"
 )
 
 // EventTypeOrderCreated is the only event type this consumer applies.
@@ -26,6 +27,7 @@ const (
 	ReasonUnknownEventType = "unknown-event-type"
 	ReasonInvalidAmount    = "invalid-amount"
 	ReasonInvalidField     = "invalid-field"
+	ReasonDuplicateKey     = "duplicate-key"
 )
 
 // PoisonError says why a record can never be applied, however often it is
@@ -45,14 +47,41 @@ func poison(reason, format string, args ...any) error {
 // checked and named on its own; unknown fields are ignored, so producers can
 // add fields without breaking this consumer.
 type wireEvent struct {
-	EventID    json.RawMessage `json:"eventId"`
-	SagaID     json.RawMessage `json:"sagaId"`
-	EventType  json.RawMessage `json:"eventType"`
-	OrderID    json.RawMessage `json:"orderId"`
-	CustomerID json.RawMessage `json:"customerId"`
-	Amount     json.RawMessage `json:"amount"`
-	Currency   json.RawMessage `json:"currency"`
-	OccurredAt json.RawMessage `json:"occurredAt"`
+	EventID    json.RawMessage
+	SagaID     json.RawMessage
+	EventType  json.RawMessage
+	OrderID    json.RawMessage
+	CustomerID json.RawMessage
+	Amount     json.RawMessage
+	Currency   json.RawMessage
+	OccurredAt json.RawMessage
+}
+
+// parseWire reads the members of an event object by their exact names.
+// encoding/json would match struct fields case-insensitively, so
+// {"orderId":1,"OrderId":2} would be order 2 here and order 1 to any
+// case-sensitive reader of the topic; read from a map, "OrderId" is just an
+// unknown field. A name repeated in one object, at any depth, is refused for
+// the same reason: readers disagree on which value counts.
+func parseWire(value []byte) (wireEvent, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(value, &m); err != nil {
+		return wireEvent{}, poison(ReasonInvalidJSON, "%v", err)
+	}
+	if dups := strictjson.DuplicateKeys(value); len(dups) > 0 {
+		return wireEvent{}, poison(ReasonDuplicateKey, "%s appears more than once in the event; readers disagree on which value counts",
+			strings.Join(dups, ", "))
+	}
+	return wireEvent{
+		EventID:    m["eventId"],
+		SagaID:     m["sagaId"],
+		EventType:  m["eventType"],
+		OrderID:    m["orderId"],
+		CustomerID: m["customerId"],
+		Amount:     m["amount"],
+		Currency:   m["currency"],
+		OccurredAt: m["occurredAt"],
+	}, nil
 }
 
 // decoder turns record values into events. It is the only place that knows
@@ -63,9 +92,9 @@ type decoder struct {
 
 // decode parses and validates one record value. Any error is a *PoisonError.
 func (d decoder) decode(value []byte) (app.OrderCreated, error) {
-	var w wireEvent
-	if err := json.Unmarshal(value, &w); err != nil {
-		return app.OrderCreated{}, poison(ReasonInvalidJSON, "%v", err)
+	w, err := parseWire(value)
+	if err != nil {
+		return app.OrderCreated{}, err
 	}
 	if isAbsent(w.EventID) && isAbsent(w.EventType) && isAbsent(w.OrderID) {
 		return app.OrderCreated{}, poison(ReasonInvalidJSON, "not an order event object")
