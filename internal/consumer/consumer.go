@@ -20,6 +20,10 @@
 //     it does not block the partition, and it is not dropped. Member names
 //     match exactly ("OrderId" is not "orderId"), as a case-sensitive reader
 //     of the same topic matches them.
+//   - Bounded work per record. The amount may be a JSON number or a decimal
+//     string (parseAmount says why numbers are allowed); its text is
+//     bounded (40 characters, a 2-digit exponent) before any decimal
+//     arithmetic, so a hostile amount costs what a valid one does.
 //   - Order. A fetched batch holds each partition's records in offset
 //     order, and batches are applied one after the other. The projection
 //     keeps each order's newest event by (occurredAt, eventId), so even

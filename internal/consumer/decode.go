@@ -194,29 +194,91 @@ func parsePositiveInt(raw json.RawMessage) (int64, error) {
 	return n, nil
 }
 
-// parseAmount takes a JSON number (Java producers write BigDecimal as one)
-// or a decimal string, straight from its text into a decimal: the value
-// never passes through a float, so 100.10 stays 100.10.
+// Bounds on an amount's text, checked before any decimal arithmetic. The
+// longest value numeric(19,4) holds is 20 characters
+// ("123456789012345.1234"); 40 leaves room for trailing zeros and an
+// exponent. Two exponent digits cover everything BigDecimal.toString writes
+// for such values (1E+3, 1.5E-7).
+const (
+	maxAmountText     = 40
+	maxExponentDigits = 2
+)
+
+// parseAmount takes a JSON number or a decimal string, straight from its
+// text into a decimal: the value never passes through a float, so 100.10
+// stays 100.10.
+//
+// The event contract allows a JSON number for money (the API does not):
+// the style guide's OrderCreatedEvent carries a Java BigDecimal, which
+// Jackson writes as a number by default, sometimes with an exponent (1E+3
+// after stripTrailingZeros). Since the text is parsed as a decimal, a
+// number loses nothing. What it could do is cost: a decimal's digit checks
+// take time in its number of digits, which an exponent multiplies ("1e-10000"
+// is 8 bytes and ten thousand fraction digits, about 110 ms; 500 of them
+// stalled a batch for a minute). So the text is bounded first: at most
+// maxAmountText characters, the grammar of a JSON number (a sign, digits, a
+// point, an exponent of at most maxExponentDigits digits) whether it came
+// as a number or in a string. BenchmarkDecodeHostileAmount shows the worst
+// case is as cheap as a valid event.
 func parseAmount(raw json.RawMessage) (decimal.Decimal, error) {
 	if isAbsent(raw) {
 		return decimal.Decimal{}, errors.New("is required")
+	}
+	if len(raw) > maxAmountText+2 { // a string's quotes
+		return decimal.Decimal{}, fmt.Errorf("is longer than %d characters", maxAmountText)
 	}
 	text := string(raw)
 	if raw[0] == '"' {
 		if err := json.Unmarshal(raw, &text); err != nil {
 			return decimal.Decimal{}, err
 		}
-		if strings.TrimSpace(text) != text || text == "" {
-			return decimal.Decimal{}, errors.New("is not a decimal number")
-		}
 	} else if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
 		return decimal.Decimal{}, errors.New("must be a number or a decimal string")
+	}
+	if err := checkAmountText(text); err != nil {
+		return decimal.Decimal{}, err
 	}
 	d, err := decimal.NewFromString(text)
 	if err != nil {
 		return decimal.Decimal{}, errors.New("is not a decimal number")
 	}
 	return d, nil
+}
+
+// checkAmountText accepts -?digits(.digits)?([eE][+-]?digits)? with at most
+// maxAmountText characters and maxExponentDigits exponent digits.
+func checkAmountText(s string) error {
+	if len(s) > maxAmountText {
+		return fmt.Errorf("is longer than %d characters", maxAmountText)
+	}
+	mantissa, exp, hasExp := strings.Cut(strings.ToLower(s), "e")
+	mantissa = strings.TrimPrefix(mantissa, "-")
+	intPart, frac, hasPoint := strings.Cut(mantissa, ".")
+	if !allDigits(intPart) || hasPoint && !allDigits(frac) {
+		return errors.New("is not a decimal number")
+	}
+	if hasExp {
+		if exp != "" && (exp[0] == '+' || exp[0] == '-') {
+			exp = exp[1:]
+		}
+		if !allDigits(exp) || len(exp) > maxExponentDigits {
+			return fmt.Errorf("must have an exponent of 1 to %d digits", maxExponentDigits)
+		}
+	}
+	return nil
+}
+
+// allDigits reports whether s is one or more ASCII digits.
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // show quotes a raw JSON value for an error message, shortened.

@@ -53,10 +53,30 @@ type Money struct {
 	currency Currency
 }
 
+// Bounds on how an amount is written, checked before any arithmetic on it.
+// A decimal is a coefficient and an exponent, and its digit checks below
+// cost time in the number of digits the two spell out: 1e-10000 has ten
+// thousand fraction digits to look at. No valid amount needs more than 19
+// digits; these leave room for trailing zeros.
+const (
+	maxWrittenFractionDigits = 38
+	maxCoefficientBits       = 128 // 10^38 < 2^127
+)
+
 // NewMoney validates that amount is positive and fits numeric(19,4).
 func NewMoney(amount decimal.Decimal, currency Currency) (Money, error) {
 	if !amount.IsPositive() {
 		return Money{}, fmt.Errorf("%w: amount must be greater than 0", ErrInvalid)
+	}
+	// The representation first, in constant time, so a hostile decimal
+	// costs no more than a valid one (TestNewMoneyWorkIsBounded).
+	switch exp := amount.Exponent(); {
+	case exp > MaxIntegerDigits:
+		return Money{}, fmt.Errorf("%w: amount has more than %d integer digits", ErrInvalid, MaxIntegerDigits)
+	case exp < -maxWrittenFractionDigits:
+		return Money{}, fmt.Errorf("%w: amount is written with more than %d fraction digits", ErrInvalid, maxWrittenFractionDigits)
+	case amount.Coefficient().BitLen() > maxCoefficientBits:
+		return Money{}, fmt.Errorf("%w: amount is written with too many digits", ErrInvalid)
 	}
 	if fractionDigits(amount) > MaxFractionDigits {
 		return Money{}, fmt.Errorf("%w: amount has more than %d fraction digits", ErrInvalid, MaxFractionDigits)

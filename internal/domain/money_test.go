@@ -2,6 +2,7 @@ package domain_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/shopspring/decimal"
@@ -86,4 +87,41 @@ func mustMoney(t *testing.T, amount string, c domain.Currency) domain.Money {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// NewMoney bounds its work by the decimal's representation before any
+// arithmetic: a decimal built by some caller from hostile input (an
+// exponent of -10000 is ten thousand fraction digits to check, each check a
+// big-number operation) is refused as cheaply as a valid amount is accepted.
+// Allocations measure the big-number work; BenchmarkNewMoneyWorstCase shows
+// the time. Not parallel: AllocsPerRun counts the whole process.
+func TestNewMoneyWorkIsBounded(t *testing.T) {
+	hostile := map[string]decimal.Decimal{
+		"1e-10000":             decimal.New(1, -10000),
+		"1e10000":              decimal.New(1, 10000),
+		"1 with 9000 zeros":    decimal.RequireFromString("1." + strings.Repeat("0", 9000)),
+		"10,001-digit integer": decimal.RequireFromString(strings.Repeat("9", 10001)),
+	}
+	for name, d := range hostile {
+		if _, err := domain.NewMoney(d, "RUB"); !errors.Is(err, domain.ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+		if allocs := testing.AllocsPerRun(5, func() { _, _ = domain.NewMoney(d, "RUB") }); allocs > 10 {
+			t.Errorf("%s: %v allocations, want at most 10", name, allocs)
+		}
+	}
+}
+
+func BenchmarkNewMoneyWorstCase(b *testing.B) {
+	for name, d := range map[string]decimal.Decimal{
+		"1e-10000": decimal.New(1, -10000),
+		"valid":    decimal.RequireFromString("123456789012345.1234"),
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_, _ = domain.NewMoney(d, "RUB")
+			}
+		})
+	}
 }
