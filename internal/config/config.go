@@ -93,6 +93,12 @@ type OrderConsumer struct {
 	// DefaultCurrency (DEFAULT_CURRENCY, default RUB) is used for events
 	// that carry no currency.
 	DefaultCurrency string
+	// MaxClockSkew (ORDER_EVENTS_MAX_CLOCK_SKEW, default 5m, 1s to 24h) is
+	// how far ahead of this consumer's clock an event's occurredAt may be;
+	// a later one goes to the dead-letter topic, because the projection
+	// keeps an order's newest event and one dated in the future would hide
+	// every real event of the order until then.
+	MaxClockSkew time.Duration
 	// MaxWait (KAFKA_CONSUMER_MAX_WAIT, default 500ms) bounds a fetch's
 	// wait for new records, and so how long Close and a rebalance wait.
 	MaxWait time.Duration
@@ -324,6 +330,7 @@ func (p *parser) orderConsumer() OrderConsumer {
 		DLTTopic:          p.topic("ORDER_EVENTS_DLT_TOPIC", "order.events.DLT"),
 		Group:             p.str("ORDER_CONSUMER_GROUP", "order-projection", false),
 		DefaultCurrency:   p.currency("DEFAULT_CURRENCY", "RUB"),
+		MaxClockSkew:      p.duration("ORDER_EVENTS_MAX_CLOCK_SKEW", 5*time.Minute, time.Second, 24*time.Hour),
 		MaxWait:           p.duration("KAFKA_CONSUMER_MAX_WAIT", 500*time.Millisecond, 10*time.Millisecond, 30*time.Second),
 		HeartbeatInterval: p.duration("KAFKA_CONSUMER_HEARTBEAT_INTERVAL", 3*time.Second, 10*time.Millisecond, time.Minute),
 		SessionTimeout:    p.duration("KAFKA_CONSUMER_SESSION_TIMEOUT", 45*time.Second, 100*time.Millisecond, 30*time.Minute),

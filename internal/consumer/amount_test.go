@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Amounts that cost a decimal parser time out of all proportion to their
@@ -34,7 +35,7 @@ func eventWithAmount(amount string) []byte {
 //
 // Not parallel: AllocsPerRun counts the whole process's allocations.
 func TestDecodeHostileAmountWorkIsBounded(t *testing.T) {
-	d := decoder{defaultCurrency: "RUB"}
+	d := decoder{defaultCurrency: "RUB", maxSkew: time.Minute, now: time.Now}
 	valid := eventWithAmount(`123456789012345.1234`)
 	if _, err := d.decode(valid); err != nil {
 		t.Fatal(err)
@@ -54,7 +55,7 @@ func TestDecodeHostileAmountWorkIsBounded(t *testing.T) {
 }
 
 func BenchmarkDecodeHostileAmount(b *testing.B) {
-	d := decoder{defaultCurrency: "RUB"}
+	d := decoder{defaultCurrency: "RUB", maxSkew: time.Minute, now: time.Now}
 	run := func(name, amount string) {
 		value := eventWithAmount(amount)
 		b.Run(strings.ReplaceAll(name, " ", "_"), func(b *testing.B) {

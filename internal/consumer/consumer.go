@@ -27,7 +27,10 @@
 //   - Order. A fetched batch holds each partition's records in offset
 //     order, and batches are applied one after the other. The projection
 //     keeps each order's newest event by (occurredAt, eventId), so even
-//     records that arrive out of order cannot roll it back.
+//     records that arrive out of order cannot roll it back. That makes a
+//     future date dangerous (one event dated 2999 would win over every
+//     real event of its order), so an occurredAt more than MaxClockSkew
+//     ahead of this consumer's clock, or before 2000, is poison.
 //   - Throughput. One transaction per fetched batch (up to BatchSize
 //     records), with one multi-row statement per table; one offset commit
 //     per batch.
@@ -70,6 +73,9 @@ type Config struct {
 	// DefaultCurrency is used for events without a currency (the style
 	// guide's OrderCreatedEvent has none).
 	DefaultCurrency domain.Currency
+	// MaxClockSkew is how far ahead of this consumer's clock an event's
+	// occurredAt may be; a later one is poison (see decoder). Default 5m.
+	MaxClockSkew time.Duration
 
 	// MaxWait bounds how long a fetch waits for new records. It also
 	// bounds how long Close and a rebalance wait for an in-flight fetch.
@@ -136,6 +142,7 @@ func New(cfg Config, apply Applier, reg prometheus.Registerer, logger *slog.Logg
 	if _, err := domain.ParseCurrency(string(cfg.DefaultCurrency)); err != nil {
 		return nil, fmt.Errorf("consumer: default currency: %w", err)
 	}
+	setDefault(&cfg.MaxClockSkew, 5*time.Minute)
 	setDefault(&cfg.MaxWait, 500*time.Millisecond)
 	setDefault(&cfg.HeartbeatInterval, 3*time.Second)
 	setDefault(&cfg.SessionTimeout, 45*time.Second)
@@ -165,7 +172,7 @@ func New(cfg Config, apply Applier, reg prometheus.Registerer, logger *slog.Logg
 		cfg:     cfg,
 		dlt:     dlt,
 		apply:   apply,
-		decoder: decoder{defaultCurrency: cfg.DefaultCurrency},
+		decoder: decoder{defaultCurrency: cfg.DefaultCurrency, maxSkew: cfg.MaxClockSkew, now: time.Now},
 		metrics: m,
 		logger:  logger.With("component", "order-events-consumer", "topic", cfg.Topic, "group", cfg.GroupID),
 		state:   errNotRunning,

@@ -423,10 +423,61 @@ func TestDatabaseOutageLosesNothingAndDuplicatesNothing(t *testing.T) {
 	t.Logf("sent %d, applied %d before the outage, %d in all, %d duplicates", sent, appliedDuringOutage, applied, dups)
 }
 
+// An event dated far in the future would win over every real event of its
+// order (the projection keeps the newest by occurredAt) and freeze the
+// order until that date. It goes to the dead-letter topic instead, and the
+// order's real events apply.
+func TestFutureDatedEventDoesNotFreezeTheOrder(t *testing.T) {
+	t.Parallel()
+	brokers := kafkatest.Brokers(t)
+	topic, dlt := kafkatest.CreateTopic(t, brokers, 1), kafkatest.CreateTopic(t, brokers, 1)
+	dsn := testdb.New(t)
+	pool := openPool(t, dsn)
+	cfg := testConfig(brokers, topic, dlt)
+	cfg.MaxClockSkew = time.Minute
+	r := start(t, cfg, dsn, nil)
+
+	future := newEvent(1001, `"999.00"`, time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC))
+	aheadOfSkew := newEvent(1001, `"888.00"`, time.Now().Add(time.Hour))
+	real := newEvent(1001, `"100.50"`, time.Now().Add(-time.Minute))
+	publish(t, brokers, topic, future.message(), aheadOfSkew.message(), real.message())
+	eventually(t, 30*time.Second, "the partition to be consumed to the end", func() bool {
+		return committedOffset(t, brokers, cfg.GroupID, topic, 0) == 3
+	})
+
+	if got := amountOf(t, pool, 1001); got != "100.5000" {
+		t.Errorf("order 1001 amount %s, want the real event's 100.5000", got)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM order_projection WHERE last_event_at > now() + interval '1 minute'`); n != 0 {
+		t.Errorf("%d projection rows dated in the future", n)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM processed_event`); n != 1 {
+		t.Errorf("processed_event rows = %d, want 1 (only the real event)", n)
+	}
+	recs := kafkatest.ReadAll(t, brokers, dlt, 30*time.Second)
+	if len(recs) != 2 {
+		t.Fatalf("dead-letter topic holds %d records, want the 2 future-dated ones", len(recs))
+	}
+	for i, rec := range recs {
+		for _, h := range rec.Headers {
+			if h.Key == HeaderErrorCode && string(h.Value) != ReasonInvalidTime {
+				t.Errorf("DLT record %d: %s = %s, want %s", i, HeaderErrorCode, h.Value, ReasonInvalidTime)
+			}
+		}
+	}
+	if got := r.deadLettered(t, ReasonInvalidTime); got != 2 {
+		t.Errorf("dead-lettered{reason=%s} = %d, want 2", ReasonInvalidTime, got)
+	}
+}
+
 func TestDecode(t *testing.T) {
 	t.Parallel()
-	d := decoder{defaultCurrency: "EUR"}
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	d := decoder{defaultCurrency: "EUR", maxSkew: 5 * time.Minute, now: func() time.Time { return now }}
 	const id = "0193a3c8-7a4e-7cc1-8a1e-3f0e2b6c9d01"
+	at := func(occurred string) []byte {
+		return []byte(`{"eventId":"` + id + `","eventType":"OrderCreated.v1","orderId":1,"customerId":42,"amount":1,"occurredAt":"` + occurred + `"}`)
+	}
 	body := func(fields string) []byte {
 		return []byte(`{"eventId":"` + id + `","eventType":"OrderCreated.v1","orderId":1001,"customerId":42,"occurredAt":"2026-11-29T10:00:00.1234567Z"` + fields + `}`)
 	}
@@ -461,6 +512,10 @@ func TestDecode(t *testing.T) {
 		{name: "bad currency", value: body(`,"amount":1,"currency":"rub"`), reason: ReasonInvalidField},
 		{name: "bad saga id", value: body(`,"amount":1,"sagaId":"x"`), reason: ReasonInvalidField},
 		{name: "order id a string", value: []byte(`{"eventId":"` + id + `","eventType":"OrderCreated.v1","orderId":"1","customerId":42,"amount":1,"occurredAt":"2026-11-29T10:00:00Z"}`), reason: ReasonInvalidField},
+		{name: "occurredAt in 2999", value: at("2999-01-01T00:00:00Z"), reason: ReasonInvalidTime},
+		{name: "occurredAt past the allowed skew", value: at("2026-11-29T10:05:00.000001Z"), reason: ReasonInvalidTime},
+		{name: "occurredAt the zero time", value: at("0001-01-01T00:00:00Z"), reason: ReasonInvalidTime},
+		{name: "occurredAt the Unix epoch", value: at("1970-01-01T00:00:00Z"), reason: ReasonInvalidTime},
 		{name: "no occurredAt", value: []byte(`{"eventId":"` + id + `","eventType":"OrderCreated.v1","orderId":1,"customerId":42,"amount":1}`), reason: ReasonInvalidField},
 	}
 	for _, tc := range tests {

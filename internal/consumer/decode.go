@@ -28,6 +28,7 @@ const (
 	ReasonInvalidAmount    = "invalid-amount"
 	ReasonInvalidField     = "invalid-field"
 	ReasonDuplicateKey     = "duplicate-key"
+	ReasonInvalidTime      = "invalid-occurred-at"
 )
 
 // PoisonError says why a record can never be applied, however often it is
@@ -88,7 +89,15 @@ func parseWire(value []byte) (wireEvent, error) {
 // the wire format.
 type decoder struct {
 	defaultCurrency domain.Currency
+	// maxSkew bounds how far ahead of now an event's occurredAt may be.
+	maxSkew time.Duration
+	now     func() time.Time
 }
+
+// earliestOccurredAt is the oldest occurredAt an order event can honestly
+// carry: nothing in this system predates it, and a zero or epoch date is a
+// producer bug (an unset field), not an order.
+var earliestOccurredAt = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // decode parses and validates one record value. Any error is a *PoisonError.
 func (d decoder) decode(value []byte) (app.OrderCreated, error) {
@@ -158,6 +167,19 @@ func (d decoder) decode(value []byte) (app.OrderCreated, error) {
 	at, err := time.Parse(time.RFC3339Nano, occurred)
 	if err != nil {
 		return app.OrderCreated{}, poison(ReasonInvalidField, "occurredAt: %v", err)
+	}
+	// The projection keeps each order's newest event by occurredAt, so an
+	// event dated in the future would win over every real event of its
+	// order until that date (one dated 2999 would freeze the order for
+	// good). Beyond the allowed clock skew it is poison; replayed from the
+	// dead-letter topic once its date has come, it applies. Checked at
+	// decode, by this consumer's clock.
+	if limit := d.now().Add(d.maxSkew); at.After(limit) {
+		return app.OrderCreated{}, poison(ReasonInvalidTime, "occurredAt %s is more than %s ahead of the consumer's clock (%s)",
+			occurred, d.maxSkew, d.now().UTC().Format(time.RFC3339))
+	}
+	if at.Before(earliestOccurredAt) {
+		return app.OrderCreated{}, poison(ReasonInvalidTime, "occurredAt %s is before %s", occurred, earliestOccurredAt.Format(time.DateOnly))
 	}
 	// PostgreSQL keeps microseconds; comparing versions at any finer
 	// precision in Go would disagree with the stored row (migration 00003).

@@ -25,6 +25,7 @@ func newOrderConsumer(cfg config.Config, tx app.Transactor, reg prometheus.Regis
 		DLTTopic:          c.DLTTopic,
 		GroupID:           c.Group,
 		DefaultCurrency:   domain.Currency(c.DefaultCurrency),
+		MaxClockSkew:      c.MaxClockSkew,
 		MaxWait:           c.MaxWait,
 		HeartbeatInterval: c.HeartbeatInterval,
 		SessionTimeout:    c.SessionTimeout,
