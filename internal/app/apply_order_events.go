@@ -60,10 +60,13 @@ type OrderProjection struct {
 // ProcessedEvents is the processed_event table of R-DIST-IDEM-2.
 type ProcessedEvents interface {
 	// MarkProcessed records ids as processed by consumer with one
-	// INSERT ... ON CONFLICT DO NOTHING and returns the ids that were not
-	// recorded before: exactly those the caller may apply. A concurrent
-	// transaction inserting the same id makes this one wait for it, so two
-	// consumers can never both see an id as new. ids must be distinct.
+	// INSERT ... ON CONFLICT DO NOTHING and returns the ids that consumer
+	// had not recorded before: exactly those the caller may apply. Records
+	// are per consumer: another consumer's record of an id (a projection
+	// rebuilt under a new name) does not count. A concurrent transaction
+	// inserting the same id for the same consumer makes this one wait for
+	// it, so two members of one consumer can never both see an id as new.
+	// ids must be distinct.
 	MarkProcessed(ctx context.Context, consumer string, ids []uuid.UUID) (map[uuid.UUID]bool, error)
 }
 

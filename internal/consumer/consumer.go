@@ -10,7 +10,9 @@
 //     (FetchMessage, then CommitMessages; never ReadMessage, which commits
 //     before the caller has done anything). A crash between the two means
 //     redelivery, and the redelivered events find their ids in
-//     processed_event and are skipped.
+//     processed_event and are skipped. The record is per consumer group
+//     (processed_event's key is (event_id, consumer_name)), so a projection
+//     rebuilt under a new group applies every event again, once.
 //   - Nothing lost. A batch whose transaction fails is retried, with
 //     backoff, until it commits or the consumer stops; its offsets are not
 //     committed before. A record that can never be applied (invalid JSON,

@@ -118,6 +118,50 @@ func TestRedeliveryAfterCrashBeforeOffsetCommitIsSkipped(t *testing.T) {
 	})
 }
 
+// Rebuilding the projection under a new consumer group: the read model is
+// emptied and a new group reads the topic from the start. processed_event
+// is per consumer, so the new group applies every event the old group had
+// applied (none is skipped as "already processed"), and both groups still
+// apply each event once.
+func TestRebuildUnderANewGroupAppliesEveryEvent(t *testing.T) {
+	t.Parallel()
+	brokers := kafkatest.Brokers(t)
+	topic, dlt := kafkatest.CreateTopic(t, brokers, 3), kafkatest.CreateTopic(t, brokers, 1)
+	dsn := testdb.New(t)
+	pool := openPool(t, dsn)
+
+	const n = 40
+	var evs []event
+	for i := range n {
+		evs = append(evs, newEvent(int64(1001+i), strconv.Itoa(10+i), t0))
+	}
+	publish(t, brokers, topic, events(evs...)...)
+	old := start(t, testConfig(brokers, topic, dlt), dsn, nil)
+	eventually(t, 30*time.Second, "the old group to apply everything", func() bool { return old.applied(t) == n })
+	old.stop()
+
+	if _, err := pool.Exec(context.Background(), `TRUNCATE order_projection`); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(brokers, topic, dlt) // a new group id
+	rebuilt := start(t, cfg, dsn, nil)
+	eventually(t, 30*time.Second, "the new group to get through the topic", func() bool {
+		return rebuilt.applied(t)+rebuilt.duplicates(t) == n
+	})
+	if got := rebuilt.applied(t); got != n {
+		t.Errorf("the new group applied %d events, want %d (skipped %d as processed)", got, n, rebuilt.duplicates(t))
+	}
+	if got := count(t, pool, `SELECT count(*) FROM order_projection`); got != n {
+		t.Errorf("order_projection rows after the rebuild = %d, want %d", got, n)
+	}
+	if got := count(t, pool, `SELECT count(*) FROM processed_event WHERE consumer_name = $1`, cfg.GroupID); got != n {
+		t.Errorf("processed_event rows of the new group = %d, want %d", got, n)
+	}
+	if got := count(t, pool, `SELECT count(*) FROM processed_event`); got != 2*n {
+		t.Errorf("processed_event rows = %d, want %d (each group its own)", got, 2*n)
+	}
+}
+
 // Events of one order delivered in any order, in one batch or across
 // batches: the projection ends with the newest, and every older event
 // counts as superseded.

@@ -113,7 +113,9 @@ func TestPurgeDeletesExactlyWhatIsPastItsRetention(t *testing.T) {
 			exec(t, db, `INSERT INTO processed_event (event_id, consumer_name, processed_at) VALUES
 				('00000000-0000-7000-8000-000000000001', 'c', $1),
 				('00000000-0000-7000-8000-000000000002', 'c', $2),
-				('00000000-0000-7000-8000-000000000003', 'c', $3)`,
+				('00000000-0000-7000-8000-000000000003', 'c', $3),
+				-- another consumer's old row of an event 'c' processed recently
+				('00000000-0000-7000-8000-000000000001', 'rebuild', $3)`,
 				now.Add(-week+time.Minute), now.Add(-week-time.Minute), now.Add(-30*week))
 			exec(t, db, `INSERT INTO outbox_event (published_at) VALUES ($1), ($2), (NULL)`,
 				now.Add(-24*time.Hour+time.Minute), now.Add(-24*time.Hour-time.Minute))
@@ -133,13 +135,13 @@ func TestPurgeDeletesExactlyWhatIsPastItsRetention(t *testing.T) {
 				t.Errorf("payments = %d, want all 3: retention never deletes a payment", got)
 			}
 			var events []string
-			rows, _ := db.Query(context.Background(), `SELECT event_id::text FROM processed_event ORDER BY event_id`)
+			rows, _ := db.Query(context.Background(), `SELECT event_id::text || '/' || consumer_name FROM processed_event ORDER BY 1`)
 			for rows.Next() {
 				var id string
 				_ = rows.Scan(&id)
 				events = append(events, id)
 			}
-			if rows.Err() != nil || len(events) != 1 || events[0] != "00000000-0000-7000-8000-000000000001" {
+			if rows.Err() != nil || len(events) != 1 || events[0] != "00000000-0000-7000-8000-000000000001/c" {
 				t.Errorf("processed events left = %v (%v), want only the one inside the retention", events, rows.Err())
 			}
 			var left []int64
@@ -152,7 +154,7 @@ func TestPurgeDeletesExactlyWhatIsPastItsRetention(t *testing.T) {
 			if rows.Err() != nil || fmt.Sprint(left) != "[1 3]" {
 				t.Errorf("outbox rows left = %v (%v), want [1 3]: the recent published one and the unpublished one", left, rows.Err())
 			}
-			for table, want := range map[string]float64{"idempotency_record": 4, "processed_event": 2, "outbox_event": 1} {
+			for table, want := range map[string]float64{"idempotency_record": 4, "processed_event": 3, "outbox_event": 1} {
 				if got := r.counter(t, "payment_retention_deleted_rows_total", map[string]string{"table": table}); got != want {
 					t.Errorf("deleted rows metric for %s = %v, want %v", table, got, want)
 				}

@@ -28,13 +28,16 @@ type ProcessedEvents struct {
 
 // markProcessedSQL is R-DIST-IDEM-2's tryMarkProcessed for a whole batch:
 // the rows that RETURNING names are the new events; a conflict means the
-// event was processed before. ON CONFLICT DO NOTHING waits for a concurrent
-// transaction that inserted the same id and then yields no row for it, so
-// two consumers never both apply an event.
+// event was processed before by this consumer. The key is the pair
+// (migration 00007): another consumer's rows, such as those of the group a
+// projection is being rebuilt from, never make this one skip an event. ON
+// CONFLICT DO NOTHING waits for a concurrent transaction that inserted the
+// same pair and then yields no row for it, so two members of one consumer
+// group never both apply an event.
 const markProcessedSQL = `
 INSERT INTO processed_event (event_id, consumer_name)
 SELECT id, $2 FROM unnest($1::uuid[]) WITH ORDINALITY AS t (id, n) ORDER BY n
-ON CONFLICT (event_id) DO NOTHING
+ON CONFLICT (event_id, consumer_name) DO NOTHING
 RETURNING event_id`
 
 // MarkProcessed implements app.ProcessedEvents.

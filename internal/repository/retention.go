@@ -44,7 +44,7 @@ var retentionTargets = map[app.RetentionTable]retentionTarget{
 	// configuration keeps at least as long as the idempotency TTL.
 	app.TableProcessedEvent: {
 		table: "processed_event",
-		key:   "event_id",
+		key:   "event_id, consumer_name", // migration 00007: one row per consumer
 		age:   "processed_at",
 	},
 	// The outbox: published_at is NULL until the relay has published the
