@@ -117,6 +117,11 @@ type OrderConsumer struct {
 	// (KAFKA_CONSUMER_MAX_RETRY_BACKOFF, default 10s).
 	RetryBackoff    time.Duration
 	MaxRetryBackoff time.Duration
+	// MaxAttempts (KAFKA_CONSUMER_MAX_ATTEMPTS, default 5, 1 to 100) is how
+	// often one event the database rejects for good is tried, alone,
+	// before it goes to the dead-letter topic. Failures about the system
+	// (database down) are retried without limit.
+	MaxAttempts int
 }
 
 // APIKey is one client's credential. Only the key's SHA-256 digest is kept,
@@ -338,6 +343,10 @@ func (p *parser) orderConsumer() OrderConsumer {
 		BatchWait:         p.duration("KAFKA_CONSUMER_BATCH_WAIT", 10*time.Millisecond, 0, 10*time.Second),
 		RetryBackoff:      p.duration("KAFKA_CONSUMER_RETRY_BACKOFF", 100*time.Millisecond, time.Millisecond, time.Minute),
 		MaxRetryBackoff:   p.duration("KAFKA_CONSUMER_MAX_RETRY_BACKOFF", 10*time.Second, time.Millisecond, 10*time.Minute),
+		MaxAttempts:       p.positiveInt("KAFKA_CONSUMER_MAX_ATTEMPTS", 5),
+	}
+	if c.MaxAttempts > 100 {
+		p.fail("KAFKA_CONSUMER_MAX_ATTEMPTS", "must be at most 100, got %d", c.MaxAttempts)
 	}
 	if c.Topic == c.DLTTopic {
 		p.fail("ORDER_EVENTS_DLT_TOPIC", "must differ from ORDER_EVENTS_TOPIC (%s)", c.Topic)

@@ -17,7 +17,7 @@ func TestLoadOrderConsumerDefaults(t *testing.T) {
 		Topic: "order.events", DLTTopic: "order.events.DLT", Group: "order-projection", DefaultCurrency: "RUB",
 		MaxWait: 500 * time.Millisecond, HeartbeatInterval: 3 * time.Second, SessionTimeout: 45 * time.Second,
 		BatchSize: 500, BatchWait: 10 * time.Millisecond, MaxClockSkew: 5 * time.Minute,
-		RetryBackoff: 100 * time.Millisecond, MaxRetryBackoff: 10 * time.Second,
+		RetryBackoff: 100 * time.Millisecond, MaxRetryBackoff: 10 * time.Second, MaxAttempts: 5,
 	}
 	if cfg.OrderConsumer != want {
 		t.Fatalf("OrderConsumer = %+v, want %+v", cfg.OrderConsumer, want)
@@ -39,6 +39,8 @@ func TestLoadOrderConsumerRejectsBadValuesNamingTheVariable(t *testing.T) {
 		{"batch wait negative", map[string]string{"KAFKA_CONSUMER_BATCH_WAIT": "-1s"}, "KAFKA_CONSUMER_BATCH_WAIT"},
 		{"clock skew not a duration", map[string]string{"ORDER_EVENTS_MAX_CLOCK_SKEW": "5"}, "ORDER_EVENTS_MAX_CLOCK_SKEW"},
 		{"clock skew over a day", map[string]string{"ORDER_EVENTS_MAX_CLOCK_SKEW": "25h"}, "ORDER_EVENTS_MAX_CLOCK_SKEW"},
+		{"attempts zero", map[string]string{"KAFKA_CONSUMER_MAX_ATTEMPTS": "0"}, "KAFKA_CONSUMER_MAX_ATTEMPTS"},
+		{"attempts over 100", map[string]string{"KAFKA_CONSUMER_MAX_ATTEMPTS": "101"}, "KAFKA_CONSUMER_MAX_ATTEMPTS"},
 		{"max backoff under backoff", map[string]string{"KAFKA_CONSUMER_RETRY_BACKOFF": "5s", "KAFKA_CONSUMER_MAX_RETRY_BACKOFF": "1s"}, "KAFKA_CONSUMER_MAX_RETRY_BACKOFF"},
 	})
 }

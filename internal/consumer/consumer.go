@@ -13,9 +13,16 @@
 //     processed_event and are skipped. The record is per consumer group
 //     (processed_event's key is (event_id, consumer_name)), so a projection
 //     rebuilt under a new group applies every event again, once.
-//   - Nothing lost. A batch whose transaction fails is retried, with
-//     backoff, until it commits or the consumer stops; its offsets are not
-//     committed before. A record that can never be applied (invalid JSON,
+//   - Nothing lost, nothing stalled by one event. Failures are classified.
+//     A failure about the system (database unreachable, a lock, a missing
+//     table: anything but app.ErrDataRejected) is retried, with backoff,
+//     without limit and never dead-letters anything, since every event
+//     would fail alike; offsets are not committed meanwhile. When the
+//     database rejects the data itself (SQLSTATE class 22 or 23), the batch
+//     is applied again event by event, each in its own transaction; an event
+//     rejected on each of MaxAttempts attempts goes to the dead-letter topic
+//     (reason rejected-by-database, the database's error in the header) and
+//     the others apply. A record that can never be applied (invalid JSON,
 //     a member name repeated in one object, no event id, unknown event
 //     type, invalid amount) is published to the dead-letter topic,
 //     acknowledged by all in-sync replicas, before its offset is committed:
@@ -53,6 +60,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
@@ -102,6 +110,12 @@ type Config struct {
 	// MaxRetryBackoff.
 	RetryBackoff    time.Duration
 	MaxRetryBackoff time.Duration
+	// MaxAttempts is how often one event the database rejects for good
+	// (app.ErrDataRejected) is tried, alone, before it goes to the
+	// dead-letter topic. Failures about the system (database unreachable,
+	// a missing table) never count: they are retried without limit.
+	// Default 5.
+	MaxAttempts int
 
 	// Dialer, if set, opens the reader's broker connections (tests use it
 	// to cut the network).
@@ -153,6 +167,9 @@ func New(cfg Config, apply Applier, reg prometheus.Registerer, logger *slog.Logg
 	setDefault(&cfg.MaxRetryBackoff, 10*time.Second)
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 500
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 5
 	}
 	if cfg.Dialer == nil {
 		cfg.Dialer = &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true}
@@ -293,49 +310,49 @@ func (c *Consumer) fetchBatch(ctx context.Context) ([]kafka.Message, error) {
 	return batch, nil
 }
 
+// Steps of the consumer, as the "step" label of the retries metric and in
+// Health.
+const (
+	stepDeadLetter = "dead-lettering"
+	stepApply      = "applying order events"
+	stepApplyAlone = "applying an order event alone"
+)
+
+// deadRecord is a record bound for the dead-letter topic, and why.
+type deadRecord struct {
+	msg    kafka.Message
+	reason *PoisonError
+}
+
 // process applies one batch and commits its offsets. It returns when the
 // offsets are committed (or the commit failed, which only means
 // redelivery), or when ctx ends while it waits to retry.
 func (c *Consumer) process(ctx context.Context, batch []kafka.Message) {
 	events := make([]app.OrderCreated, 0, len(batch))
-	var poisoned []kafka.Message
-	var reasons []*PoisonError
+	origins := make([]kafka.Message, 0, len(batch)) // origins[i] carried events[i]
+	var poisoned []deadRecord
 	for _, m := range batch {
 		e, err := c.decoder.decode(m.Value)
 		var pe *PoisonError
 		if errors.As(err, &pe) {
-			poisoned, reasons = append(poisoned, m), append(reasons, pe)
+			poisoned = append(poisoned, deadRecord{msg: m, reason: pe})
 			continue
 		}
-		events = append(events, e)
+		events, origins = append(events, e), append(origins, m)
 	}
 
 	// Work on a started batch is not cut short by shutdown: each attempt
 	// runs to its end, so a transaction is never rolled back half-way for
 	// no reason. Only the waits between attempts end with ctx.
 	work := context.WithoutCancel(ctx)
-	if len(poisoned) > 0 {
-		err := c.retry(ctx, "dead-lettering", func() error { return c.deadLetter(work, poisoned, reasons) })
-		if err != nil {
-			return
-		}
-		for _, pe := range reasons {
-			c.metrics.deadLettered.WithLabelValues(pe.Reason).Inc()
-		}
+	if err := c.deadLetterAll(ctx, work, poisoned); err != nil {
+		return
 	}
-
-	var res app.ApplyResult
-	err := c.retry(ctx, "applying order events", func() error {
-		attempt, cancel := context.WithTimeout(work, 30*time.Second)
-		defer cancel()
-		if len(events) == 0 {
-			return nil
-		}
-		var err error
-		res, err = c.apply.Handle(attempt, events)
-		return err
-	})
+	res, rejected, err := c.applyBatch(ctx, work, events, origins)
 	if err != nil {
+		return
+	}
+	if err := c.deadLetterAll(ctx, work, rejected); err != nil {
 		return
 	}
 	c.metrics.record(res)
@@ -356,11 +373,82 @@ func (c *Consumer) process(ctx context.Context, batch []kafka.Message) {
 	}
 }
 
+// applyBatch applies events in one transaction, retrying failures that are
+// about the system (database unreachable, locks, a missing table: anything
+// but app.ErrDataRejected) without limit. When the database rejects the
+// data itself, the batch cannot tell which event it was: each event is then
+// applied alone, in its own transaction and in partition order, and an
+// event the database keeps rejecting for MaxAttempts attempts is returned
+// in rejected, bound for the dead-letter topic, so that one bad event does
+// not stall its partition and everything behind it. It returns an error
+// only when ctx ends.
+func (c *Consumer) applyBatch(ctx, work context.Context, events []app.OrderCreated, origins []kafka.Message) (app.ApplyResult, []deadRecord, error) {
+	if len(events) == 0 {
+		return app.ApplyResult{}, nil, nil
+	}
+	res, err := c.apply1(ctx, work, stepApply, 1, events)
+	if !errors.Is(err, app.ErrDataRejected) {
+		return res, nil, err
+	}
+	c.logger.Warn("the database rejected a batch; applying its events one by one", "records", len(events), "err", err)
+	var total app.ApplyResult
+	var rejected []deadRecord
+	for i, e := range events {
+		res, err := c.apply1(ctx, work, stepApplyAlone, c.cfg.MaxAttempts, []app.OrderCreated{e})
+		switch {
+		case err == nil:
+			total.Duplicates += res.Duplicates
+			total.Superseded += res.Superseded
+			total.Written += res.Written
+		case errors.Is(err, app.ErrDataRejected):
+			rejected = append(rejected, deadRecord{msg: origins[i], reason: &PoisonError{Reason: ReasonRejected, Detail: err.Error()}})
+		default:
+			return app.ApplyResult{}, nil, err
+		}
+	}
+	return total, rejected, nil
+}
+
+// apply1 applies events in one transaction, with retries: it returns nil,
+// ctx's error, or app.ErrDataRejected once the database has rejected the
+// data maxRejections times.
+func (c *Consumer) apply1(ctx, work context.Context, step string, maxRejections int, events []app.OrderCreated) (app.ApplyResult, error) {
+	var res app.ApplyResult
+	err := c.retry(ctx, step, func(err error) bool { return errors.Is(err, app.ErrDataRejected) }, maxRejections, func() error {
+		attempt, cancel := context.WithTimeout(work, 30*time.Second)
+		defer cancel()
+		var err error
+		res, err = c.apply.Handle(attempt, events)
+		return err
+	})
+	return res, err
+}
+
+// deadLetterAll publishes recs to the dead-letter topic, retrying until
+// they are acknowledged, and counts them. It returns an error only when ctx
+// ends.
+func (c *Consumer) deadLetterAll(ctx, work context.Context, recs []deadRecord) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	err := c.retry(ctx, stepDeadLetter, func(error) bool { return false }, 0, func() error { return c.deadLetter(work, recs) })
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		c.metrics.deadLettered.WithLabelValues(r.reason.Reason).Inc()
+	}
+	return nil
+}
+
 // retry runs fn until it succeeds, waiting with exponential backoff and
-// jitter in between, and reports the failure in Health meanwhile. It
-// returns ctx's error if ctx ends first.
-func (c *Consumer) retry(ctx context.Context, what string, fn func() error) error {
+// jitter in between, and reports the failure in Health meanwhile. Failures
+// for which final is true are counted, and the maxFinal-th is returned;
+// every other failure is retried without limit. It returns ctx's error if
+// ctx ends first.
+func (c *Consumer) retry(ctx context.Context, what string, final func(error) bool, maxFinal int, fn func() error) error {
 	wait := c.cfg.RetryBackoff
+	finals := 0
 	for {
 		err := fn()
 		if err == nil {
@@ -368,6 +456,11 @@ func (c *Consumer) retry(ctx context.Context, what string, fn func() error) erro
 			return nil
 		}
 		c.setState(fmt.Errorf("order events consumer: %s: %w", what, err))
+		if final(err) {
+			if finals++; finals >= maxFinal {
+				return err
+			}
+		}
 		c.metrics.retries.WithLabelValues(what).Inc()
 		c.logger.Warn(what+" failed; retrying", "err", err, "backoff", wait)
 		if err := c.sleep(ctx, wait); err != nil {
@@ -401,22 +494,23 @@ const (
 	HeaderConsumerGroup     = "x-dlt-consumer-group"
 )
 
-// deadLetter publishes the poisoned records with the idempotent producer
+// deadLetter publishes the records with the idempotent producer
 // (R-DIST-IDEM-X2): a retried publish does not write them twice. It
 // returns once all in-sync replicas have them, before any offset is
 // committed. A crash after this and before the offset commit publishes
 // them again; the original topic, partition and offset headers identify
 // such copies.
-func (c *Consumer) deadLetter(ctx context.Context, msgs []kafka.Message, reasons []*PoisonError) error {
-	out := make([]idempotent.Message, len(msgs))
-	for i, m := range msgs {
+func (c *Consumer) deadLetter(ctx context.Context, recs []deadRecord) error {
+	out := make([]idempotent.Message, len(recs))
+	for i, r := range recs {
+		m, reason := r.msg, r.reason
 		headers := make([]idempotent.Header, 0, len(m.Headers)+6)
 		for _, h := range m.Headers {
 			headers = append(headers, idempotent.Header{Key: h.Key, Value: h.Value})
 		}
 		headers = append(headers,
-			idempotent.Header{Key: HeaderErrorCode, Value: []byte(reasons[i].Reason)},
-			idempotent.Header{Key: HeaderErrorMessage, Value: []byte(reasons[i].Detail)},
+			idempotent.Header{Key: HeaderErrorCode, Value: []byte(reason.Reason)},
+			idempotent.Header{Key: HeaderErrorMessage, Value: []byte(truncate(reason.Detail, maxErrorHeader))},
 			idempotent.Header{Key: HeaderOriginalTopic, Value: []byte(m.Topic)},
 			idempotent.Header{Key: HeaderOriginalPartition, Value: []byte(strconv.Itoa(m.Partition))},
 			idempotent.Header{Key: HeaderOriginalOffset, Value: []byte(strconv.FormatInt(m.Offset, 10))},
@@ -424,9 +518,24 @@ func (c *Consumer) deadLetter(ctx context.Context, msgs []kafka.Message, reasons
 		)
 		out[i] = idempotent.Message{Key: m.Key, Value: m.Value, Headers: headers}
 		c.logger.Warn("dead-lettering an order event", "partition", m.Partition, "offset", m.Offset,
-			"reason", reasons[i].Reason, "detail", reasons[i].Detail)
+			"reason", reason.Reason, "detail", reason.Detail)
 	}
 	attempt, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return c.dlt.Publish(attempt, out...)
+}
+
+// maxErrorHeader bounds the error message header: a database error can
+// quote a whole row.
+const maxErrorHeader = 1024
+
+// truncate cuts s to at most n bytes, on a character boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }

@@ -376,6 +376,105 @@ func TestPoisonMessagesGoToTheDeadLetterTopic(t *testing.T) {
 	}
 }
 
+// An event the database rejects for good (here a CHECK constraint stands in
+// for any rule the data breaks: SQLSTATE classes 22 and 23) does not stall
+// its partition: the failing batch is applied event by event, the others
+// apply, and the rejected one goes to the dead-letter topic after
+// MaxAttempts attempts of its own, with the database's error and its origin
+// in the headers. The partition then flows on.
+func TestEventTheDatabaseRejectsGoesToTheDeadLetterTopic(t *testing.T) {
+	t.Parallel()
+	brokers := kafkatest.Brokers(t)
+	topic, dlt := kafkatest.CreateTopic(t, brokers, 1), kafkatest.CreateTopic(t, brokers, 1)
+	dsn := testdb.New(t)
+	pool := openPool(t, dsn)
+	if _, err := pool.Exec(context.Background(), `ALTER TABLE order_projection
+		ADD CONSTRAINT test_rejects_order_666 CHECK (order_id <> 666)`); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(brokers, topic, dlt)
+	cfg.MaxAttempts = 3
+	r := start(t, cfg, dsn, nil)
+
+	before, bad, after := newEvent(1001, `"1.00"`, t0), newEvent(666, `"6.66"`, t0), newEvent(1002, `"2.00"`, t0)
+	publish(t, brokers, topic, before.message(), bad.message(), after.message())
+	eventually(t, 30*time.Second, "the partition to be consumed to the end", func() bool {
+		return committedOffset(t, brokers, cfg.GroupID, topic, 0) == 3
+	})
+	later := newEvent(1003, `"3.00"`, t0)
+	publish(t, brokers, topic, later.message())
+	eventually(t, 30*time.Second, "the next event", func() bool { return committedOffset(t, brokers, cfg.GroupID, topic, 0) == 4 })
+
+	if got := count(t, pool, `SELECT count(*) FROM order_projection WHERE order_id IN (1001, 1002, 1003)`); got != 3 {
+		t.Errorf("applied orders = %d, want 3", got)
+	}
+	if got := count(t, pool, `SELECT count(*) FROM order_projection WHERE order_id = 666`); got != 0 {
+		t.Errorf("the rejected order is in the projection")
+	}
+	if got := count(t, pool, `SELECT count(*) FROM processed_event WHERE event_id = $1`, bad.EventID); got != 0 {
+		t.Errorf("the rejected event is recorded as processed")
+	}
+	recs := kafkatest.ReadAll(t, brokers, dlt, 30*time.Second)
+	if len(recs) != 1 {
+		t.Fatalf("dead-letter topic holds %d records, want 1", len(recs))
+	}
+	h := map[string]string{}
+	for _, hd := range recs[0].Headers {
+		h[hd.Key] = string(hd.Value)
+	}
+	if string(recs[0].Value) != string(bad.message().Value) || h[HeaderErrorCode] != ReasonRejected ||
+		!strings.Contains(h[HeaderErrorMessage], "test_rejects_order_666") ||
+		h[HeaderOriginalOffset] != "1" || h[HeaderOriginalTopic] != topic {
+		t.Errorf("DLT record %s with headers %v", recs[0].Value, h)
+	}
+	if got := r.deadLettered(t, ReasonRejected); got != 1 {
+		t.Errorf("dead-lettered{reason=%s} = %d, want 1", ReasonRejected, got)
+	}
+	if got := counter(t, r.c.metrics.retries.WithLabelValues(stepApplyAlone)); got != cfg.MaxAttempts-1 {
+		t.Errorf("retries of the rejected event alone = %d, want %d (MaxAttempts - 1)", got, cfg.MaxAttempts-1)
+	}
+}
+
+// A failure that is not about one event (the table is gone: a deploy or
+// migration gone wrong) is retried without limit and never dead-letters
+// anything: every event would be "bad". Nothing is committed meanwhile, and
+// once the table is back every event applies once.
+func TestSystemicFailureIsRetriedWithoutLimitAndNothingIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	brokers := kafkatest.Brokers(t)
+	topic, dlt := kafkatest.CreateTopic(t, brokers, 1), kafkatest.CreateTopic(t, brokers, 1)
+	dsn := testdb.New(t)
+	pool := openPool(t, dsn)
+	cfg := testConfig(brokers, topic, dlt)
+	cfg.MaxAttempts = 2
+	r := start(t, cfg, dsn, nil)
+	ctx := context.Background()
+
+	if _, err := pool.Exec(ctx, `ALTER TABLE processed_event RENAME TO processed_event_away`); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, brokers, topic, newEvent(1001, `"1.00"`, t0).message(), newEvent(1002, `"2.00"`, t0).message())
+	eventually(t, 30*time.Second, "many more failed attempts than MaxAttempts", func() bool {
+		return counter(t, r.c.metrics.retries.WithLabelValues(stepApply)) >= 5*cfg.MaxAttempts
+	})
+	if off := committedOffset(t, brokers, cfg.GroupID, topic, 0); off > 0 {
+		t.Fatalf("offset %d committed while nothing could be applied", off)
+	}
+	if err := r.c.Health(); err == nil {
+		t.Error("Health is nil while every attempt fails")
+	}
+	if _, err := pool.Exec(ctx, `ALTER TABLE processed_event_away RENAME TO processed_event`); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "both events", func() bool { return committedOffset(t, brokers, cfg.GroupID, topic, 0) == 2 })
+	if got := count(t, pool, `SELECT count(*) FROM order_projection`); got != 2 {
+		t.Errorf("order_projection rows = %d, want 2", got)
+	}
+	if recs := kafkatest.ReadAll(t, brokers, dlt, 30*time.Second); len(recs) != 0 {
+		t.Errorf("dead-letter topic holds %d records, want none", len(recs))
+	}
+}
+
 // A database outage mid-stream: batches fail and are retried with backoff,
 // no offset moves past an unapplied event, readiness reports the failure,
 // and once the database is back every event is applied exactly once.

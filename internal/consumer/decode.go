@@ -29,6 +29,9 @@ const (
 	ReasonInvalidField     = "invalid-field"
 	ReasonDuplicateKey     = "duplicate-key"
 	ReasonInvalidTime      = "invalid-occurred-at"
+	// ReasonRejected: the event decoded, but the database rejected it for
+	// good (app.ErrDataRejected) on each of MaxAttempts attempts.
+	ReasonRejected = "rejected-by-database"
 )
 
 // PoisonError says why a record can never be applied, however often it is

@@ -44,7 +44,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Offset commits that failed after the batch was applied; the batch is redelivered and skipped.",
 		}),
 	}
-	for _, reason := range []string{ReasonInvalidJSON, ReasonInvalidEventID, ReasonUnknownEventType, ReasonInvalidAmount, ReasonInvalidField, ReasonDuplicateKey, ReasonInvalidTime} {
+	for _, reason := range []string{ReasonInvalidJSON, ReasonInvalidEventID, ReasonUnknownEventType, ReasonInvalidAmount, ReasonInvalidField, ReasonDuplicateKey, ReasonInvalidTime, ReasonRejected} {
 		m.deadLettered.WithLabelValues(reason) // export zeros, so alerts see the series
 	}
 	for _, c := range []prometheus.Collector{m.applied, m.superseded, m.duplicates, m.deadLettered, m.retries, m.commitFailures} {

@@ -107,16 +107,29 @@ func (t *Transactor) Transact(ctx context.Context, fn func(ctx context.Context, 
 }
 
 // mapError turns errors meaning "the database cannot be reached" into
-// app.ErrStoreUnavailable (the service fails closed on it with 503) and
-// leaves others as they are. It is idempotent.
+// app.ErrStoreUnavailable (the service fails closed on it with 503), marks
+// errors that reject the data itself with app.ErrDataRejected (keeping the
+// original in the chain), and leaves others as they are. It is idempotent.
 func mapError(err error) error {
-	if err == nil || errors.Is(err, app.ErrStoreUnavailable) {
+	if err == nil || errors.Is(err, app.ErrStoreUnavailable) || errors.Is(err, app.ErrDataRejected) {
 		return err
 	}
 	if isUnavailable(err) {
 		return fmt.Errorf("%w: %v", app.ErrStoreUnavailable, err)
 	}
+	if isDataRejected(err) {
+		return fmt.Errorf("%w: %w", app.ErrDataRejected, err)
+	}
 	return err
+}
+
+// isDataRejected: SQLSTATE class 22 (data exception: out of range, invalid
+// value) and class 23 (integrity constraint violation). Every other class is
+// about the system or the code (connection, resources, locks, a missing
+// table or privilege) and may pass without the data changing.
+func isDataRejected(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code[:2] == "22" || pgErr.Code[:2] == "23")
 }
 
 func isUnavailable(err error) bool {

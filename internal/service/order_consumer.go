@@ -33,6 +33,7 @@ func newOrderConsumer(cfg config.Config, tx app.Transactor, reg prometheus.Regis
 		BatchWait:         c.BatchWait,
 		RetryBackoff:      c.RetryBackoff,
 		MaxRetryBackoff:   c.MaxRetryBackoff,
+		MaxAttempts:       c.MaxAttempts,
 	}, app.NewApplyOrderEvents(tx, c.Group), reg, logger)
 }
 
