@@ -26,7 +26,13 @@
 //     a member name repeated in one object, no event id, unknown event
 //     type, invalid amount) is published to the dead-letter topic,
 //     acknowledged by all in-sync replicas, before its offset is committed:
-//     it does not block the partition, and it is not dropped. Member names
+//     it does not block the partition, and it is not dropped. The
+//     dead-letter producer is replaced when it stops for good (fenced). The
+//     one bounded loss: a record the dead-letter topic itself refuses for
+//     good (too large for it, not authorized) on each of MaxAttempts
+//     attempts is given up, logged at error with its original position and
+//     counted in order_events_dead_letter_refused_total; it stays in the
+//     original topic until that topic's retention. Alert on any increase. Member names
 //     match exactly ("OrderId" is not "orderId"), as a case-sensitive reader
 //     of the same topic matches them.
 //   - Bounded work per record. The amount may be a JSON number or a decimal
@@ -47,7 +53,8 @@
 // Metrics (on the service's registry): order_events_applied_total,
 // order_events_superseded_total, order_events_duplicates_total,
 // order_events_dead_lettered_total{reason}, order_events_retries_total{step},
-// order_events_offset_commit_failures_total and order_events_consumer_lag.
+// order_events_offset_commit_failures_total,
+// order_events_dead_letter_refused_total and order_events_consumer_lag.
 // Health (part of /readyz) reports a batch that is being retried.
 package consumer
 
@@ -129,13 +136,16 @@ type Applier interface {
 
 // Consumer consumes the order events topic until its context ends.
 type Consumer struct {
-	cfg     Config
-	reader  *kafka.Reader
-	dlt     *idempotent.Producer
-	apply   Applier
-	decoder decoder
-	metrics *metrics
-	logger  *slog.Logger
+	cfg    Config
+	reader *kafka.Reader
+	// dlt is replaced by a new producer built from dltConfig when it stops
+	// for good (idempotent.ErrFatal). Only Run's goroutine uses it.
+	dlt       *idempotent.Producer
+	dltConfig idempotent.Config
+	apply     Applier
+	decoder   decoder
+	metrics   *metrics
+	logger    *slog.Logger
 
 	mu    sync.Mutex
 	state error // nil while healthy; see Health
@@ -175,11 +185,12 @@ func New(cfg Config, apply Applier, reg prometheus.Registerer, logger *slog.Logg
 		cfg.Dialer = &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true}
 	}
 
-	dlt, err := idempotent.New(idempotent.Config{
+	dltConfig := idempotent.Config{
 		Brokers:  cfg.Brokers,
 		Topic:    cfg.DLTTopic,
 		ClientID: cfg.GroupID + "-dlt",
-	})
+	}
+	dlt, err := idempotent.New(dltConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -188,13 +199,14 @@ func New(cfg Config, apply Applier, reg prometheus.Registerer, logger *slog.Logg
 		return nil, err
 	}
 	c := &Consumer{
-		cfg:     cfg,
-		dlt:     dlt,
-		apply:   apply,
-		decoder: decoder{defaultCurrency: cfg.DefaultCurrency, maxSkew: cfg.MaxClockSkew, now: time.Now},
-		metrics: m,
-		logger:  logger.With("component", "order-events-consumer", "topic", cfg.Topic, "group", cfg.GroupID),
-		state:   errNotRunning,
+		cfg:       cfg,
+		dlt:       dlt,
+		dltConfig: dltConfig,
+		apply:     apply,
+		decoder:   decoder{defaultCurrency: cfg.DefaultCurrency, maxSkew: cfg.MaxClockSkew, now: time.Now},
+		metrics:   m,
+		logger:    logger.With("component", "order-events-consumer", "topic", cfg.Topic, "group", cfg.GroupID),
+		state:     errNotRunning,
 	}
 	c.reader = kafka.NewReader(kafka.ReaderConfig{
 		Brokers: cfg.Brokers,
@@ -424,14 +436,58 @@ func (c *Consumer) apply1(ctx, work context.Context, step string, maxRejections 
 	return res, err
 }
 
-// deadLetterAll publishes recs to the dead-letter topic, retrying until
-// they are acknowledged, and counts them. It returns an error only when ctx
-// ends.
+// deadLetterAll publishes recs to the dead-letter topic and counts them.
+// It returns an error only when ctx ends.
+//
+// Failures of the topic or the network are retried without limit: the
+// records' offsets are not committed before the dead-letter topic has them.
+// A producer stopped for good (fenced) is replaced before the next attempt.
+// A record the dead-letter topic refuses for good (too large for it, not
+// authorized, a policy) cannot be helped by retrying: the records are then
+// sent one by one, and one refused on each of MaxAttempts attempts is
+// given up. It is logged with its position, counted in
+// order_events_dead_letter_refused_total (alert on any increase), and its
+// offset is committed with the batch: it is then only in the original
+// topic, at the logged offset, until that topic's retention removes it.
+// Stalling the partition behind it instead would stop every later order.
 func (c *Consumer) deadLetterAll(ctx, work context.Context, recs []deadRecord) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	err := c.retry(ctx, stepDeadLetter, func(error) bool { return false }, 0, func() error { return c.deadLetter(work, recs) })
+	if len(recs) > 1 {
+		err := c.publishDeadLetters(ctx, work, 1, recs)
+		if !errors.Is(err, idempotent.ErrRefused) {
+			return err
+		}
+	}
+	for _, r := range recs {
+		err := c.publishDeadLetters(ctx, work, c.cfg.MaxAttempts, []deadRecord{r})
+		switch {
+		case err == nil:
+		case errors.Is(err, idempotent.ErrRefused):
+			c.metrics.deadLetterRefused.Inc()
+			c.logger.Error("the dead-letter topic refuses a record for good; giving it up: it stays only in the original topic",
+				"dlt", c.cfg.DLTTopic, "topic", r.msg.Topic, "partition", r.msg.Partition, "offset", r.msg.Offset,
+				"reason", r.reason.Reason, "detail", r.reason.Detail, "err", err)
+		default:
+			return err
+		}
+	}
+	return nil
+}
+
+// publishDeadLetters publishes recs with retries: it returns nil once they
+// are acknowledged (and counted), ctx's error, or the idempotent.ErrRefused
+// error once the topic has refused them maxRefusals times.
+func (c *Consumer) publishDeadLetters(ctx, work context.Context, maxRefusals int, recs []deadRecord) error {
+	refused := func(err error) bool { return errors.Is(err, idempotent.ErrRefused) }
+	err := c.retry(ctx, stepDeadLetter, refused, maxRefusals, func() error {
+		err := c.deadLetter(work, recs)
+		if errors.Is(err, idempotent.ErrFatal) {
+			c.renewDeadLetterProducer(err)
+		}
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -439,6 +495,22 @@ func (c *Consumer) deadLetterAll(ctx, work context.Context, recs []deadRecord) e
 		c.metrics.deadLettered.WithLabelValues(r.reason.Reason).Inc()
 	}
 	return nil
+}
+
+// renewDeadLetterProducer replaces a producer that stopped for good, as the
+// outbox relay does with its own: the fenced one would return the same
+// error for every later record. A new one is as safe (R-DIST-IDEM-X2): it
+// starts a new producer id and sequence space, and the records it resends
+// carry their origin headers, so a copy is recognisable.
+func (c *Consumer) renewDeadLetterProducer(cause error) {
+	_ = c.dlt.Close()
+	p, err := idempotent.New(c.dltConfig)
+	if err != nil { // only a configuration error, which New checked already
+		c.logger.Error("building a new dead-letter producer failed", "err", err)
+		return
+	}
+	c.dlt = p
+	c.logger.Warn("the dead-letter producer stopped for good; replaced it", "cause", cause)
 }
 
 // retry runs fn until it succeeds, waiting with exponential backoff and

@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/example/payment-service/internal/kafka/idempotent"
 	"github.com/example/payment-service/internal/kafkatest"
 	"github.com/example/payment-service/internal/testdb"
@@ -373,6 +377,70 @@ func TestPoisonMessagesGoToTheDeadLetterTopic(t *testing.T) {
 		if got := r.deadLettered(t, reason); got != n {
 			t.Errorf("dead-lettered{reason=%s} = %d, want %d", reason, got, n)
 		}
+	}
+}
+
+// The dead-letter producer's failures, injected by the broker: a fenced
+// producer is replaced (it would refuse every later record), a record the
+// dead-letter topic refuses once is sent again, and a record it refuses for
+// good is given up after MaxAttempts attempts, counted in
+// order_events_dead_letter_refused_total, so the partition flows on. Each
+// case sends a good event, a poison record and a good event.
+func TestDeadLetterProducerFailures(t *testing.T) {
+	t.Parallel()
+	cluster, brokers := kafkatest.Cluster(t)
+	tests := []struct {
+		name     string
+		err      *kerr.Error
+		count    int // produce requests to the DLT answered with err; -1: all
+		inDLT    int // poison records the DLT holds afterwards
+		refused  int // order_events_dead_letter_refused_total
+		wantHits int // produce requests the fault answered; 0: do not check
+		attempts int
+	}{
+		{name: "fenced once, then a new producer", err: kerr.ProducerFenced, count: 1, inDLT: 1, wantHits: 1, attempts: 3},
+		{name: "refused once", err: kerr.MessageTooLarge, count: 1, inDLT: 1, wantHits: 1, attempts: 3},
+		{name: "too large for good", err: kerr.MessageTooLarge, count: -1, refused: 1, wantHits: 3, attempts: 3},
+		{name: "not authorized for good", err: kerr.TopicAuthorizationFailed, count: -1, refused: 1, wantHits: 2, attempts: 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			topic, dlt := kafkatest.CreateTopic(t, brokers, 1), kafkatest.CreateTopic(t, brokers, 1)
+			dsn := testdb.New(t)
+			pool := openPool(t, dsn)
+			fault := cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: dlt, Err: tc.err, Count: tc.count})
+			cfg := testConfig(brokers, topic, dlt)
+			cfg.MaxAttempts = tc.attempts
+			r := start(t, cfg, dsn, nil)
+
+			poisonValue := []byte(`{"eventId":"not-a-uuid","eventType":"OrderCreated.v1"}`)
+			publish(t, brokers, topic, newEvent(1001, `"1.00"`, t0).message(),
+				idempotent.Message{Key: []byte("k"), Value: poisonValue}, newEvent(1002, `"2.00"`, t0).message())
+			eventually(t, 30*time.Second, "the partition to be consumed to the end", func() bool {
+				return committedOffset(t, brokers, cfg.GroupID, topic, 0) == 3
+			})
+			fault.Remove()
+
+			if got := count(t, pool, `SELECT count(*) FROM order_projection`); got != 2 {
+				t.Errorf("order_projection rows = %d, want the 2 good events", got)
+			}
+			if got := len(kafkatest.ReadAll(t, brokers, dlt, 30*time.Second)); got != tc.inDLT {
+				t.Errorf("dead-letter topic holds %d records, want %d", got, tc.inDLT)
+			}
+			if got := counter(t, r.c.metrics.deadLetterRefused); got != tc.refused {
+				t.Errorf("order_events_dead_letter_refused_total = %d, want %d", got, tc.refused)
+			}
+			if got := r.deadLettered(t, ReasonInvalidEventID); got != tc.inDLT {
+				t.Errorf("dead-lettered{reason=%s} = %d, want %d", ReasonInvalidEventID, got, tc.inDLT)
+			}
+			if tc.wantHits > 0 && fault.Hits() != tc.wantHits {
+				t.Errorf("produce requests refused = %d, want %d", fault.Hits(), tc.wantHits)
+			}
+			if err := r.c.Health(); err != nil {
+				t.Errorf("Health = %v after the partition moved on", err)
+			}
+		})
 	}
 }
 

@@ -15,6 +15,9 @@ type metrics struct {
 	deadLettered   *prometheus.CounterVec
 	retries        *prometheus.CounterVec
 	commitFailures prometheus.Counter
+	// deadLetterRefused counts records the dead-letter topic refused for
+	// good and that were given up (consumer.go, deadLetterAll).
+	deadLetterRefused prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -43,11 +46,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "order_events_offset_commit_failures_total",
 			Help: "Offset commits that failed after the batch was applied; the batch is redelivered and skipped.",
 		}),
+		deadLetterRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "order_events_dead_letter_refused_total",
+			Help: "Records the dead-letter topic refused for good (too large, not authorized) on every attempt, given up and left only in the original topic at the logged offset. Alert on any increase.",
+		}),
 	}
 	for _, reason := range []string{ReasonInvalidJSON, ReasonInvalidEventID, ReasonUnknownEventType, ReasonInvalidAmount, ReasonInvalidField, ReasonDuplicateKey, ReasonInvalidTime, ReasonRejected} {
 		m.deadLettered.WithLabelValues(reason) // export zeros, so alerts see the series
 	}
-	for _, c := range []prometheus.Collector{m.applied, m.superseded, m.duplicates, m.deadLettered, m.retries, m.commitFailures} {
+	for _, c := range []prometheus.Collector{m.applied, m.superseded, m.duplicates, m.deadLettered, m.retries, m.commitFailures, m.deadLetterRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -57,8 +57,8 @@
 //     protocol gives no way to tell; the Java client accepts the same risk.
 //   - PRODUCER_FENCED: fatal, as in the Java client. Nothing else should hold
 //     our producer id, so continuing would risk interleaving with another
-//     writer. Every later Publish returns the error; the caller must build a
-//     new Producer.
+//     writer. Every later Publish returns the error, marked ErrFatal; the
+//     caller must build a new Producer.
 //   - INVALID_PRODUCER_EPOCH: this attempt was rejected and appended
 //     nothing. The Java client, as we read it, fails such a batch for a
 //     non-transactional producer (the error is not retriable); so does
@@ -69,8 +69,10 @@
 //     same bytes after a backoff. Some of them are sent after the broker
 //     appended the batch, which the sequence makes harmless.
 //   - Any other broker error (MESSAGE_TOO_LARGE, authorization, ...): the
-//     Publish fails; the batch was refused, so its sequence numbers are
-//     free again unless an earlier attempt's outcome was unknown.
+//     Publish fails, marked ErrRefused (the same records will be refused
+//     again; the producer stays usable); the batch was refused, so its
+//     sequence numbers are free again unless an earlier attempt's outcome
+//     was unknown.
 //
 // Leaders: kafka-go's Transport routes each produce request to the
 // partition leader from its metadata cache, which it refreshes every

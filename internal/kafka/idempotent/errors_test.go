@@ -41,6 +41,9 @@ func TestPublishBrokerErrors(t *testing.T) {
 		bWritten    bool
 		cFails      bool // the producer is stopped for good
 		wantRenewed bool // partition moved to a new producer id
+		// wantMark: b's error also carries ErrFatal (build a new producer)
+		// or ErrRefused (these records will be refused again).
+		wantMark error
 	}{
 		{name: "request timed out after append", inject: fault(kerr.RequestTimedOut, 2), bWritten: true},
 		{name: "not enough replicas after append", inject: fault(kerr.NotEnoughReplicasAfterAppend, 2), bWritten: true},
@@ -57,8 +60,9 @@ func TestPublishBrokerErrors(t *testing.T) {
 		{name: "unknown producer id", inject: fault(kerr.UnknownProducerID, 1), bWritten: true, wantRenewed: true},
 		{name: "out of order sequence", inject: fault(kerr.OutOfOrderSequenceNumber, 1), bWritten: true, wantRenewed: true},
 		{name: "invalid producer epoch", inject: fault(kerr.InvalidProducerEpoch, 1), wantBErr: kafka.InvalidProducerEpoch, wantRenewed: true},
-		{name: "producer fenced", inject: fault(kerr.ProducerFenced, 1), wantBErr: kafka.ProducerFenced, cFails: true},
-		{name: "message too large", inject: fault(kerr.MessageTooLarge, 1), wantBErr: kafka.MessageSizeTooLarge},
+		{name: "producer fenced", inject: fault(kerr.ProducerFenced, 1), wantBErr: kafka.ProducerFenced, cFails: true, wantMark: ErrFatal},
+		{name: "message too large", inject: fault(kerr.MessageTooLarge, 1), wantBErr: kafka.MessageSizeTooLarge, wantMark: ErrRefused},
+		{name: "topic authorization failed", inject: fault(kerr.TopicAuthorizationFailed, 1), wantBErr: kafka.TopicAuthorizationFailed, wantMark: ErrRefused},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,10 +90,15 @@ func TestPublishBrokerErrors(t *testing.T) {
 			if tt.wantBErr != nil && !errors.Is(err, tt.wantBErr) {
 				t.Fatalf("publish b = %v, want %v", err, tt.wantBErr)
 			}
+			for _, mark := range []error{ErrFatal, ErrRefused} {
+				if got, want := errors.Is(err, mark), mark == tt.wantMark; got != want {
+					t.Errorf("publish b = %v: errors.Is(%v) = %v, want %v", err, mark, got, want)
+				}
+			}
 
 			err = p.Publish(ctx, batch("c")...)
 			if tt.cFails {
-				if !errors.Is(err, tt.wantBErr) {
+				if !errors.Is(err, tt.wantBErr) || !errors.Is(err, ErrFatal) {
 					t.Fatalf("publish c after a fatal error = %v, want %v", err, tt.wantBErr)
 				}
 			} else if err != nil {

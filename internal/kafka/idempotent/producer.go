@@ -72,6 +72,18 @@ const (
 // ErrClosed is returned by Publish after Close.
 var ErrClosed = errors.New("idempotent: producer closed")
 
+// Marks on the errors Publish returns, for callers that must decide what
+// to do next (errors.Is):
+var (
+	// ErrFatal: the producer is stopped for good (PRODUCER_FENCED); every
+	// later Publish returns this error. Build a new Producer.
+	ErrFatal = errors.New("idempotent: producer stopped for good")
+	// ErrRefused: the broker refused the records for good (too large, not
+	// authorized, invalid record, policy). The producer stays usable, but
+	// publishing the same records again gets the same answer.
+	ErrRefused = errors.New("idempotent: records refused by the broker")
+)
+
 // Producer publishes to one topic with idempotent, acks=all produce
 // requests. It is safe for concurrent use.
 type Producer struct {
@@ -403,9 +415,9 @@ func (p *Producer) sendBatch(ctx context.Context, ps *partitionState, part int, 
 			// this way must not make us spin through producer ids.
 
 		case errors.Is(res.Error, kafka.ProducerFenced):
-			p.setFatal(fmt.Errorf("idempotent: producer id %d epoch %d fenced: %w", ps.ident.id, ps.ident.epoch, res.Error))
+			p.setFatal(fmt.Errorf("%w: producer id %d epoch %d fenced: %w", ErrFatal, ps.ident.id, ps.ident.epoch, res.Error))
 			ps.burned = true
-			return res.Error
+			return p.usable()
 
 		case errors.Is(res.Error, kafka.InvalidProducerEpoch):
 			ps.burned = true
@@ -423,7 +435,7 @@ func (p *Producer) sendBatch(ctx context.Context, ps *partitionState, part int, 
 			// The broker refused this batch for good (too large,
 			// invalid record, authorization). This attempt appended
 			// nothing; an earlier one may have.
-			return giveUp(res.Error)
+			return giveUp(fmt.Errorf("%w: %w", ErrRefused, res.Error))
 		}
 
 		if err := b.wait(ctx); err != nil {
