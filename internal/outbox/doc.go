@@ -37,4 +37,11 @@
 //     net for notifications lost while no leader was listening.
 //   - No network call inside a database transaction: read a batch
 //     (autocommit), publish it, then mark it published (autocommit).
+//   - Bounded retries against a failing broker. A failed publish is
+//     retried after a pause that doubles with each failure in a row (from
+//     min(PollInterval, 1s) up to 30s, with jitter) and starts over after a
+//     published batch. The producer is kept across failures and replaced
+//     only when it stopped for good (fenced): each new producer costs the
+//     broker a producer id held in its memory, and building one per failure
+//     made thousands during a long outage.
 package outbox

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/google/uuid"
@@ -58,16 +59,21 @@ type Publisher interface {
 type Config struct {
 	Store Store
 	// NewPublisher creates the publisher for a leadership term, and again
-	// after a failed Publish: a failure can leave a producer dead for good
-	// (PRODUCER_FENCED), and a fresh one is always as safe as the old one
-	// would be (a producer that gave up on a batch starts a new sequence
-	// space anyway).
+	// after a Publish that stopped it for good (idempotent.ErrFatal:
+	// PRODUCER_FENCED). A publisher whose Publish merely failed is kept:
+	// every new one costs the broker a new producer id, which it holds in
+	// memory for a long time, and the old one is as safe to retry with.
 	NewPublisher func() (Publisher, error)
 	// BatchSize is the most rows read and published at once. Default 100.
 	BatchSize int
 	// PollInterval is the safety-net poll while no notification arrives.
-	// Default 5s. After a failure the relay pauses for at most a second.
+	// Default 5s.
 	PollInterval time.Duration
+	// RetryBackoff is the first pause after a failed publish; it doubles
+	// with each failure in a row up to MaxRetryBackoff, and starts over
+	// after a published batch. Defaults: min(PollInterval, 1s) and 30s.
+	RetryBackoff    time.Duration
+	MaxRetryBackoff time.Duration
 	// PublishTimeout bounds one batch's Publish. Default 30s.
 	PublishTimeout time.Duration
 	// QueryTimeout bounds each database call of the leader. Default 10s.
@@ -93,6 +99,13 @@ func New(cfg Config) (*Relay, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 5 * time.Second
 	}
+	if cfg.RetryBackoff <= 0 {
+		cfg.RetryBackoff = min(cfg.PollInterval, time.Second)
+	}
+	if cfg.MaxRetryBackoff <= 0 {
+		cfg.MaxRetryBackoff = 30 * time.Second
+	}
+	cfg.MaxRetryBackoff = max(cfg.MaxRetryBackoff, cfg.RetryBackoff)
 	if cfg.PublishTimeout <= 0 {
 		cfg.PublishTimeout = 30 * time.Second
 	}
@@ -135,8 +148,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
-// retryPause is the pause after a failure: short, so a lone replica is back
-// soon, and never longer than the poll.
+// retryPause is the pause after losing the leadership or the database:
+// short, so a lone replica is back soon, and never longer than the poll.
 func (r *Relay) retryPause() time.Duration { return min(r.cfg.PollInterval, time.Second) }
 
 // lead publishes while sess holds the leadership. It returns why it stopped.
@@ -147,25 +160,32 @@ func (r *Relay) lead(ctx context.Context, sess Session) error {
 			_ = pub.Close()
 		}
 	}()
+	pause := newBackoff(r.cfg.RetryBackoff, r.cfg.MaxRetryBackoff)
 	for {
 		n, err := r.relayBatch(ctx, sess, &pub)
 		var pubErr *publishError
 		switch {
 		case errors.As(err, &pubErr):
 			// The rows stay unpublished and are read again, with the same
-			// eventIds; the producer is replaced (see Config.NewPublisher).
-			r.cfg.Logger.WarnContext(ctx, "outbox relay: publish failed; retrying the batch", "err", err)
-			if pub != nil {
+			// eventIds. The producer is kept unless it stopped for good
+			// (see Config.NewPublisher), and the pause grows with each
+			// failure in a row: a broker outage of an hour costs a few
+			// hundred attempts, not thousands of producers.
+			wait := pause.next()
+			r.cfg.Logger.WarnContext(ctx, "outbox relay: publish failed; retrying the batch", "err", err, "backoff", wait)
+			if pub != nil && (errors.Is(err, idempotent.ErrFatal) || errors.Is(err, idempotent.ErrClosed)) {
 				_ = pub.Close()
 				pub = nil
 			}
-			if !sleep(ctx, r.retryPause()) {
+			if !sleep(ctx, wait) {
 				return ctx.Err()
 			}
 			continue
 		case err != nil:
 			return err
-		case n == r.cfg.BatchSize:
+		}
+		pause.reset()
+		if n == r.cfg.BatchSize {
 			continue // a full batch: there may be more
 		}
 		// Sleep until a commit notifies us or the safety-net poll is due.
@@ -256,6 +276,27 @@ func toMessage(e Event) idempotent.Message {
 		},
 	}
 }
+
+// backoff is the relay's pause after failed publishes: exponential from
+// first to max, with jitter in [d/2, d] so replicas that fail together do
+// not retry together.
+type backoff struct {
+	first, max, planned time.Duration
+}
+
+func newBackoff(first, max time.Duration) *backoff {
+	return &backoff{first: first, max: max, planned: first}
+}
+
+// next returns the pause to take now and plans a longer one.
+func (b *backoff) next() time.Duration {
+	d := b.planned
+	b.planned = min(2*b.planned, b.max)
+	return d/2 + rand.N(d/2+1)
+}
+
+// reset starts over after a success.
+func (b *backoff) reset() { b.planned = b.first }
 
 // sleep waits d or until ctx ends; it reports whether ctx is still alive.
 func sleep(ctx context.Context, d time.Duration) bool {

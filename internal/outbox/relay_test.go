@@ -251,3 +251,40 @@ func TestRelayReplacesFencedProducer(t *testing.T) {
 	}
 	checkTopic(t, kafkatest.ReadAll(t, e.brokers, e.topic, 30*time.Second), e.rows(t), once)
 }
+
+// A publish that fails but leaves the producer usable (here the broker
+// refuses the batch five times) keeps the producer: no new producer, no new
+// producer id per failure. During a long outage the relay used to build a
+// new producer, and ask the broker for a new producer id, after every
+// failed publish, pausing at most a second: thousands of producer ids, each
+// held in the broker's memory. Every row is still published once.
+func TestRelayReusesItsProducerAcrossFailedPublishes(t *testing.T) {
+	t.Parallel()
+	cluster, brokers := kafkatest.Cluster(t)
+	e := newEnvOn(t, brokers, 1)
+	e.writeEvents(t, 20, 2, 2)
+	const failures = 5
+	refused := cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: e.topic, Err: kerr.PolicyViolation, Count: failures})
+	ids := cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, Observe: true, Count: -1})
+
+	cfg := e.relayConfig()
+	cfg.RetryBackoff, cfg.MaxRetryBackoff = 10*time.Millisecond, 50*time.Millisecond
+	var created atomic.Int32
+	cfg.NewPublisher = func() (outbox.Publisher, error) {
+		created.Add(1)
+		return e.newPublisher()
+	}
+	runRelay(t, cfg)
+	e.waitAllPublished(t, 20)
+
+	if refused.Hits() != failures {
+		t.Fatalf("refused publishes = %d, want %d", refused.Hits(), failures)
+	}
+	if got := created.Load(); got != 1 {
+		t.Errorf("publishers created = %d, want 1: a producer that is not fenced is reused", got)
+	}
+	if got := ids.Hits(); got != 1 {
+		t.Errorf("InitProducerID requests = %d, want 1", got)
+	}
+	checkTopic(t, kafkatest.ReadAll(t, e.brokers, e.topic, 30*time.Second), e.rows(t), once)
+}
