@@ -70,8 +70,8 @@ func BenchmarkRelay(b *testing.B) {
 			cfg := e.relayConfig()
 			cfg.BatchSize = bc.batch
 			cfg.PollInterval = 5 * time.Second
-			cfg.NewPublisher = func() (outbox.Publisher, error) {
-				p, err := e.newPublisher()
+			cfg.NewPublisher = func(topic string) (outbox.Publisher, error) {
+				p, err := e.newPublisher(topic)
 				if err != nil {
 					return nil, err
 				}

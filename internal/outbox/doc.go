@@ -35,6 +35,16 @@
 //     (trigger in db/migrations/00004_outbox.sql); the leader LISTENs on its
 //     session and wakes at once. A slow poll (PollInterval) is the safety
 //     net for notifications lost while no leader was listening.
+//   - Every row reaches the topic stored in it. The relay reads the
+//     unpublished rows of every topic and publishes each to its row's
+//     topic (PAYMENT_EVENTS_TOPIC as it was when the row was written), with
+//     one producer per topic. Changing the variable, or a rolling rename
+//     with replicas writing both topics, strands nothing. The one
+//     precondition: a topic must exist until its last row is published
+//     (SELECT topic, count(*) FROM outbox_event WHERE published_at IS NULL
+//     GROUP BY topic); publishing to a deleted topic fails, loudly and
+//     without limit (lag and health), and holds up the rows behind it. One
+//     relay leads per database, whatever topic it is configured with.
 //   - No network call inside a database transaction: read a batch
 //     (autocommit), publish it, then mark it published (autocommit).
 //   - Bounded retries against a failing broker. A failed publish is

@@ -133,9 +133,20 @@ func (e *env) waitAllPublished(t testing.TB, want int) {
 	}
 }
 
+// withTopic is the same database and broker with the outbox writing to
+// topic: the service after PAYMENT_EVENTS_TOPIC changed.
+func (e *env) withTopic(t testing.TB, topic string) *env {
+	t.Helper()
+	c := *e
+	c.topic = topic
+	c.tx = repository.NewTransactor(e.db, repository.WithOutbox(repository.OutboxConfig{PaymentEventsTopic: topic}))
+	return &c
+}
+
 type outboxRow struct {
 	ID         int64
 	EventID    uuid.UUID
+	Topic      string
 	MessageKey string
 	Payload    string
 }
@@ -143,16 +154,17 @@ type outboxRow struct {
 func (e *env) rows(t testing.TB) []outboxRow {
 	t.Helper()
 	var rows []outboxRow
-	if err := e.db.Raw(`SELECT id, event_id, message_key, payload::text AS payload FROM outbox_event ORDER BY id`).Scan(&rows).Error; err != nil {
+	if err := e.db.Raw(`SELECT id, event_id, topic, message_key, payload::text AS payload FROM outbox_event ORDER BY id`).Scan(&rows).Error; err != nil {
 		t.Fatal(err)
 	}
 	return rows
 }
 
-func (e *env) newPublisher() (outbox.Publisher, error) {
+// newPublisher is the relay's publisher for topic, as the service builds it.
+func (e *env) newPublisher(topic string) (outbox.Publisher, error) {
 	return idempotent.New(idempotent.Config{
 		Brokers:         e.brokers,
-		Topic:           e.topic,
+		Topic:           topic,
 		RequestTimeout:  5 * time.Second,
 		RetryBackoff:    10 * time.Millisecond,
 		MaxRetryBackoff: 200 * time.Millisecond,
@@ -163,7 +175,7 @@ func (e *env) newPublisher() (outbox.Publisher, error) {
 // relayConfig is a relay over the real store and producer.
 func (e *env) relayConfig() outbox.Config {
 	return outbox.Config{
-		Store:        repository.NewOutboxRelayStore(e.dsn, e.topic),
+		Store:        repository.NewOutboxRelayStore(e.dsn),
 		NewPublisher: e.newPublisher,
 		BatchSize:    10,
 		PollInterval: 200 * time.Millisecond,

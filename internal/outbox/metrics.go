@@ -8,12 +8,15 @@ import (
 
 // Metrics are the relay's Prometheus series. A nil *Metrics records nothing.
 type Metrics struct {
-	publishedTotal prometheus.Counter
+	publishedTotal *prometheus.CounterVec
 	lag            prometheus.Gauge
 	leader         prometheus.Gauge
 }
 
-// NewMetrics registers the relay's series for topic on reg.
+// NewMetrics registers the relay's series on reg. topic is the configured
+// PAYMENT_EVENTS_TOPIC: the label of the lag and leader gauges (which are
+// about the whole outbox), and the first series of the published counter,
+// which counts per topic the rows were addressed to.
 //
 // Alert on max(outbox_relay_lag_seconds) growing, and on
 // sum(outbox_relay_leader) == 0 for longer than a restart: the lag is
@@ -21,11 +24,10 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer, topic string) *Metrics {
 	labels := prometheus.Labels{"topic": topic}
 	m := &Metrics{
-		publishedTotal: prometheus.NewCounter(prometheus.CounterOpts{
-			Name:        "outbox_events_published_total",
-			Help:        "Outbox events published to Kafka and acknowledged (a republished event counts again).",
-			ConstLabels: labels,
-		}),
+		publishedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "outbox_events_published_total",
+			Help: "Outbox events published to Kafka and acknowledged, by the topic stored in the row (a republished event counts again).",
+		}, []string{"topic"}),
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name:        "outbox_relay_lag_seconds",
 			Help:        "Age of the oldest unpublished outbox event at the leader's last read; 0 when none is pending.",
@@ -37,13 +39,14 @@ func NewMetrics(reg prometheus.Registerer, topic string) *Metrics {
 			ConstLabels: labels,
 		}),
 	}
+	m.publishedTotal.WithLabelValues(topic) // export zero, so alerts see the series
 	reg.MustRegister(m.publishedTotal, m.lag, m.leader)
 	return m
 }
 
-func (m *Metrics) published(n int) {
+func (m *Metrics) published(topic string, n int) {
 	if m != nil {
-		m.publishedTotal.Add(float64(n))
+		m.publishedTotal.WithLabelValues(topic).Add(float64(n))
 	}
 }
 

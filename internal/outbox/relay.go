@@ -17,6 +17,7 @@ import (
 type Event struct {
 	ID        int64 // outbox_event.id: the publish order
 	EventID   uuid.UUID
+	Topic     string // where the row was addressed when it was written
 	EventType string
 	Key       []byte
 	Payload   []byte
@@ -36,7 +37,8 @@ type Store interface {
 // Session is one leadership term. Every call runs on the session that
 // holds the leadership, so once it is lost every call fails.
 type Session interface {
-	// Pending returns up to limit unpublished rows, lowest id first.
+	// Pending returns up to limit unpublished rows of every topic, lowest
+	// id first.
 	Pending(ctx context.Context, limit int) ([]Event, error)
 	// MarkPublished sets published_at on the rows.
 	MarkPublished(ctx context.Context, ids []int64) error
@@ -58,12 +60,14 @@ type Publisher interface {
 // Config configures a Relay. Store and NewPublisher are required.
 type Config struct {
 	Store Store
-	// NewPublisher creates the publisher for a leadership term, and again
-	// after a Publish that stopped it for good (idempotent.ErrFatal:
-	// PRODUCER_FENCED). A publisher whose Publish merely failed is kept:
-	// every new one costs the broker a new producer id, which it holds in
-	// memory for a long time, and the old one is as safe to retry with.
-	NewPublisher func() (Publisher, error)
+	// NewPublisher creates the publisher of a topic for a leadership term,
+	// when the first row for that topic comes, and again after a Publish
+	// that stopped it for good (idempotent.ErrFatal: PRODUCER_FENCED). A
+	// publisher whose Publish merely failed is kept: every new one costs the
+	// broker a new producer id, which it holds in memory for a long time,
+	// and the old one is as safe to retry with. Rows are published to the
+	// topic stored in them, so a changed PAYMENT_EVENTS_TOPIC strands none.
+	NewPublisher func(topic string) (Publisher, error)
 	// BatchSize is the most rows read and published at once. Default 100.
 	BatchSize int
 	// PollInterval is the safety-net poll while no notification arrives.
@@ -154,15 +158,11 @@ func (r *Relay) retryPause() time.Duration { return min(r.cfg.PollInterval, time
 
 // lead publishes while sess holds the leadership. It returns why it stopped.
 func (r *Relay) lead(ctx context.Context, sess Session) error {
-	var pub Publisher
-	defer func() {
-		if pub != nil {
-			_ = pub.Close()
-		}
-	}()
+	pubs := publishers{}
+	defer pubs.closeAll()
 	pause := newBackoff(r.cfg.RetryBackoff, r.cfg.MaxRetryBackoff)
 	for {
-		n, err := r.relayBatch(ctx, sess, &pub)
+		n, err := r.relayBatch(ctx, sess, pubs)
 		var pubErr *publishError
 		switch {
 		case errors.As(err, &pubErr):
@@ -172,10 +172,9 @@ func (r *Relay) lead(ctx context.Context, sess Session) error {
 			// failure in a row: a broker outage of an hour costs a few
 			// hundred attempts, not thousands of producers.
 			wait := pause.next()
-			r.cfg.Logger.WarnContext(ctx, "outbox relay: publish failed; retrying the batch", "err", err, "backoff", wait)
-			if pub != nil && (errors.Is(err, idempotent.ErrFatal) || errors.Is(err, idempotent.ErrClosed)) {
-				_ = pub.Close()
-				pub = nil
+			r.cfg.Logger.WarnContext(ctx, "outbox relay: publish failed; retrying the batch", "topic", pubErr.topic, "err", err, "backoff", wait)
+			if errors.Is(err, idempotent.ErrFatal) || errors.Is(err, idempotent.ErrClosed) {
+				pubs.drop(pubErr.topic)
 			}
 			if !sleep(ctx, wait) {
 				return ctx.Err()
@@ -202,14 +201,33 @@ func (r *Relay) lead(ctx context.Context, sess Session) error {
 	}
 }
 
-type publishError struct{ err error }
+type publishError struct {
+	topic string
+	err   error
+}
 
 func (e *publishError) Error() string { return e.err.Error() }
 func (e *publishError) Unwrap() error { return e.err }
 
+// publishers are a leadership term's publishers, one per topic.
+type publishers map[string]Publisher
+
+func (ps publishers) drop(topic string) {
+	if p, ok := ps[topic]; ok {
+		_ = p.Close()
+		delete(ps, topic)
+	}
+}
+
+func (ps publishers) closeAll() {
+	for topic := range ps {
+		ps.drop(topic)
+	}
+}
+
 // relayBatch reads, publishes and marks one batch; it returns the number
 // of rows read. No transaction spans the network call.
-func (r *Relay) relayBatch(ctx context.Context, sess Session, pub *Publisher) (int, error) {
+func (r *Relay) relayBatch(ctx context.Context, sess Session, pubs publishers) (int, error) {
 	qctx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	events, err := sess.Pending(qctx, r.cfg.BatchSize)
 	cancel()
@@ -222,24 +240,38 @@ func (r *Relay) relayBatch(ctx context.Context, sess Session, pub *Publisher) (i
 	}
 	r.cfg.Metrics.setLag(events[0].Age)
 
-	if *pub == nil {
-		p, err := r.cfg.NewPublisher()
-		if err != nil {
-			return 0, &publishError{fmt.Errorf("create publisher: %w", err)}
-		}
-		*pub = p
-	}
-	msgs := make([]idempotent.Message, len(events))
+	// Each row goes to the topic stored in it. Rows of one topic keep their
+	// id order; a key's rows are all in one topic (the topic a replica
+	// writes does not change under it), so per-key order holds.
+	byTopic := map[string][]idempotent.Message{}
+	var topics []string
 	ids := make([]int64, len(events))
 	for i, e := range events {
-		msgs[i] = toMessage(e)
+		if _, ok := byTopic[e.Topic]; !ok {
+			topics = append(topics, e.Topic)
+		}
+		byTopic[e.Topic] = append(byTopic[e.Topic], toMessage(e))
 		ids[i] = e.ID
 	}
-	pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
-	err = (*pub).Publish(pctx, msgs...)
-	cancel()
-	if err != nil {
-		return 0, &publishError{err}
+	for _, topic := range topics {
+		pub, ok := pubs[topic]
+		if !ok {
+			p, err := r.cfg.NewPublisher(topic)
+			if err != nil {
+				return 0, &publishError{topic, fmt.Errorf("create publisher for topic %s: %w", topic, err)}
+			}
+			pub, pubs[topic] = p, p
+		}
+		pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
+		err := pub.Publish(pctx, byTopic[topic]...)
+		cancel()
+		if err != nil {
+			// Nothing of the batch is marked: the topics published before
+			// this one get their rows again with the same eventIds, which
+			// consumers drop (at least once, as after a crash).
+			return 0, &publishError{topic, fmt.Errorf("topic %s: %w", topic, err)}
+		}
+		r.cfg.Metrics.published(topic, len(byTopic[topic]))
 	}
 
 	// A crash or a lost session here republishes the batch under the next
@@ -250,7 +282,6 @@ func (r *Relay) relayBatch(ctx context.Context, sess Session, pub *Publisher) (i
 	if err != nil {
 		return 0, fmt.Errorf("mark %d events published: %w", len(ids), err)
 	}
-	r.cfg.Metrics.published(len(ids))
 	if len(events) < r.cfg.BatchSize {
 		// That was the whole backlog as of the read; the relay now waits,
 		// and a stale age must not linger in the gauge meanwhile.

@@ -240,9 +240,9 @@ func TestRelayReplacesFencedProducer(t *testing.T) {
 
 	cfg := e.relayConfig()
 	var created atomic.Int32
-	cfg.NewPublisher = func() (outbox.Publisher, error) {
+	cfg.NewPublisher = func(topic string) (outbox.Publisher, error) {
 		created.Add(1)
-		return e.newPublisher()
+		return e.newPublisher(topic)
 	}
 	runRelay(t, cfg)
 	e.waitAllPublished(t, 20)
@@ -270,9 +270,9 @@ func TestRelayReusesItsProducerAcrossFailedPublishes(t *testing.T) {
 	cfg := e.relayConfig()
 	cfg.RetryBackoff, cfg.MaxRetryBackoff = 10*time.Millisecond, 50*time.Millisecond
 	var created atomic.Int32
-	cfg.NewPublisher = func() (outbox.Publisher, error) {
+	cfg.NewPublisher = func(topic string) (outbox.Publisher, error) {
 		created.Add(1)
-		return e.newPublisher()
+		return e.newPublisher(topic)
 	}
 	runRelay(t, cfg)
 	e.waitAllPublished(t, 20)
@@ -287,4 +287,39 @@ func TestRelayReusesItsProducerAcrossFailedPublishes(t *testing.T) {
 		t.Errorf("InitProducerID requests = %d, want 1", got)
 	}
 	checkTopic(t, kafkatest.ReadAll(t, e.brokers, e.topic, 30*time.Second), e.rows(t), once)
+}
+
+// PAYMENT_EVENTS_TOPIC changed (or a rolling rename: some replicas still
+// write to the old topic): rows already written for the old topic are
+// published to it, the stored topic, and rows for the new one to the new
+// one. The relay used to read only the configured topic's rows, so the old
+// ones stayed unpublished forever and retention never deleted them.
+func TestRelayPublishesEachRowToItsStoredTopic(t *testing.T) {
+	t.Parallel()
+	old := newEnv(t, 1)
+	old.writeEvents(t, 10, 2, 2) // written while the topic was old.topic
+	renamed := old.withTopic(t, kafkatest.CreateTopic(t, old.brokers, 2))
+	renamed.writeEvents(t, 10, 2, 2)
+	old.writeEvents(t, 4, 2, 2) // a replica not yet rolled still writes the old topic
+
+	runRelay(t, renamed.relayConfig()) // the relay runs with the new topic configured
+	renamed.waitAllPublished(t, 24)
+
+	rows := old.rows(t)
+	var oldRows, newRows []outboxRow
+	for _, r := range rows {
+		switch r.Topic {
+		case old.topic:
+			oldRows = append(oldRows, r)
+		case renamed.topic:
+			newRows = append(newRows, r)
+		default:
+			t.Fatalf("row %d for topic %q", r.ID, r.Topic)
+		}
+	}
+	if len(oldRows) != 14 || len(newRows) != 10 {
+		t.Fatalf("rows: %d for the old topic, %d for the new, want 14 and 10", len(oldRows), len(newRows))
+	}
+	checkTopic(t, kafkatest.ReadAll(t, old.brokers, old.topic, 30*time.Second), oldRows, once)
+	checkTopic(t, kafkatest.ReadAll(t, old.brokers, renamed.topic, 30*time.Second), newRows, once)
 }

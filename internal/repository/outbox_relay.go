@@ -12,7 +12,8 @@ import (
 	"github.com/example/payment-service/internal/outbox"
 )
 
-// OutboxRelayStore implements outbox.Store for one topic on PostgreSQL.
+// OutboxRelayStore implements outbox.Store on PostgreSQL, for every row of
+// the outbox whatever its topic.
 //
 // Leadership is a session-level advisory lock held on a dedicated
 // connection, outside the pool: it lives exactly as long as that session,
@@ -22,23 +23,26 @@ import (
 // cannot touch the table.
 type OutboxRelayStore struct {
 	dsn     string
-	topic   string
 	lockKey int64
 }
 
-// NewOutboxRelayStore returns the store for the relay of topic, connecting
-// to dsn.
-func NewOutboxRelayStore(dsn, topic string) *OutboxRelayStore {
-	return &OutboxRelayStore{dsn: dsn, topic: topic, lockKey: relayLockKey(topic)}
+// NewOutboxRelayStore returns the relay's store, connecting to dsn.
+func NewOutboxRelayStore(dsn string) *OutboxRelayStore {
+	return &OutboxRelayStore{dsn: dsn, lockKey: relayLockKey()}
 }
 
-// relayLockKey derives the advisory lock key from the topic, so relays of
-// different topics do not exclude each other. The bigint key space is
+// relayLockKey is the advisory lock key of the one relay of this database.
+// It does not depend on the topic: every relay publishes every row, to the
+// row's own topic, so two relays configured with different topics (a
+// rolling rename) must still exclude each other. The bigint key space is
 // shared with goose's migration lock (a fixed constant), which a 64-bit hash
-// of our own name does not meet.
-func relayLockKey(topic string) int64 {
+// of our own name does not meet. (Until issue 10 the key was derived from
+// the configured topic; during the rollout of that change an old and a new
+// leader can both publish, which costs duplicates with the same eventIds,
+// never a lost event.)
+func relayLockKey() int64 {
 	h := fnv.New64a()
-	h.Write([]byte("payment-service/outbox-relay/" + topic))
+	h.Write([]byte("payment-service/outbox-relay"))
 	return int64(h.Sum64())
 }
 
@@ -90,25 +94,28 @@ func (s *OutboxRelayStore) Lead(ctx context.Context) (outbox.Session, error) {
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", s.lockKey); err != nil {
 		return fail("take the relay lock", err)
 	}
-	return &outboxSession{conn: conn, topic: s.topic}, nil
+	return &outboxSession{conn: conn}, nil
 }
 
 type outboxSession struct {
-	conn  *pgx.Conn
-	topic string
+	conn *pgx.Conn
 }
 
+// pendingSQL reads the oldest unpublished rows of every topic: a row is
+// published to the topic it was written for, so a changed
+// PAYMENT_EVENTS_TOPIC strands nothing (the relay used to read only the
+// configured topic's rows). The partial index of migration 00008 serves it.
 const pendingSQL = `
-SELECT id, event_id, event_type, message_key, payload::text,
+SELECT id, event_id, topic, event_type, message_key, payload::text,
        (extract(epoch FROM clock_timestamp() - created_at) * 1000000)::bigint
   FROM outbox_event
- WHERE topic = $1 AND published_at IS NULL
+ WHERE published_at IS NULL
  ORDER BY id
- LIMIT $2`
+ LIMIT $1`
 
 // Pending implements outbox.Session.
 func (s *outboxSession) Pending(ctx context.Context, limit int) ([]outbox.Event, error) {
-	rows, err := s.conn.Query(ctx, pendingSQL, s.topic, limit)
+	rows, err := s.conn.Query(ctx, pendingSQL, limit)
 	if err != nil {
 		return nil, mapError(err)
 	}
@@ -122,7 +129,7 @@ func (s *outboxSession) Pending(ctx context.Context, limit int) ([]outbox.Event,
 			payload string
 			ageUS   int64
 		)
-		if err := rows.Scan(&e.ID, &eventID, &e.EventType, &key, &payload, &ageUS); err != nil {
+		if err := rows.Scan(&e.ID, &eventID, &e.Topic, &e.EventType, &key, &payload, &ageUS); err != nil {
 			return nil, mapError(err)
 		}
 		e.EventID, e.Key, e.Payload = eventID, []byte(key), []byte(payload)

@@ -20,11 +20,13 @@ func newOutboxRelay(cfg config.Config, logger *slog.Logger, reg prometheus.Regis
 		return nil, nil
 	}
 	return outbox.New(outbox.Config{
-		Store: repository.NewOutboxRelayStore(cfg.DatabaseURL, cfg.PaymentEventsTopic),
-		NewPublisher: func() (outbox.Publisher, error) {
+		Store: repository.NewOutboxRelayStore(cfg.DatabaseURL),
+		// Each row goes to the topic stored in it, which is
+		// PAYMENT_EVENTS_TOPIC as it was when the row was written.
+		NewPublisher: func(topic string) (outbox.Publisher, error) {
 			return idempotent.New(idempotent.Config{
 				Brokers:  cfg.KafkaBrokers,
-				Topic:    cfg.PaymentEventsTopic,
+				Topic:    topic,
 				ClientID: "payment-service-outbox",
 			})
 		},

@@ -1,0 +1,24 @@
+-- The relay reads the oldest unpublished rows of every topic, and publishes
+-- each to the topic stored in it (issue 10). Until now it read only the
+-- configured PAYMENT_EVENTS_TOPIC's rows (WHERE topic = $1), so changing the
+-- variable, or a rolling rename, stranded every unpublished row of the old
+-- topic forever: lost events, which retention never deleted either.
+--
+-- Its index follows the query: the unpublished rows by id, whatever the
+-- topic. Partial, so it stays as small as the backlog. Built CONCURRENTLY
+-- (no lock against the transactions that insert events), hence outside a
+-- transaction; the old (topic, id) index goes after the new one exists. A
+-- relay of the previous release, still filtering by topic during the
+-- rollout, is served by the new index too.
+
+-- +goose NO TRANSACTION
+
+-- +goose Up
+CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_outbox_event_unpublished
+    ON outbox_event (id) WHERE published_at IS NULL;
+DROP INDEX CONCURRENTLY IF EXISTS ix_outbox_event_pending;
+
+-- +goose Down
+CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_outbox_event_pending
+    ON outbox_event (topic, id) WHERE published_at IS NULL;
+DROP INDEX CONCURRENTLY IF EXISTS ix_outbox_event_unpublished;
