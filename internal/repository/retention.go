@@ -49,7 +49,9 @@ var retentionTargets = map[app.RetentionTable]retentionTarget{
 	},
 	// The outbox: published_at is NULL until the relay has published the
 	// row, and NULL < cutoff is never true, so an unpublished event is never
-	// deleted. The table comes with the outbox migration; until that is
+	// deleted. The partial index of migration 00009 holds exactly the
+	// published rows in published_at order, so a batch reads only what it
+	// deletes. The table comes with the outbox migration; until that is
 	// applied the entry is skipped.
 	app.TableOutboxEvent: {
 		table:       "outbox_event",
