@@ -55,7 +55,9 @@
 // order_events_dead_lettered_total{reason}, order_events_retries_total{step},
 // order_events_offset_commit_failures_total,
 // order_events_dead_letter_refused_total and order_events_consumer_lag.
-// Health (part of /readyz) reports a batch that is being retried.
+// Health reports a batch that is being retried; the service shows it on
+// /health and as payment_component_healthy{component="order-consumer"}, and
+// keeps it out of /readyz (the payment API does not need the consumer).
 package consumer
 
 import (
@@ -251,7 +253,6 @@ func setDefault(d *time.Duration, def time.Duration) {
 // Health is nil while the consumer runs and its last attempt succeeded. It
 // reports the last error while a batch is being retried (database or
 // dead-letter topic down), and errNotRunning before Run and after it.
-// Readiness includes it.
 func (c *Consumer) Health() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -94,6 +94,7 @@ func TestContractOpenAPI(t *testing.T) {
 		{name: "get order without auth", method: "GET", path: "/orders/1001", noAuth: true, wantStatus: 401, specRejects: true},
 		{name: "healthz", method: "GET", path: "/healthz", wantStatus: 200},
 		{name: "readyz", method: "GET", path: "/readyz", wantStatus: 200},
+		{name: "health", method: "GET", path: "/health", wantStatus: 200},
 		{name: "metrics", method: "GET", path: "/metrics", wantStatus: 200},
 	}
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -110,16 +109,20 @@ func TestOrderEventOnKafkaThenChargeSucceeds(t *testing.T) {
 	}
 }
 
-// Readiness includes the consumer: while it cannot apply a batch (here the
-// processed_event table is renamed away, so every attempt fails though the
-// database answers pings), /readyz is 503 and nothing is applied or
-// committed; once the table is back, the retried batch applies, once.
-func TestReadinessReportsAConsumerThatCannotApply(t *testing.T) {
+// Readiness answers for what the payment API needs, the database, and not
+// for the background components: while the order consumer cannot apply a
+// batch (here the processed_event table is renamed away, so every attempt
+// fails though the database answers), /readyz stays 200 and payments go on,
+// while /health and payment_component_healthy show the failing consumer.
+// Once the table is back, the retried batch applies, once, and the
+// component is healthy again.
+func TestConsumerFailureShowsInHealthNotInReadiness(t *testing.T) {
 	t.Parallel()
 	env, brokers, topic := consumerEnv(t)
 	env["KAFKA_CONSUMER_RETRY_BACKOFF"] = "20ms"
 	env["KAFKA_CONSUMER_MAX_RETRY_BACKOFF"] = "200ms"
 	s := startService(t, env)
+	s.addOrder(t, 2001, 42, "10.00", "RUB")
 	ctx := context.Background()
 
 	waitStatus := func(path string, want int) response {
@@ -136,7 +139,34 @@ func TestReadinessReportsAConsumerThatCannotApply(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+	healthOf := func() map[string]string {
+		t.Helper()
+		r := s.request(t, http.MethodGet, "/health", "", map[string]string{"Authorization": ""})
+		if r.status != http.StatusOK {
+			t.Fatalf("/health: %d %s", r.status, r.body)
+		}
+		var h struct {
+			Status     string `json:"status"`
+			Components []struct {
+				Name   string `json:"name"`
+				Status string `json:"status"`
+				Error  string `json:"error"`
+			} `json:"components"`
+		}
+		if err := json.Unmarshal(r.body, &h); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{"": h.Status}
+		for _, c := range h.Components {
+			out[c.Name] = c.Status
+		}
+		return out
+	}
 	waitStatus("/readyz", http.StatusOK)
+	eventuallyTrue(t, "every component healthy", func() bool {
+		h := healthOf()
+		return h[""] == "ok" && h["database"] == "ok" && h["order-consumer"] == "ok" && h["outbox-relay"] == "ok"
+	})
 
 	if _, err := s.db.Exec(ctx, `ALTER TABLE processed_event RENAME TO processed_event_away`); err != nil {
 		t.Fatal(err)
@@ -155,12 +185,21 @@ func TestReadinessReportsAConsumerThatCannotApply(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := waitStatus("/readyz", http.StatusServiceUnavailable)
-	if !strings.Contains(string(r.body), `"code":"service-unavailable"`) {
-		t.Errorf("/readyz body %s", r.body)
+	eventuallyTrue(t, "/health to show the failing consumer", func() bool {
+		h := healthOf()
+		return h[""] == "degraded" && h["order-consumer"] == "failing" && h["database"] == "ok"
+	})
+	if v := s.metric(t, `payment_component_healthy{component="order-consumer"}`); v != 0 {
+		t.Errorf(`payment_component_healthy{component="order-consumer"} = %v, want 0`, v)
 	}
-	if r := s.request(t, http.MethodGet, "/orders/1001", "", nil); r.status != http.StatusNotFound {
-		t.Errorf("GET /orders/1001 while the consumer fails: %d, want 404", r.status)
+	if r := s.request(t, http.MethodGet, "/readyz", "", nil); r.status != http.StatusOK {
+		t.Errorf("/readyz while the consumer fails: %d %s, want 200: the payment API does not need the consumer", r.status, r.body)
+	}
+	if r := s.charge(t, "while-consumer-fails", chargeBody(2001, 42, "10.00", "RUB", "pi_health")); r.status != http.StatusCreated {
+		t.Errorf("charge while the consumer fails: %d %s", r.status, r.body)
+	}
+	if n := s.count(t, `SELECT count(*) FROM order_projection WHERE order_id = 1001`); n != 0 {
+		t.Errorf("the event was applied while processed_event was away")
 	}
 	if v := s.metric(t, `order_events_retries_total{step="applying order events"}`); v == 0 {
 		t.Error("no retry counted")
@@ -169,12 +208,29 @@ func TestReadinessReportsAConsumerThatCannotApply(t *testing.T) {
 	if _, err := s.db.Exec(ctx, `ALTER TABLE processed_event_away RENAME TO processed_event`); err != nil {
 		t.Fatal(err)
 	}
-	waitStatus("/orders/1001", http.StatusOK)
-	waitStatus("/readyz", http.StatusOK)
+	eventuallyTrue(t, "the event to be applied", func() bool {
+		return s.count(t, `SELECT count(*) FROM order_projection WHERE order_id = 1001`) == 1
+	})
+	eventuallyTrue(t, "the consumer to be healthy again", func() bool { return healthOf()["order-consumer"] == "ok" })
+	if v := s.metric(t, `payment_component_healthy{component="order-consumer"}`); v != 1 {
+		t.Errorf(`payment_component_healthy{component="order-consumer"} = %v, want 1`, v)
+	}
 	if n := s.count(t, `SELECT count(*) FROM processed_event WHERE event_id = $1`, eventID); n != 1 {
 		t.Errorf("processed_event rows for the event = %d, want 1", n)
 	}
 	if v := s.metric(t, "order_events_applied_total"); v != 1 {
 		t.Errorf("order_events_applied_total = %v, want 1", v)
+	}
+}
+
+// eventuallyTrue polls cond until it holds, failing t after a minute.
+func eventuallyTrue(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -26,9 +26,13 @@ type Deps struct {
 	ChargePayment *app.ChargePayment
 	GetPayment    *app.GetPayment
 	GetOrder      *app.GetOrder
-	// Ready reports whether the service can serve (the database answers).
-	Ready    func(ctx context.Context) error
-	Registry *prometheus.Registry
+	// Ready reports whether the payment API can serve: the database
+	// answers. Nothing else: a background component's trouble must not
+	// take the API out of rotation.
+	Ready func(ctx context.Context) error
+	// Components are the background parts reported on /health.
+	Components []Component
+	Registry   *prometheus.Registry
 }
 
 // NewHandler builds the service's HTTP handler.
@@ -51,12 +55,13 @@ func NewHandler(d Deps) http.Handler {
 		defer cancel()
 		if err := d.Ready(ctx); err != nil {
 			d.Logger.WarnContext(ctx, "not ready", "err", err)
-			p := newProblem(http.StatusServiceUnavailable, codeServiceUnavailable, "Not ready", "The database cannot be reached, or the order-events consumer is retrying a failed batch (the log says which).")
+			p := newProblem(http.StatusServiceUnavailable, codeServiceUnavailable, "Not ready", "The database cannot be reached.")
 			p.retryAfter = retryAfterDefault
 			return p
 		}
 		return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 	})
+	e.GET("/health", healthHandler(d.Ready, d.Components))
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{})))
 
 	h := &paymentHandlers{

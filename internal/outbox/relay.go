@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -90,6 +91,31 @@ type Config struct {
 // publishes, the others wait to take over.
 type Relay struct {
 	cfg Config
+
+	mu    sync.Mutex
+	state error // see Health
+}
+
+// errRelayNotRunning is the state before Run and after it returns.
+var errRelayNotRunning = errors.New("outbox relay is not running")
+
+// Health is nil while the relay runs and nothing is failing: as the leader
+// whose last batch was published, or as a standby waiting for the
+// leadership. It is the last error while the leader's publishes fail or the
+// relay cannot compete for the leadership (database unreachable), and an
+// error before Run and after it. It is for monitoring (the service exports
+// it as payment_component_healthy and on /health); readiness does not
+// include it, since the payment API does not need the relay.
+func (r *Relay) Health() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state
+}
+
+func (r *Relay) setState(err error) {
+	r.mu.Lock()
+	r.state = err
+	r.mu.Unlock()
 }
 
 // New validates cfg and returns a Relay.
@@ -119,13 +145,17 @@ func New(cfg Config) (*Relay, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Relay{cfg: cfg}, nil
+	return &Relay{cfg: cfg, state: errRelayNotRunning}, nil
 }
 
 // Run relays until ctx ends and returns nil then. Losing the leadership or
 // the database is not an error: Run steps down and competes again.
 func (r *Relay) Run(ctx context.Context) error {
+	defer r.setState(errRelayNotRunning)
 	for {
+		// Waiting for the leadership is healthy; a failure to compete
+		// for it is reported when Lead returns.
+		r.setState(nil)
 		sess, err := r.cfg.Store.Lead(ctx)
 		if ctx.Err() != nil {
 			if sess != nil {
@@ -134,6 +164,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		}
 		if err != nil {
+			r.setState(fmt.Errorf("outbox relay: cannot compete for leadership: %w", err))
 			r.cfg.Logger.WarnContext(ctx, "outbox relay: cannot compete for leadership", "err", err)
 		} else {
 			r.cfg.Logger.InfoContext(ctx, "outbox relay: leading")
@@ -144,6 +175,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
+			r.setState(fmt.Errorf("outbox relay: stepped down: %w", err))
 			r.cfg.Logger.WarnContext(ctx, "outbox relay: stepped down", "err", err)
 		}
 		if !sleep(ctx, r.retryPause()) {
@@ -172,6 +204,7 @@ func (r *Relay) lead(ctx context.Context, sess Session) error {
 			// failure in a row: a broker outage of an hour costs a few
 			// hundred attempts, not thousands of producers.
 			wait := pause.next()
+			r.setState(fmt.Errorf("outbox relay: publishing: %w", err))
 			r.cfg.Logger.WarnContext(ctx, "outbox relay: publish failed; retrying the batch", "topic", pubErr.topic, "err", err, "backoff", wait)
 			if errors.Is(err, idempotent.ErrFatal) || errors.Is(err, idempotent.ErrClosed) {
 				pubs.drop(pubErr.topic)
@@ -184,6 +217,7 @@ func (r *Relay) lead(ctx context.Context, sess Session) error {
 			return err
 		}
 		pause.reset()
+		r.setState(nil)
 		if n == r.cfg.BatchSize {
 			continue // a full batch: there may be more
 		}

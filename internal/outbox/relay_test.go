@@ -323,3 +323,41 @@ func TestRelayPublishesEachRowToItsStoredTopic(t *testing.T) {
 	checkTopic(t, kafkatest.ReadAll(t, old.brokers, old.topic, 30*time.Second), oldRows, once)
 	checkTopic(t, kafkatest.ReadAll(t, old.brokers, renamed.topic, 30*time.Second), newRows, once)
 }
+
+// Health reports a leader whose publishes fail, and clears once a batch
+// goes through; it is an error before Run and after it.
+func TestRelayHealthFollowsPublishing(t *testing.T) {
+	t.Parallel()
+	cluster, brokers := kafkatest.Cluster(t)
+	e := newEnvOn(t, brokers, 1)
+	cfg := e.relayConfig()
+	cfg.RetryBackoff, cfg.MaxRetryBackoff = 10*time.Millisecond, 50*time.Millisecond
+	r, err := outbox.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Health() == nil {
+		t.Fatal("Health is nil before Run")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+		if r.Health() == nil {
+			t.Error("Health is nil after Run returned")
+		}
+	}()
+	waitFor(t, "a healthy relay", func() bool { return r.Health() == nil })
+
+	refused := cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: e.topic, Err: kerr.PolicyViolation, Count: -1})
+	e.writeEvent(t, 1001, 1)
+	waitFor(t, "Health to report the failing publish", func() bool { return r.Health() != nil })
+	if n := e.count(t, `SELECT count(*) FROM outbox_event WHERE published_at IS NULL`); n != 1 {
+		t.Fatalf("unpublished rows = %d, want 1", n)
+	}
+	refused.Remove()
+	e.waitAllPublished(t, 1)
+	waitFor(t, "Health to clear", func() bool { return r.Health() == nil })
+}

@@ -36,12 +36,3 @@ func newOrderConsumer(cfg config.Config, tx app.Transactor, reg prometheus.Regis
 		MaxAttempts:       c.MaxAttempts,
 	}, app.NewApplyOrderEvents(tx, c.Group), reg, logger)
 }
-
-// orderConsumerHealth is the consumer's part of readiness: nil without a
-// consumer.
-func orderConsumerHealth(c *consumer.Consumer) error {
-	if c == nil {
-		return nil
-	}
-	return c.Health()
-}

@@ -139,10 +139,11 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Servic
 		ChargePayment: uc.chargePayment,
 		GetPayment:    app.NewGetPayment(uc.tx),
 		GetOrder:      app.NewGetOrder(uc.tx),
-		Ready: func(ctx context.Context) error {
-			return errors.Join(repository.Ping(ctx, db), orderConsumerHealth(orderConsumer))
-		},
-		Registry: registry,
+		// Readiness is the database only; the background components are
+		// on /health and in metrics (health.go).
+		Ready:      func(ctx context.Context) error { return repository.Ping(ctx, db) },
+		Components: backgroundComponents(registry, orderConsumer, relay),
+		Registry:   registry,
 	})
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
