@@ -79,9 +79,13 @@ func run(ctx context.Context) error {
 
 	key := "demo-" + eventID.String()
 	body := fmt.Sprintf(`{"orderId":%d,"customerId":42,"amount":"100.50","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_demo_%d"}`, orderID, orderID)
-	step("2. charge it: POST /payments, Idempotency-Key: %s", key)
-	first, err := d.post(ctx, key, body)
+	step("2. charge it: POST /payments, Idempotency-Key: %s (422 order-not-found until the consumer has projected the order; nothing is stored, so the same key is retried)", key)
+	first, err := d.chargeOnceOrderKnown(ctx, key, body)
 	if err != nil {
+		return err
+	}
+	fmt.Printf("the order, visible to this client now that it has a payment for it:\n")
+	if _, err := d.get(ctx, "/orders/"+strconv.FormatInt(orderID, 10)); err != nil {
 		return err
 	}
 	step("3. the same request again: a replay, nothing charged")
@@ -128,7 +132,7 @@ func (d demo) lostAnswer(ctx context.Context, orderID int64) error {
 	key := "demo-lost-" + eventID.String()
 	external := fmt.Sprintf("drop_demo_%d", orderID)
 	body := fmt.Sprintf(`{"orderId":%d,"customerId":42,"amount":"100.50","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"%s"}`, orderID, external)
-	if _, err := d.post(ctx, key, body); err != nil {
+	if _, err := d.chargeOnceOrderKnown(ctx, key, body); err != nil {
 		return err
 	}
 	step("8. retry with the same key and body: it resumes the payment and records the provider's answer")
@@ -144,18 +148,16 @@ func (d demo) lostAnswer(ctx context.Context, orderID int64) error {
 	return err
 }
 
-// createOrder publishes OrderCreated.v1 and waits until the projection has it.
+// createOrder publishes OrderCreated.v1. The first charge waits for the
+// projection (chargeOnceOrderKnown): a client sees an order on GET /orders
+// only once it has a payment for it.
 func (d demo) createOrder(ctx context.Context, eventID uuid.UUID, orderID int64) error {
 	event := map[string]any{
 		"eventId": eventID.String(), "sagaId": uuid.NewString(), "eventType": "OrderCreated.v1",
 		"orderId": orderID, "customerId": 42, "amount": json.Number("100.50"), "currency": "RUB",
 		"occurredAt": time.Now().UTC().Format(time.RFC3339),
 	}
-	if err := d.publish(ctx, "order.events", strconv.FormatInt(orderID, 10), event); err != nil {
-		return err
-	}
-	fmt.Printf("wait until the consumer has projected the order: GET /orders/%d\n", orderID)
-	return d.waitFor(ctx, "/orders/"+strconv.FormatInt(orderID, 10))
+	return d.publish(ctx, "order.events", strconv.FormatInt(orderID, 10), event)
 }
 
 func step(format string, args ...any) {
@@ -223,21 +225,18 @@ func (d demo) getFrom(ctx context.Context, base, path string) ([]byte, error) {
 	return b, err
 }
 
-func (d demo) waitFor(ctx context.Context, path string) error {
+// chargeOnceOrderKnown posts the charge until it is no longer 422: the
+// order is unknown until the consumer has projected it, and a 422 stores
+// nothing, so retrying the same key is the documented way to wait.
+func (d demo) chargeOnceOrderKnown(ctx context.Context, key, body string) ([]byte, error) {
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.api+path, nil)
-		req.Header.Set("Authorization", "Bearer "+d.key)
-		if resp, err := d.http.Do(req); err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				fmt.Printf("GET %s -> %s\n%s\n", path, resp.Status, b)
-				return nil
-			}
+		status, b, err := d.do(ctx, http.MethodPost, "/payments", key, body)
+		if err != nil || status != http.StatusUnprocessableEntity {
+			return b, err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s never answered 200: %w", path, ctx.Err())
+			return nil, fmt.Errorf("the order never became known: %w", ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

@@ -76,8 +76,11 @@ type OrderProjections interface {
 	// newer event (or the same one), and returns how many rows it wrote.
 	// events must name distinct orders.
 	UpsertNewer(ctx context.Context, events []OrderCreated) (written int, err error)
-	// Get returns the projection row; domain.ErrOrderNotFound if none.
-	Get(ctx context.Context, id domain.OrderID) (OrderProjection, error)
+	// GetVisibleTo returns the projection row if client may see it: the
+	// client has a payment for the order (any status). Otherwise, and when
+	// there is no such row, domain.ErrOrderNotFound, so the two cannot be
+	// told apart.
+	GetVisibleTo(ctx context.Context, id domain.OrderID, client domain.ClientID) (OrderProjection, error)
 }
 
 // ApplyOrderEvents projects a batch of order events into order_projection,

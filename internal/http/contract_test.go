@@ -86,6 +86,7 @@ func TestContractOpenAPI(t *testing.T) {
 		{name: "no auth", method: "POST", path: "/payments", key: "c8", body: charge, noAuth: true, wantStatus: 401, specRejects: true},
 		{name: "get payment", method: "GET", path: "/payments/1", wantStatus: 200},
 		{name: "get missing payment", method: "GET", path: "/payments/424242", wantStatus: 404},
+		{name: "charge the order written by an event", method: "POST", path: "/payments", key: "c11", body: chargeBody(1004, 42, "100.50", "RUB", "pi_contract_4"), wantStatus: 201},
 		{name: "get order", method: "GET", path: "/orders/1001", wantStatus: 200},
 		{name: "get order written by an event", method: "GET", path: "/orders/1004", wantStatus: 200},
 		{name: "get missing order", method: "GET", path: "/orders/424242", wantStatus: 404},

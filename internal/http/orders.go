@@ -36,7 +36,7 @@ func (h *orderHandlers) getOrder(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := h.get.Handle(c.Request().Context(), domain.OrderID(id))
+	p, err := h.get.Handle(c.Request().Context(), clientID(c), domain.OrderID(id))
 	if errors.Is(err, domain.ErrOrderNotFound) {
 		return orderNotFound()
 	}

@@ -1,9 +1,11 @@
 package http_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,8 +37,9 @@ func consumerEnv(t *testing.T) (env map[string]string, brokers []string, topic s
 }
 
 // End to end: an OrderCreated.v1 published to Kafka becomes the order in
-// the projection (GET /orders/{orderId}), and a payment for it can then be
-// charged, because the charge checks the order against that projection.
+// the projection, a payment for it can then be charged (the charge checks
+// the order against that projection), and the paying client then sees the
+// order on GET /orders/{orderId}.
 func TestOrderEventOnKafkaThenChargeSucceeds(t *testing.T) {
 	t.Parallel()
 	env, brokers, topic := consumerEnv(t)
@@ -67,17 +70,32 @@ func TestOrderEventOnKafkaThenChargeSucceeds(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var got response
+	// The charge is the wait: 422 order-not-found stores nothing, so the
+	// same key is retried until the consumer has projected the order.
+	var r response
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		got = s.request(t, http.MethodGet, "/orders/1001", "", nil)
-		if got.status == http.StatusOK || time.Now().After(deadline) {
+		r = s.charge(t, "after", chargeBody(1001, 42, "100.50", "EUR", "pi_e2e_1"))
+		if r.status != http.StatusUnprocessableEntity || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	if r.status != http.StatusCreated {
+		t.Fatalf("charge after the event: %d %s", r.status, r.body)
+	}
+	if n := s.count(t, `SELECT count(*) FROM payment WHERE order_id = 1001 AND status = 'SUCCEEDED'`); n != 1 {
+		t.Errorf("payments for order 1001 = %d, want 1", n)
+	}
+
+	// Now that the client has a payment for it, it sees the order as the
+	// event wrote it; another client does not.
+	got := s.request(t, http.MethodGet, "/orders/1001", "", nil)
 	if got.status != http.StatusOK {
 		t.Fatalf("GET /orders/1001: %d %s", got.status, got.body)
+	}
+	if r := s.request(t, http.MethodGet, "/orders/1001", "", map[string]string{"Authorization": "Bearer " + otherKey}); r.status != http.StatusNotFound {
+		t.Errorf("GET /orders/1001 by another client: %d %s, want 404", r.status, r.body)
 	}
 	var order map[string]any
 	if err := json.Unmarshal(got.body, &order); err != nil {
@@ -91,13 +109,6 @@ func TestOrderEventOnKafkaThenChargeSucceeds(t *testing.T) {
 		}
 	}
 
-	r := s.charge(t, "after", chargeBody(1001, 42, "100.50", "EUR", "pi_e2e_1"))
-	if r.status != http.StatusCreated {
-		t.Fatalf("charge after the event: %d %s", r.status, r.body)
-	}
-	if n := s.count(t, `SELECT count(*) FROM payment WHERE order_id = 1001 AND status = 'SUCCEEDED'`); n != 1 {
-		t.Errorf("payments for order 1001 = %d, want 1", n)
-	}
 	if n := s.count(t, `SELECT count(*) FROM processed_event WHERE event_id = $1`, eventID); n != 1 {
 		t.Errorf("processed_event rows for the event = %d, want 1", n)
 	}
@@ -232,5 +243,52 @@ func eventuallyTrue(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// GET /orders/{orderId} shows an order only to a client that has a payment
+// for it (any status): orders carry customer ids, amounts and saga ids, and
+// no client should read another's. To every other client the order does
+// not exist: the same 404, byte for byte, as an order nobody knows.
+func TestOrderIsVisibleOnlyToAClientWithAPaymentForIt(t *testing.T) {
+	t.Parallel()
+	s := startService(t, nil)
+	s.addOrder(t, 1001, 42, "100.50", "RUB")
+	s.addOrder(t, 1002, 42, "5.00", "RUB")
+	other := map[string]string{"Authorization": "Bearer " + otherKey}
+	unknown := s.request(t, http.MethodGet, "/orders/999999", "", nil)
+	wantProblem(t, unknown, http.StatusNotFound, "order-not-found")
+
+	get := func(order string, headers map[string]string) response {
+		t.Helper()
+		return s.request(t, http.MethodGet, "/orders/"+order, "", headers)
+	}
+	hidden := func(name string, r response) {
+		t.Helper()
+		if r.status != http.StatusNotFound || !bytes.Equal(r.body, unknown.body) {
+			t.Errorf("%s: %d %s, want the 404 of an unknown order", name, r.status, r.body)
+		}
+	}
+	hidden("before any payment, the client", get("1001", nil))
+	hidden("before any payment, another client", get("1001", other))
+
+	if r := s.charge(t, "k-1001", chargeBody(1001, 42, "100.50", "RUB", "pi_vis_1")); r.status != http.StatusCreated {
+		t.Fatalf("charge: %d %s", r.status, r.body)
+	}
+	if r := s.charge(t, "k-1002", chargeBody(1002, 42, "5.00", "RUB", "decline_vis_2")); r.status != http.StatusPaymentRequired {
+		t.Fatalf("declined charge: %d %s", r.status, r.body)
+	}
+	for _, order := range []string{"1001", "1002"} {
+		r := get(order, nil)
+		if r.status != http.StatusOK || !strings.Contains(string(r.body), `"orderId":`+order) {
+			t.Errorf("the paying client, order %s: %d %s, want 200", order, r.status, r.body)
+		}
+		hidden("another client, order "+order, get(order, other))
+	}
+	if n := s.count(t, `SELECT count(*) FROM payment WHERE client_id = 'demo-client'`); n != 2 {
+		t.Errorf("payments = %d, want 2", n)
+	}
+	if n := s.count(t, `SELECT count(*) FROM payment WHERE client_id = 'other-client'`); n != 0 {
+		t.Errorf("the other client has %d payments, want 0", n)
 	}
 }

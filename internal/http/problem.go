@@ -147,7 +147,7 @@ func problemForEcho(he *echo.HTTPError) *Problem {
 // is 422 (problemFor): there the order is a precondition, here the resource.
 func orderNotFound() *Problem {
 	return newProblem(http.StatusNotFound, codeOrderNotFound, "Order not found",
-		"The order is not in the order projection (yet): the order-projection consumer has not seen its OrderCreated event.")
+		"No such order for this client: a client sees an order once it has a payment for it, and the order-projection consumer must have seen its OrderCreated event.")
 }
 
 func validationProblem(errs []FieldError) *Problem {

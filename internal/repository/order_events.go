@@ -126,9 +126,16 @@ func (s *OrderProjections) UpsertNewer(ctx context.Context, events []app.OrderCr
 	return int(written), nil
 }
 
-// Get implements app.OrderProjections.
-func (s *OrderProjections) Get(ctx context.Context, id domain.OrderID) (app.OrderProjection, error) {
-	row, err := getOrderRow(ctx, s.db, id)
+// visibleToClientSQL is GetOrder's visibility rule: the client has a
+// payment for the order. The index of migration 00010 serves it.
+const visibleToClientSQL = `EXISTS (
+    SELECT 1 FROM payment p
+     WHERE p.order_id = order_projection.order_id
+       AND p.client_id = ?)`
+
+// GetVisibleTo implements app.OrderProjections.
+func (s *OrderProjections) GetVisibleTo(ctx context.Context, id domain.OrderID, client domain.ClientID) (app.OrderProjection, error) {
+	row, err := getOrderRow(ctx, s.db.Where(visibleToClientSQL, string(client)), id)
 	if err != nil {
 		return app.OrderProjection{}, err
 	}

@@ -143,7 +143,12 @@ func TestApplyOrderEventsSupersedesSeededRow(t *testing.T) {
 	if err != nil || got.Written != 1 {
 		t.Fatalf("Handle = %+v, %v", got, err)
 	}
-	p, err := app.NewGetOrder(tx).Handle(context.Background(), 1001)
+	// Visible to a client once it has a payment for the order.
+	if err := db.Exec(`INSERT INTO payment (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status)
+		VALUES ('c', 1001, 42, 'sandbox', 'pi_1', 100.50, 'RUB', 'PENDING')`).Error; err != nil {
+		t.Fatal(err)
+	}
+	p, err := app.NewGetOrder(tx).Handle(context.Background(), "c", 1001)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,13 @@
+-- GET /orders/{orderId} shows an order only to a client that has a payment
+-- for it (issue 10): EXISTS (SELECT 1 FROM payment WHERE order_id = $1 AND
+-- client_id = $2). payment had no index on order_id, so every such read
+-- would scan the table. CONCURRENTLY, so building it blocks no charge; that
+-- needs the migration to run outside a transaction.
+
+-- +goose NO TRANSACTION
+
+-- +goose Up
+CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_payment_order_client ON payment (order_id, client_id);
+
+-- +goose Down
+DROP INDEX CONCURRENTLY IF EXISTS ix_payment_order_client;
