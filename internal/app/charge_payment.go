@@ -53,13 +53,14 @@ type ChargePayment struct {
 	encoder     ResponseEncoder
 	lockTimeout time.Duration
 	logger      *slog.Logger
+	running     *runningCharges // for Drain, at shutdown
 }
 
 // NewChargePayment builds the use case. lockTimeout is how long a claim
 // holds a key before a retry may take it over; it must exceed the slowest
 // provider call.
 func NewChargePayment(tx Transactor, store ChargeStore, providers map[domain.ProviderName]PaymentProvider, encoder ResponseEncoder, lockTimeout time.Duration, logger *slog.Logger) *ChargePayment {
-	return &ChargePayment{tx: tx, store: store, providers: providers, encoder: encoder, lockTimeout: lockTimeout, logger: logger}
+	return &ChargePayment{tx: tx, store: store, providers: providers, encoder: encoder, lockTimeout: lockTimeout, logger: logger, running: newRunningCharges()}
 }
 
 // ChargeResult is the reply for the client.
@@ -95,10 +96,13 @@ func (uc *ChargePayment) Handle(ctx context.Context, cmd ChargeCommand) (ChargeR
 
 	// Once the key is claimed the work must run to a recorded end even if
 	// the client goes away: a cancelled request would otherwise leave the
-	// key locked until it expires. The lock timeout bounds the provider call.
+	// key locked until it expires. The lock timeout bounds the provider call,
+	// and a shutdown that runs out of time aborts it (Drain); the work after
+	// the call (finishCtx) is detached from both, so an answer that arrived
+	// is still recorded.
 	detached := context.WithoutCancel(ctx)
-	ctx, cancel := context.WithTimeout(detached, uc.lockTimeout)
-	defer cancel()
+	ctx, done := uc.running.start(detached, cmd.Scope, uc.lockTimeout)
+	defer done()
 
 	hash := cmd.Hash()
 	rec, found, err := uc.store.LookupKey(ctx, cmd.Scope)

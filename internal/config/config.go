@@ -49,7 +49,15 @@ type Config struct {
 	ProviderTimeout        time.Duration
 	ProviderConnectTimeout time.Duration
 	// ShutdownTimeout (SHUTDOWN_TIMEOUT, default 15s) bounds the graceful
-	// shutdown: in-flight requests get this long to finish.
+	// shutdown: in-flight requests get this long to finish. It may be
+	// shorter than a charge can take (ProviderTimeout plus recording; the
+	// lock runs IdempotencyLockTimeout), and is by default, to fit an
+	// orchestrator's usual 30s: a charge still running at the bound is
+	// aborted and its key left claimed with its PENDING payment, as after a
+	// lost provider answer, for the client's retry or the completer; the
+	// pool never closes under it (service.drainCharges). Set it above
+	// ProviderTimeout plus a few seconds to let every charge finish
+	// in-process.
 	ShutdownTimeout time.Duration
 	// LogLevel (LOG_LEVEL, default info): debug, info, warn or error.
 	LogLevel slog.Level

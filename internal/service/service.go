@@ -54,6 +54,7 @@ type Service struct {
 	relay         *outbox.Relay      // nil without KAFKA_BROKERS
 	orderConsumer *consumer.Consumer // nil without KAFKA_BROKERS
 	jobs          *scheduledJobs
+	charges       *app.ChargePayment // drained before the pool closes (shutdown.go)
 }
 
 // useCases are the application layer over one database: what both `serve`
@@ -171,6 +172,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Servic
 		relay:         relay,
 		orderConsumer: orderConsumer,
 		jobs:          jobs,
+		charges:       uc.chargePayment,
 	}, nil
 }
 
@@ -179,7 +181,9 @@ func (s *Service) Addr() string { return s.listener.Addr().String() }
 
 // Run runs every component until ctx ends or one of them fails, then stops
 // them in reverse start order, each bounded by cfg.ShutdownTimeout, and
-// closes the database. It returns nil after a clean shutdown.
+// closes the database once no charge runs: charges still running at the
+// bound are aborted and left to the takeover (drainCharges). It returns nil
+// after a clean shutdown.
 func (s *Service) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 
@@ -200,6 +204,7 @@ func (s *Service) Run(ctx context.Context) error {
 	s.debug.run(g, s.logger)
 	s.jobs.scheduler.Start()
 
+	poolFree := true
 	g.Go(func() error {
 		<-gctx.Done()
 		s.logger.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
@@ -211,12 +216,17 @@ func (s *Service) Run(ctx context.Context) error {
 		if httpErr != nil {
 			httpErr = fmt.Errorf("http shutdown: %w", httpErr)
 		}
+		// Charges outlive their requests' handlers only if the bound ran
+		// out; they are aborted and logged, never left under a closed pool.
+		poolFree = s.drainCharges(shutdownCtx)
 		relay.stop(shutdownCtx)
 		s.debug.close()
 		return errors.Join(jobsErr, httpErr)
 	})
 	err := g.Wait()
-	closeDB(s.db)
+	if poolFree {
+		closeDB(s.db)
+	}
 	s.logger.Info("stopped")
 	return err
 }
