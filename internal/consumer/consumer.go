@@ -368,6 +368,9 @@ func (c *Consumer) process(ctx context.Context, batch []kafka.Message) {
 	if err := c.deadLetterAll(ctx, work, rejected); err != nil {
 		return
 	}
+	// The batch is through: a record given up on its last attempt leaves
+	// no failure to report.
+	c.setState(nil)
 	c.metrics.record(res)
 	if c.afterApply != nil {
 		c.afterApply()

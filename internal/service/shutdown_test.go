@@ -44,7 +44,7 @@ func (s *syncBuffer) String() string {
 
 type running struct {
 	url  string
-	stop func() (error, time.Time) // cancels Run, waits for it, says when it returned
+	stop func() (time.Time, error) // cancels Run, waits for it; when it returned, and its error
 }
 
 func run(t *testing.T, dsn string, logs io.Writer, envs ...map[string]string) *running {
@@ -74,7 +74,7 @@ func run(t *testing.T, dsn string, logs io.Writer, envs ...map[string]string) *r
 	var once sync.Once
 	var runErr error
 	var returned time.Time
-	stop := func() (error, time.Time) {
+	stop := func() (time.Time, error) {
 		once.Do(func() {
 			cancel()
 			select {
@@ -84,9 +84,9 @@ func run(t *testing.T, dsn string, logs io.Writer, envs ...map[string]string) *r
 				t.Fatal("Run did not return within 60s")
 			}
 		})
-		return runErr, returned
+		return returned, runErr
 	}
-	t.Cleanup(func() { stop() })
+	t.Cleanup(func() { _, _ = stop() })
 	return &running{url: "http://" + svc.Addr(), stop: stop}
 }
 
@@ -165,7 +165,7 @@ func TestShutdownNeverClosesThePoolUnderARunningCharge(t *testing.T) {
 
 	// Run says the shutdown ran out of time (the exit status tells the
 	// orchestrator), and has cleaned up after it.
-	runErr, returned := first.stop()
+	returned, runErr := first.stop()
 	if !errors.Is(runErr, context.DeadlineExceeded) {
 		t.Errorf("Run = %v, want the HTTP shutdown's deadline error", runErr)
 	}
