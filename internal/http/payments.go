@@ -176,6 +176,99 @@ func (h *paymentHandlers) decodeCharge(c echo.Context) (domain.Charge, error) {
 		return domain.Charge{}, newProblem(http.StatusBadRequest, codeMalformedJSON, "Malformed JSON", "The body could not be read.")
 	}
 
+	req, ok := decodeWellFormedCharge(body)
+	if !ok {
+		req, err = h.decodeChargeReportingEverything(body)
+		if err != nil {
+			return domain.Charge{}, err
+		}
+		return chargeOf(req)
+	}
+	if errs := h.validateFields(&req, nil); len(errs) > 0 {
+		return domain.Charge{}, validationProblem(errs)
+	}
+	return chargeOf(req)
+}
+
+// decodeWellFormedCharge reads a body that is what a client should send,
+// in one pass over its JSON tokens: one object, each of the request's
+// fields at most once, each with a scalar of its JSON type. Anything else
+// (a repeated or unknown name, a nested value, a wrong type, a syntax
+// error, trailing data) makes it give up, and the thorough decoder names
+// every problem. Because unknown fields and nested values are refused, a
+// body it takes can repeat a name only at the top level, and that is the
+// one place it looks.
+func decodeWellFormedCharge(body []byte) (chargeRequest, bool) {
+	var req chargeRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return req, false
+	}
+	for dec.More() {
+		nameTok, err := dec.Token()
+		if err != nil {
+			return req, false
+		}
+		valTok, err := dec.Token()
+		if err != nil {
+			return req, false
+		}
+		name, _ := nameTok.(string)
+		ok := false
+		switch name {
+		case "orderId":
+			ok = req.OrderID == nil && setInt(&req.OrderID, valTok)
+		case "customerId":
+			ok = req.CustomerID == nil && setInt(&req.CustomerID, valTok)
+		case "amount":
+			ok = req.Amount == nil && setString(&req.Amount, valTok)
+		case "currency":
+			ok = req.Currency == nil && setString(&req.Currency, valTok)
+		case "paymentProvider":
+			ok = req.PaymentProvider == nil && setString(&req.PaymentProvider, valTok)
+		case "externalPaymentId":
+			ok = req.ExternalPaymentID == nil && setString(&req.ExternalPaymentID, valTok)
+		}
+		if !ok {
+			return req, false
+		}
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return req, false
+	}
+	if _, err := dec.Token(); err != io.EOF { // trailing data
+		return req, false
+	}
+	return req, true
+}
+
+func setInt(dst **int64, tok json.Token) bool {
+	n, ok := tok.(json.Number)
+	if !ok {
+		return false
+	}
+	v, err := n.Int64()
+	if err != nil {
+		return false
+	}
+	*dst = &v
+	return true
+}
+
+func setString(dst **string, tok json.Token) bool {
+	v, ok := tok.(string)
+	if ok {
+		*dst = &v
+	}
+	return ok
+}
+
+// decodeChargeReportingEverything is the thorough decoder, for a body that
+// decodeWellFormedCharge did not take: it names every repeated name, every
+// unknown field and every field of the wrong JSON type, together with the
+// validator's findings, in one problem.
+func (h *paymentHandlers) decodeChargeReportingEverything(body []byte) (chargeRequest, error) {
 	// A repeated name is ambiguous: encoding/json keeps the last value, a
 	// gateway or audit log in front of us may keep the first, and the two
 	// would disagree on what was charged. Refused before anything else
@@ -185,7 +278,7 @@ func (h *paymentHandlers) decodeCharge(c echo.Context) (domain.Charge, error) {
 		for i, path := range dups {
 			errs[i] = FieldError{Field: path, Message: "appears more than once; send each field once"}
 		}
-		return domain.Charge{}, validationProblem(errs)
+		return chargeRequest{}, validationProblem(errs)
 	}
 
 	var req chargeRequest
@@ -193,14 +286,18 @@ func (h *paymentHandlers) decodeCharge(c echo.Context) (domain.Charge, error) {
 	if err := decodeStrict(body, &req); err != nil {
 		var fde *fieldDecodeErrors
 		if !errors.As(err, &fde) {
-			return domain.Charge{}, err
+			return chargeRequest{}, err
 		}
 		typeErrs = fde.errs
 	}
 	if errs := h.validateFields(&req, typeErrs); len(errs) > 0 {
-		return domain.Charge{}, validationProblem(errs)
+		return chargeRequest{}, validationProblem(errs)
 	}
+	return req, nil
+}
 
+// chargeOf builds the domain charge from a validated request.
+func chargeOf(req chargeRequest) (domain.Charge, error) {
 	// The validator has checked every field, so these constructors cannot
 	// fail; their errors are still returned, never ignored.
 	amount, err := decimal.NewFromString(*req.Amount)
