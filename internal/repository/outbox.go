@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/example/payment-service/internal/app"
+	"github.com/example/payment-service/internal/telemetry"
 )
 
 // DefaultPaymentEventsTopic is where payment events go unless configured.
@@ -39,6 +40,10 @@ type outboxEventRow struct {
 	Payload     string     // json column: the exact bytes the relay publishes
 	CreatedAt   time.Time  `gorm:"->"`
 	PublishedAt *time.Time `gorm:"->"`
+
+	// TraceContext (json, NULL when not traced) is the recording span's W3C
+	// trace context; the relay sends it as record headers (migration 00009).
+	TraceContext *string
 }
 
 func (outboxEventRow) TableName() string { return "outbox_event" }
@@ -94,10 +99,29 @@ func (o *Outbox) AppendPaymentEvent(ctx context.Context, e app.PaymentEvent) err
 		EventType:  e.Type,
 		Payload:    string(payload),
 	}
+	if row.TraceContext, err = traceContextJSON(ctx); err != nil {
+		return err
+	}
 	if err := o.db.WithContext(ctx).Create(&row).Error; err != nil {
 		return fmt.Errorf("append %s to the outbox: %w", e.Type, err)
 	}
 	return nil
+}
+
+// traceContextJSON is the trace_context column's value for a row written
+// under ctx: its span's W3C fields as a JSON object, nil when ctx is not
+// traced (tracing off costs one context lookup here).
+func traceContextJSON(ctx context.Context) (*string, error) {
+	fields := telemetry.TraceContext(ctx)
+	if fields == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return nil, fmt.Errorf("encode the trace context: %w", err)
+	}
+	s := string(b)
+	return &s, nil
 }
 
 var _ app.Outbox = (*Outbox)(nil)
