@@ -45,6 +45,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/example/payment-service/internal/app"
 	"github.com/example/payment-service/internal/domain"
@@ -92,6 +94,11 @@ type Config struct {
 	// Dialer, if set, opens the reader's broker connections (tests use it
 	// to cut the network).
 	Dialer *kafka.Dialer
+
+	// Tracer, if set, traces each batch and continues the trace of each
+	// record that carries a W3C traceparent header (tracing.go). Nil: a
+	// no-op tracer.
+	Tracer trace.Tracer
 }
 
 // Applier is the use case a batch is handed to: app.ApplyOrderEvents.
@@ -141,6 +148,9 @@ func New(cfg Config, apply Applier, reg prometheus.Registerer, logger *slog.Logg
 	}
 	if cfg.Dialer == nil {
 		cfg.Dialer = &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true}
+	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
 
 	dlt, err := idempotent.New(idempotent.Config{
@@ -282,6 +292,9 @@ func (c *Consumer) fetchBatch(ctx context.Context) ([]kafka.Message, error) {
 // offsets are committed (or the commit failed, which only means
 // redelivery), or when ctx ends while it waits to retry.
 func (c *Consumer) process(ctx context.Context, batch []kafka.Message) {
+	ctx, span := c.traceBatch(ctx, batch)
+	defer span.end()
+
 	events := make([]app.OrderCreated, 0, len(batch))
 	var poisoned []kafka.Message
 	var reasons []*PoisonError
@@ -311,6 +324,7 @@ func (c *Consumer) process(ctx context.Context, batch []kafka.Message) {
 
 	var res app.ApplyResult
 	err := c.retry(ctx, "applying order events", func() error {
+		span.attempts++
 		attempt, cancel := context.WithTimeout(work, 30*time.Second)
 		defer cancel()
 		if len(events) == 0 {
@@ -337,8 +351,10 @@ func (c *Consumer) process(ctx context.Context, batch []kafka.Message) {
 		// batch's commit supersedes this one.
 		c.metrics.commitFailures.Inc()
 		c.logger.Warn("committing offsets failed; the batch will be redelivered and skipped", "records", len(batch), "err", err)
+		span.fail(err)
 		return
 	}
+	span.committed = true
 }
 
 // retry runs fn until it succeeds, waiting with exponential backoff and
