@@ -51,3 +51,7 @@ func ContextWithRemoteParent(ctx context.Context, fields map[string]string) cont
 	}
 	return trace.ContextWithRemoteSpanContext(ctx, sc)
 }
+
+// Propagator is W3C Trace Context, for instrumentation that takes a
+// propagator (the HTTP server middleware).
+func Propagator() propagation.TextMapPropagator { return w3c }
