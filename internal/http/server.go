@@ -65,6 +65,7 @@ func NewHandler(d Deps) http.Handler {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 	})
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{})))
+	registerDocs(e)
 
 	h := &paymentHandlers{
 		charge:   d.ChargePayment,
