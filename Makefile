@@ -3,7 +3,7 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN         ?= bin
 
-.PHONY: dev demo test test-kafka lint build migrate bench help
+.PHONY: dev demo test test-kafka lint build migrate bench bench-tracing docs-screenshot help
 
 help:
 	@echo "make dev      run the service on a throwaway PostgreSQL (no Docker), http://127.0.0.1:8080"
@@ -14,6 +14,8 @@ help:
 	@echo "make build    static binaries in $(BIN)/: payment-service, sandbox-provider"
 	@echo "make migrate  apply migrations to DATABASE_URL"
 	@echo "make bench    the benchmarks reported in docs/benchmarks.md"
+	@echo "make bench-tracing  what tracing costs POST /payments: off (the default) and on"
+	@echo "make docs-screenshot  redraw docs/api-docs.png with the browser test of /docs (needs chromium)"
 
 # Built, then exec'd: Ctrl-C reaches payment-dev itself, which stops the
 # service, the broker and PostgreSQL and removes their data.
@@ -58,3 +60,12 @@ migrate:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./internal/...
+
+# Tracing off and on side by side, over real HTTP and PostgreSQL, and the
+# per-request instrumentation alone (docs/benchmarks.md).
+bench-tracing:
+	$(GO) test -run '^$$' -bench BenchmarkInstrumentation -benchmem -count 3 ./internal/telemetry/
+	$(GO) test -run '^$$' -bench BenchmarkTracing -benchtime 2000x -count 3 ./internal/http/
+
+docs-screenshot:
+	DOCS_SCREENSHOT=$(CURDIR)/docs/api-docs.png $(GO) test -count=1 -run TestDocsPageInABrowserChargesAnOrder ./internal/http/
