@@ -207,6 +207,7 @@ func (e *publishError) Unwrap() error { return e.err }
 func (r *Relay) relayBatch(ctx context.Context, sess Session, pub *Publisher) (int, error) {
 	qctx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	events, err := sess.Pending(qctx, r.cfg.BatchSize)
+	readAt := time.Now()
 	cancel()
 	if err != nil {
 		return 0, fmt.Errorf("read pending events: %w", err)
@@ -234,6 +235,7 @@ func (r *Relay) relayBatch(ctx context.Context, sess Session, pub *Publisher) (i
 	if err != nil {
 		return 0, &publishError{err}
 	}
+	r.cfg.Metrics.publishDelay(events, time.Since(readAt))
 
 	// A crash or a lost session here republishes the batch under the next
 	// leader, with the same eventIds: consumers dedup (see the package doc).
