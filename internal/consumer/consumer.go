@@ -313,7 +313,7 @@ func (c *Consumer) process(ctx context.Context, batch []kafka.Message) {
 	// no reason. Only the waits between attempts end with ctx.
 	work := context.WithoutCancel(ctx)
 	if len(poisoned) > 0 {
-		err := c.retry(ctx, "dead-lettering", func() error { return c.deadLetter(work, poisoned, reasons) })
+		err := c.retry(ctx, stepDeadLettering, func() error { return c.deadLetter(work, poisoned, reasons) })
 		if err != nil {
 			return
 		}
@@ -323,7 +323,7 @@ func (c *Consumer) process(ctx context.Context, batch []kafka.Message) {
 	}
 
 	var res app.ApplyResult
-	err := c.retry(ctx, "applying order events", func() error {
+	err := c.retry(ctx, stepApplying, func() error {
 		span.attempts++
 		attempt, cancel := context.WithTimeout(work, 30*time.Second)
 		defer cancel()
@@ -356,6 +356,13 @@ func (c *Consumer) process(ctx context.Context, batch []kafka.Message) {
 	}
 	span.committed = true
 }
+
+// The steps of a batch that are retried: the values of the step label of
+// order_events_retries_total.
+const (
+	stepDeadLettering = "dead-lettering"
+	stepApplying      = "applying order events"
+)
 
 // retry runs fn until it succeeds, waiting with exponential backoff and
 // jitter in between, and reports the failure in Health meanwhile. It

@@ -47,6 +47,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, reason := range []string{ReasonInvalidJSON, ReasonInvalidEventID, ReasonUnknownEventType, ReasonInvalidAmount, ReasonInvalidField} {
 		m.deadLettered.WithLabelValues(reason) // export zeros, so alerts see the series
 	}
+	for _, step := range []string{stepDeadLettering, stepApplying} {
+		m.retries.WithLabelValues(step)
+	}
 	for _, c := range []prometheus.Collector{m.applied, m.superseded, m.duplicates, m.deadLettered, m.retries, m.commitFailures} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
