@@ -170,6 +170,11 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...Op
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The pool: go_sql_open_connections, go_sql_in_use_connections,
+	// go_sql_wait_count_total ... {db_name="payments"}.
+	if sqlDB, err := db.DB(); err == nil {
+		registry.MustRegister(collectors.NewDBStatsCollector(sqlDB, "payments"))
+	}
 	uc, err := newUseCases(cfg, db, registry, tracing, logger)
 	if err != nil {
 		return nil, err
