@@ -28,9 +28,11 @@ import (
 //	on    the SDK with a batch span processor, as in production, exporting
 //	      to an exporter that drops the spans (no network in a benchmark)
 //
-// for new charges (C=1 and C=16) and replays (C=16). Off and on alternate
-// per case, so a drift of the machine hits both. It reports requests/s and
-// p50/p99; nothing is asserted.
+// for new charges (C=1 and C=16) and replays (C=16), off right before on
+// for each case. It reports requests/s and p50/p99; nothing is asserted.
+// -count repeats each sub-benchmark in a row, so on a shared machine
+// compare medians of several runs, and check the load first: the
+// difference to find is a few per cent.
 //
 //	go test -run '^$' -bench BenchmarkTracing -benchtime 2000x -count 3 ./internal/http/
 //
