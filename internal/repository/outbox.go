@@ -42,7 +42,7 @@ type outboxEventRow struct {
 	PublishedAt *time.Time `gorm:"->"`
 
 	// TraceContext (json, NULL when not traced) is the recording span's W3C
-	// trace context; the relay sends it as record headers (migration 00009).
+	// trace context; the relay sends it as record headers (migration 00011).
 	TraceContext *string
 }
 
