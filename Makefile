@@ -3,7 +3,7 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN         ?= bin
 
-.PHONY: dev demo test test-kafka lint build migrate bench bench-api help
+.PHONY: dev demo test test-kafka lint build migrate bench bench-api bench-tracing docs-screenshot help
 
 help:
 	@echo "make dev      run the service on a throwaway PostgreSQL (no Docker), http://127.0.0.1:8080"
@@ -15,6 +15,8 @@ help:
 	@echo "make migrate  apply migrations to DATABASE_URL"
 	@echo "make bench    the benchmarks reported in docs/benchmarks.md"
 	@echo "make bench-api  POST /payments against pgbench with the same statements; table, docs/bench-api.json and .png"
+	@echo "make bench-tracing  what tracing costs POST /payments: off (the default) and on"
+	@echo "make docs-screenshot  redraw docs/api-docs.png with the browser test of /docs (needs chromium)"
 
 # Built, then exec'd: Ctrl-C reaches payment-dev itself, which stops the
 # service, the broker and PostgreSQL and removes their data.
@@ -66,3 +68,11 @@ bench:
 bench-api:
 	$(GO) run ./cmd/bench-api -out docs/bench-api.json $(BENCH_API_FLAGS)
 	cd scripts/bench-chart && $(GO) run . -in ../../docs/bench-api.json -out ../../docs/bench-api.png
+# Tracing off and on side by side, over real HTTP and PostgreSQL, and the
+# per-request instrumentation alone (docs/benchmarks.md).
+bench-tracing:
+	$(GO) test -run '^$$' -bench BenchmarkInstrumentation -benchmem -count 3 ./internal/telemetry/
+	$(GO) test -run '^$$' -bench BenchmarkTracing -benchtime 2000x -count 3 ./internal/http/
+
+docs-screenshot:
+	DOCS_SCREENSHOT=$(CURDIR)/docs/api-docs.png $(GO) test -count=1 -run TestDocsPageInABrowserChargesAnOrder ./internal/http/

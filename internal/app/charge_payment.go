@@ -9,6 +9,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/example/payment-service/internal/domain"
 )
@@ -54,13 +58,47 @@ type ChargePayment struct {
 	lockTimeout time.Duration
 	logger      *slog.Logger
 	running     *runningCharges // for Drain, at shutdown
+	tracer      trace.Tracer
 }
 
 // NewChargePayment builds the use case. lockTimeout is how long a claim
 // holds a key before a retry may take it over; it must exceed the slowest
 // provider call.
-func NewChargePayment(tx Transactor, store ChargeStore, providers map[domain.ProviderName]PaymentProvider, encoder ResponseEncoder, lockTimeout time.Duration, logger *slog.Logger) *ChargePayment {
-	return &ChargePayment{tx: tx, store: store, providers: providers, encoder: encoder, lockTimeout: lockTimeout, logger: logger, running: newRunningCharges()}
+func NewChargePayment(tx Transactor, store ChargeStore, providers map[domain.ProviderName]PaymentProvider, encoder ResponseEncoder, lockTimeout time.Duration, logger *slog.Logger, opts ...ChargeOption) *ChargePayment {
+	uc := &ChargePayment{tx: tx, store: store, providers: providers, encoder: encoder, lockTimeout: lockTimeout, logger: logger,
+		running: newRunningCharges(), tracer: noop.NewTracerProvider().Tracer("")}
+	for _, opt := range opts {
+		opt(uc)
+	}
+	return uc
+}
+
+// ChargeOption configures ChargePayment.
+type ChargeOption func(*ChargePayment)
+
+// WithTracer makes each database phase a span of its own ("charge claim",
+// "charge record", "charge settle failed call"), so a trace shows where a
+// charge spent its time; the provider call is the provider adapter's span.
+// Without it the spans go to a no-op tracer.
+func WithTracer(t trace.Tracer) ChargeOption {
+	return func(uc *ChargePayment) { uc.tracer = t }
+}
+
+// startPhase starts the span of one phase of Handle.
+func (uc *ChargePayment) startPhase(ctx context.Context, name string, cmd ChargeCommand) (context.Context, trace.Span) {
+	return uc.tracer.Start(ctx, name, trace.WithAttributes(
+		attribute.Int64("payment.order_id", int64(cmd.Charge.OrderID)),
+		attribute.String("payment.provider", string(cmd.Charge.Provider)),
+	))
+}
+
+// endPhase ends a phase's span, marking it failed if err is set.
+func endPhase(span trace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }
 
 // ChargeResult is the reply for the client.
@@ -116,10 +154,12 @@ func (uc *ChargePayment) Handle(ctx context.Context, cmd ChargeCommand) (ChargeR
 	token := uuid.New()
 	claimedAt := time.Now()
 	var phase1 claimResult
-	err = uc.tx.Transact(ctx, func(ctx context.Context, r Repos) (err error) {
+	claimCtx, span := uc.startPhase(ctx, "charge claim", cmd)
+	err = uc.tx.Transact(claimCtx, func(ctx context.Context, r Repos) (err error) {
 		phase1, err = uc.claim(ctx, r, cmd, hash, token)
 		return err
 	})
+	endPhase(span, err)
 	var held *keyHeldError
 	switch {
 	case errors.As(err, &held):
@@ -141,9 +181,14 @@ func (uc *ChargePayment) Handle(ctx context.Context, cmd ChargeCommand) (ChargeR
 	finishCtx, finishCancel := context.WithTimeout(detached, finishTimeout)
 	defer finishCancel()
 	if callErr != nil {
-		return ChargeResult{}, uc.providerFailed(finishCtx, cmd.Scope, token, phase1, claimedAt, callErr)
+		settleCtx, span := uc.startPhase(finishCtx, "charge settle failed call", cmd)
+		err := uc.providerFailed(settleCtx, cmd.Scope, token, phase1, claimedAt, callErr)
+		endPhase(span, err)
+		return ChargeResult{}, err
 	}
-	resp, err := uc.record(finishCtx, cmd.Scope, token, phase1, decision)
+	recordCtx, span := uc.startPhase(finishCtx, "charge record", cmd)
+	resp, err := uc.record(recordCtx, cmd.Scope, token, phase1, decision)
+	endPhase(span, err)
 	switch {
 	case errors.Is(err, ErrLockLost):
 		// Our lock expired and another request took the key over; it will

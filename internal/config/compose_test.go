@@ -70,8 +70,9 @@ func TestComposeEnvironmentIsWhatTheServiceReads(t *testing.T) {
 		t.Error("compose must use the documented demo key demo-client:demo-secret")
 	}
 
-	// Every image is pinned to a version, never latest.
-	pinned := regexp.MustCompile(`^[a-z0-9./_-]+:[0-9][A-Za-z0-9._-]*$`)
+	// Every image is pinned to a version, never latest (Prometheus tags
+	// its versions with a leading v).
+	pinned := regexp.MustCompile(`^[a-z0-9./_-]+:v?[0-9][A-Za-z0-9._-]*$`)
 	for name, s := range compose.Services {
 		if s.Image != "" && !pinned.MatchString(s.Image) {
 			t.Errorf("service %s: image %q is not pinned to a version", name, s.Image)

@@ -86,6 +86,10 @@ type Config struct {
 	// OrderConsumer configures the order-projection consumer, which runs
 	// only when KafkaBrokers is set.
 	OrderConsumer OrderConsumer
+
+	// Tracing (the standard OTEL_* variables; tracing.go) is off unless an
+	// OTLP endpoint is set.
+	Tracing Tracing
 }
 
 // OrderConsumer is the order-projection consumer's configuration.
@@ -169,6 +173,7 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	cfg.OutboxPollInterval = p.duration("OUTBOX_POLL_INTERVAL", 5*time.Second, 100*time.Millisecond, 5*time.Minute)
 	cfg.OrderConsumer = p.orderConsumer()
+	cfg.Tracing = p.tracing()
 	// A provider call must end while its claim still holds the key: a call
 	// that outlives the lock lets a retry take the key over and call the
 	// provider with the same provider key while the first call is running.

@@ -73,6 +73,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/example/payment-service/internal/app"
 	"github.com/example/payment-service/internal/domain"
@@ -129,6 +131,11 @@ type Config struct {
 	// Dialer, if set, opens the reader's broker connections (tests use it
 	// to cut the network).
 	Dialer *kafka.Dialer
+
+	// Tracer, if set, traces each batch and continues the trace of each
+	// record that carries a W3C traceparent header (tracing.go). Nil: a
+	// no-op tracer.
+	Tracer trace.Tracer
 }
 
 // Applier is the use case a batch is handed to: app.ApplyOrderEvents.
@@ -185,6 +192,9 @@ func New(cfg Config, apply Applier, reg prometheus.Registerer, logger *slog.Logg
 	}
 	if cfg.Dialer == nil {
 		cfg.Dialer = &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true}
+	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
 
 	dltConfig := idempotent.Config{
@@ -341,6 +351,9 @@ type deadRecord struct {
 // offsets are committed (or the commit failed, which only means
 // redelivery), or when ctx ends while it waits to retry.
 func (c *Consumer) process(ctx context.Context, batch []kafka.Message) {
+	ctx, span := c.traceBatch(ctx, batch)
+	defer span.end()
+
 	events := make([]app.OrderCreated, 0, len(batch))
 	origins := make([]kafka.Message, 0, len(batch)) // origins[i] carried events[i]
 	var poisoned []deadRecord
@@ -385,8 +398,10 @@ func (c *Consumer) process(ctx context.Context, batch []kafka.Message) {
 		// batch's commit supersedes this one.
 		c.metrics.commitFailures.Inc()
 		c.logger.Warn("committing offsets failed; the batch will be redelivered and skipped", "records", len(batch), "err", err)
+		span.fail(err)
 		return
 	}
+	span.committed = true
 }
 
 // applyBatch applies events in one transaction, retrying failures that are

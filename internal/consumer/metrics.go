@@ -54,6 +54,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, reason := range []string{ReasonInvalidJSON, ReasonInvalidEventID, ReasonUnknownEventType, ReasonInvalidAmount, ReasonInvalidField, ReasonDuplicateKey, ReasonInvalidTime, ReasonRejected} {
 		m.deadLettered.WithLabelValues(reason) // export zeros, so alerts see the series
 	}
+	for _, step := range []string{stepDeadLetter, stepApply, stepApplyAlone} {
+		m.retries.WithLabelValues(step) // export zeros, so alerts see the series
+	}
 	for _, c := range []prometheus.Collector{m.applied, m.superseded, m.duplicates, m.deadLettered, m.retries, m.commitFailures, m.deadLetterRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -44,10 +44,22 @@ func startService(t testing.TB, env map[string]string) *testService {
 	return startServiceWith(t, testdb.New(t), env, sandboxprovider.Config{})
 }
 
+// startOption changes how startServiceWith runs the service.
+type startOption func(*startOptions)
+
+type startOptions struct {
+	service []service.Option
+	logs    io.Writer // the service's log; discarded unless set
+}
+
 // startServiceWith runs the service on dsn against a sandbox provider
 // configured by provider.
-func startServiceWith(t testing.TB, dsn string, env map[string]string, provider sandboxprovider.Config) *testService {
+func startServiceWith(t testing.TB, dsn string, env map[string]string, provider sandboxprovider.Config, opts ...startOption) *testService {
 	t.Helper()
+	o := startOptions{logs: io.Discard}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	sandbox, err := sandboxprovider.Start("127.0.0.1:0", provider)
 	if err != nil {
 		t.Fatal(err)
@@ -68,8 +80,8 @@ func startServiceWith(t testing.TB, dsn string, env map[string]string, provider 
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := service.New(ctx, cfg, logger)
+	logger := slog.New(slog.NewJSONHandler(o.logs, nil))
+	svc, err := service.New(ctx, cfg, logger, o.service...)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/example/payment-service/internal/app"
 	"github.com/example/payment-service/internal/config"
 	"github.com/example/payment-service/internal/domain"
+	"github.com/example/payment-service/internal/telemetry"
 )
 
 // Deps is what the HTTP adapter needs.
@@ -33,6 +34,9 @@ type Deps struct {
 	// Components are the background parts reported on /health.
 	Components []Component
 	Registry   *prometheus.Registry
+	// Tracing, when on, gives every API request a server span (tracing.go).
+	// Nil is off.
+	Tracing *telemetry.Tracing
 }
 
 // NewHandler builds the service's HTTP handler.
@@ -46,6 +50,9 @@ func NewHandler(d Deps) http.Handler {
 	e.Use(requestLogger(d.Logger))
 	e.Use(m.middleware)
 	e.Use(middleware.Recover())
+	if d.Tracing != nil && d.Tracing.Enabled() {
+		e.Use(nameSpanByRoute)
+	}
 
 	e.GET("/healthz", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
@@ -63,6 +70,7 @@ func NewHandler(d Deps) http.Handler {
 	})
 	e.GET("/health", healthHandler(d.Ready, d.Components))
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{})))
+	registerDocs(e)
 
 	h := &paymentHandlers{
 		charge:   d.ChargePayment,
@@ -76,7 +84,7 @@ func NewHandler(d Deps) http.Handler {
 	e.POST("/payments", h.chargePayment, auth)
 	e.GET("/payments/:id", h.getPayment, auth)
 	e.GET("/orders/:orderId", (&orderHandlers{get: d.GetOrder}).getOrder, auth)
-	return e
+	return withTracing(e, d.Tracing)
 }
 
 // requestLogger writes one structured line per request, with the request id

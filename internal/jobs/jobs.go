@@ -131,6 +131,14 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			Help: "Abandoned charges handled by the completer, by outcome (completed, released, busy, unknown: the provider's answer is still not known, failed).",
 		}, []string{"outcome"}),
 	}
+	// Export zeros for every job and outcome: a counter series that first
+	// appears at 1 is invisible to increase() and rate(), so an alert on
+	// the first failed run would never fire.
+	for _, job := range []string{JobPurgeExpired, JobCompleteAbandonedCharges} {
+		for _, outcome := range []string{"ok", "error", "interrupted"} {
+			m.runs.WithLabelValues(job, outcome)
+		}
+	}
 	reg.MustRegister(m.runs, m.duration, m.deleted, m.abandoned)
 	return m
 }

@@ -11,6 +11,7 @@ type Metrics struct {
 	publishedTotal *prometheus.CounterVec
 	lag            prometheus.Gauge
 	leader         prometheus.Gauge
+	delay          prometheus.Histogram
 }
 
 // NewMetrics registers the relay's series on reg. topic is the configured
@@ -39,9 +40,28 @@ func NewMetrics(reg prometheus.Registerer, topic string) *Metrics {
 			ConstLabels: labels,
 		}),
 	}
+	m.delay = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "outbox_event_publish_delay_seconds",
+		Help: "Time from an outbox row's created_at (the start of the transaction that recorded the outcome) to the broker's acknowledgement of its event; a republished event is observed again.",
+		// From a NOTIFY wake-up (milliseconds) to a missed one waiting for
+		// the safety-net poll (OUTBOX_POLL_INTERVAL, 5 s) and beyond.
+		Buckets:     []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		ConstLabels: labels,
+	})
 	m.publishedTotal.WithLabelValues(topic) // export zero, so alerts see the series
-	reg.MustRegister(m.publishedTotal, m.lag, m.leader)
+	reg.MustRegister(m.publishedTotal, m.lag, m.leader, m.delay)
 	return m
+}
+
+// publishDelay observes, for each event of a batch read readAgo before its
+// acknowledgement, how long it waited from its row's creation.
+func (m *Metrics) publishDelay(events []Event, readAgo time.Duration) {
+	if m == nil {
+		return
+	}
+	for _, e := range events {
+		m.delay.Observe((e.Age + readAgo).Seconds())
+	}
 }
 
 func (m *Metrics) published(topic string, n int) {

@@ -10,8 +10,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/example/payment-service/internal/kafka/idempotent"
+	"github.com/example/payment-service/internal/telemetry"
 )
 
 // Event is one unpublished outbox row.
@@ -25,6 +30,10 @@ type Event struct {
 	// Age is how long the row had been waiting when it was read, by the
 	// database's clock.
 	Age time.Duration
+	// TraceContext holds the W3C trace-context fields (traceparent,
+	// tracestate) of the request that wrote the row; nil if it was not
+	// traced. They are sent as record headers.
+	TraceContext map[string]string
 }
 
 // Store is the relay's view of the outbox table.
@@ -85,6 +94,9 @@ type Config struct {
 	QueryTimeout time.Duration
 	Metrics      *Metrics // optional
 	Logger       *slog.Logger
+	// Tracer, if set, makes each batch's publish a producer span linked to
+	// the requests that wrote its events. Nil: a no-op tracer.
+	Tracer trace.Tracer
 }
 
 // Relay publishes the outbox. Run it in every replica: only the leader
@@ -144,6 +156,9 @@ func New(cfg Config) (*Relay, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
 	return &Relay{cfg: cfg, state: errRelayNotRunning}, nil
 }
@@ -264,6 +279,7 @@ func (ps publishers) closeAll() {
 func (r *Relay) relayBatch(ctx context.Context, sess Session, pubs publishers) (int, error) {
 	qctx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	events, err := sess.Pending(qctx, r.cfg.BatchSize)
+	readAt := time.Now()
 	cancel()
 	if err != nil {
 		return 0, fmt.Errorf("read pending events: %w", err)
@@ -278,6 +294,7 @@ func (r *Relay) relayBatch(ctx context.Context, sess Session, pubs publishers) (
 	// id order; a key's rows are all in one topic (the topic a replica
 	// writes does not change under it), so per-key order holds.
 	byTopic := map[string][]idempotent.Message{}
+	eventsByTopic := map[string][]Event{}
 	var topics []string
 	ids := make([]int64, len(events))
 	for i, e := range events {
@@ -285,6 +302,7 @@ func (r *Relay) relayBatch(ctx context.Context, sess Session, pubs publishers) (
 			topics = append(topics, e.Topic)
 		}
 		byTopic[e.Topic] = append(byTopic[e.Topic], toMessage(e))
+		eventsByTopic[e.Topic] = append(eventsByTopic[e.Topic], e)
 		ids[i] = e.ID
 	}
 	for _, topic := range topics {
@@ -296,10 +314,7 @@ func (r *Relay) relayBatch(ctx context.Context, sess Session, pubs publishers) (
 			}
 			pub, pubs[topic] = p, p
 		}
-		pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
-		err := pub.Publish(pctx, byTopic[topic]...)
-		cancel()
-		if err != nil {
+		if err := r.publish(ctx, pub, eventsByTopic[topic], byTopic[topic]); err != nil {
 			// Nothing of the batch is marked: the topics published before
 			// this one get their rows again with the same eventIds, which
 			// consumers drop (at least once, as after a crash).
@@ -307,6 +322,7 @@ func (r *Relay) relayBatch(ctx context.Context, sess Session, pubs publishers) (
 		}
 		r.cfg.Metrics.published(topic, len(byTopic[topic]))
 	}
+	r.cfg.Metrics.publishDelay(events, time.Since(readAt))
 
 	// A crash or a lost session here republishes the batch under the next
 	// leader, with the same eventIds: consumers dedup (see the package doc).
@@ -324,6 +340,36 @@ func (r *Relay) relayBatch(ctx context.Context, sess Session, pubs publishers) (
 	return len(events), nil
 }
 
+// publish sends one batch, in a producer span of its own. The span starts
+// a trace of its own (a batch has as many parents as it has events) and
+// links the span that wrote each event, so the trace of a request leads to
+// the publish of its event and back; the records themselves carry the
+// request's trace context (toMessage).
+func (r *Relay) publish(ctx context.Context, pub Publisher, events []Event, msgs []idempotent.Message) error {
+	links := make([]trace.Link, 0, len(events))
+	for _, e := range events {
+		if sc := telemetry.RemoteSpanContext(e.TraceContext); sc.IsValid() {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	ctx, span := r.cfg.Tracer.Start(ctx, "outbox publish", trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithNewRoot(), trace.WithLinks(links...),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "kafka"),
+			attribute.String("messaging.operation.type", "send"),
+			attribute.Int("messaging.batch.message_count", len(msgs)),
+		))
+	defer span.End()
+	pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
+	defer cancel()
+	err := pub.Publish(pctx, msgs...)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "publish failed")
+	}
+	return err
+}
+
 // Header names of the Kafka record headers every event carries, so that
 // consumers can dedup and route without parsing the value.
 const (
@@ -331,15 +377,19 @@ const (
 	HeaderEventType = "eventType"
 )
 
+// toMessage is the record of an event: its key and payload, the eventId and
+// eventType headers, and the W3C trace-context headers (traceparent,
+// tracestate) of the request that wrote it, when it was traced.
 func toMessage(e Event) idempotent.Message {
-	return idempotent.Message{
-		Key:   e.Key,
-		Value: e.Payload,
-		Headers: []idempotent.Header{
-			{Key: HeaderEventID, Value: []byte(e.EventID.String())},
-			{Key: HeaderEventType, Value: []byte(e.EventType)},
-		},
+	headers := make([]idempotent.Header, 2, 2+len(e.TraceContext))
+	headers[0] = idempotent.Header{Key: HeaderEventID, Value: []byte(e.EventID.String())}
+	headers[1] = idempotent.Header{Key: HeaderEventType, Value: []byte(e.EventType)}
+	for _, name := range []string{telemetry.HeaderTraceparent, telemetry.HeaderTracestate} {
+		if v := e.TraceContext[name]; v != "" {
+			headers = append(headers, idempotent.Header{Key: name, Value: []byte(v)})
+		}
 	}
+	return idempotent.Message{Key: e.Key, Value: e.Payload, Headers: headers}
 }
 
 // backoff is the relay's pause after failed publishes: exponential from

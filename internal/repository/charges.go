@@ -130,8 +130,9 @@ decided AS (
 -- The outbox row (R-DIST-IDEM-1): one event per decided payment, written
 -- with the decision; the relay publishes it after the commit.
 announced AS (
-    INSERT INTO outbox_event (event_id, topic, message_key, event_type, payload)
-    SELECT @event_id, @topic, @message_key, @event_type, CAST(@payload AS json)
+    INSERT INTO outbox_event (event_id, topic, message_key, event_type, payload, trace_context)
+    SELECT @event_id, @topic, @message_key, @event_type, CAST(@payload AS json),
+           CAST(NULLIF(@trace_context, '') AS json) -- '': the request was not traced
       FROM decided
  RETURNING 1
 )
@@ -271,23 +272,24 @@ func lookupKey(ctx context.Context, db *gorm.DB, scope app.IdempotencyScope) (ap
 
 // RecordOutcome implements app.ChargeStore.
 func (s *ChargeStore) RecordOutcome(ctx context.Context, o app.OutcomeRecord) error {
-	ev, err := newOutboxEventRow(o.Event, s.outbox)
+	ev, err := newOutboxEventRow(ctx, o.Event, s.outbox)
 	if err != nil {
 		return err
 	}
 	row := s.db.WithContext(ctx).Raw(recordOutcomeSQL, map[string]any{
-		"client":       string(o.Scope.ClientID),
-		"key":          o.Scope.Key,
-		"token":        o.Token,
-		"payment_id":   int64(o.Event.Payment.ID),
-		"final_status": string(o.Event.Payment.Status),
-		"response":     string(o.Response.Body),
-		"http_status":  o.Response.StatusCode,
-		"event_id":     ev.EventID,
-		"topic":        ev.Topic,
-		"message_key":  ev.MessageKey,
-		"event_type":   ev.EventType,
-		"payload":      ev.Payload,
+		"client":        string(o.Scope.ClientID),
+		"key":           o.Scope.Key,
+		"token":         o.Token,
+		"payment_id":    int64(o.Event.Payment.ID),
+		"final_status":  string(o.Event.Payment.Status),
+		"response":      string(o.Response.Body),
+		"http_status":   o.Response.StatusCode,
+		"event_id":      ev.EventID,
+		"topic":         ev.Topic,
+		"message_key":   ev.MessageKey,
+		"event_type":    ev.EventType,
+		"payload":       ev.Payload,
+		"trace_context": ptrString(ev.TraceContext),
 	}).Row()
 	var recorded, lockHeld bool
 	var paymentStatus sql.NullString
@@ -303,6 +305,14 @@ func (s *ChargeStore) RecordOutcome(ctx context.Context, o app.OutcomeRecord) er
 		return fmt.Errorf("record payment %d as %s: it is %s, not PENDING",
 			o.Event.Payment.ID, o.Event.Payment.Status, paymentStatus.String)
 	}
+}
+
+// ptrString is s's value, or "" for nil.
+func ptrString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 var (

@@ -13,7 +13,9 @@ import (
 	"net"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 
@@ -26,10 +28,33 @@ type PoolConfig struct {
 	ConnMaxLifetime time.Duration
 }
 
+// OpenOption configures Open.
+type OpenOption func(*pgx.ConnConfig)
+
+// WithQueryTracer has every statement, transaction command and connect of
+// the pool reported to tracer (the service passes otelpgx's when tracing is
+// on: one span per statement, a child of the request's span).
+func WithQueryTracer(tracer pgx.QueryTracer) OpenOption {
+	return func(c *pgx.ConnConfig) { c.Tracer = tracer }
+}
+
 // Open connects to PostgreSQL. It does not wait for the database to be up:
 // the service starts and reports not-ready until it is.
-func Open(dsn string, pool PoolConfig, log *slog.Logger) (*gorm.DB, error) {
-	db, err := gorm.Open(postgres.Open(dsn), &gorm.Config{
+func Open(dsn string, pool PoolConfig, log *slog.Logger, opts ...OpenOption) (*gorm.DB, error) {
+	dialector := postgres.Open(dsn)
+	if len(opts) > 0 {
+		// The same pgx driver that postgres.Open would use, with the
+		// connection configuration in our hands.
+		connConfig, err := pgx.ParseConfig(dsn)
+		if err != nil {
+			return nil, fmt.Errorf("open database: %w", err)
+		}
+		for _, opt := range opts {
+			opt(connConfig)
+		}
+		dialector = postgres.New(postgres.Config{Conn: stdlib.OpenDB(*connConfig)})
+	}
+	db, err := gorm.Open(dialector, &gorm.Config{
 		// Every write here runs inside an explicit Transact; GORM's implicit
 		// per-statement transaction would only add round trips.
 		SkipDefaultTransaction: true,

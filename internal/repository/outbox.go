@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/example/payment-service/internal/app"
+	"github.com/example/payment-service/internal/telemetry"
 )
 
 // DefaultPaymentEventsTopic is where payment events go unless configured.
@@ -39,6 +40,10 @@ type outboxEventRow struct {
 	Payload     string     // json column: the exact bytes the relay publishes
 	CreatedAt   time.Time  `gorm:"->"`
 	PublishedAt *time.Time `gorm:"->"`
+
+	// TraceContext (json, NULL when not traced) is the recording span's W3C
+	// trace context; the relay sends it as record headers (migration 00011).
+	TraceContext *string
 }
 
 func (outboxEventRow) TableName() string { return "outbox_event" }
@@ -65,7 +70,7 @@ type paymentEventV1 struct {
 // AppendPaymentEvent implements app.Outbox. The insert fires the table's
 // NOTIFY trigger, delivered when the transaction commits.
 func (o *Outbox) AppendPaymentEvent(ctx context.Context, e app.PaymentEvent) error {
-	row, err := newOutboxEventRow(e, o.cfg)
+	row, err := newOutboxEventRow(ctx, e, o.cfg)
 	if err != nil {
 		return err
 	}
@@ -76,8 +81,9 @@ func (o *Outbox) AppendPaymentEvent(ctx context.Context, e app.PaymentEvent) err
 }
 
 // newOutboxEventRow renders a payment event as its outbox row: the payload
-// is the exact message value the relay publishes.
-func newOutboxEventRow(e app.PaymentEvent, cfg OutboxConfig) (outboxEventRow, error) {
+// is the exact message value the relay publishes, and the trace context is
+// that of the span writing it under ctx (the request's), if any.
+func newOutboxEventRow(ctx context.Context, e app.PaymentEvent, cfg OutboxConfig) (outboxEventRow, error) {
 	p := e.Payment
 	v := paymentEventV1{
 		EventID:           e.ID,
@@ -99,14 +105,35 @@ func newOutboxEventRow(e app.PaymentEvent, cfg OutboxConfig) (outboxEventRow, er
 	if err != nil {
 		return outboxEventRow{}, fmt.Errorf("encode %s: %w", e.Type, err)
 	}
+	traceContext, err := traceContextJSON(ctx)
+	if err != nil {
+		return outboxEventRow{}, err
+	}
 	return outboxEventRow{
 		EventID: e.ID,
 		Topic:   cfg.PaymentEventsTopic,
 		// The order id: one order's events land on one partition, in order.
-		MessageKey: strconv.FormatInt(int64(p.Charge.OrderID), 10),
-		EventType:  e.Type,
-		Payload:    string(payload),
+		MessageKey:   strconv.FormatInt(int64(p.Charge.OrderID), 10),
+		EventType:    e.Type,
+		Payload:      string(payload),
+		TraceContext: traceContext,
 	}, nil
+}
+
+// traceContextJSON is the trace_context column's value for a row written
+// under ctx: its span's W3C fields as a JSON object, nil when ctx is not
+// traced (tracing off costs one context lookup here).
+func traceContextJSON(ctx context.Context) (*string, error) {
+	fields := telemetry.TraceContext(ctx)
+	if fields == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return nil, fmt.Errorf("encode the trace context: %w", err)
+	}
+	s := string(b)
+	return &s, nil
 }
 
 var _ app.Outbox = (*Outbox)(nil)

@@ -2,6 +2,7 @@ package repository
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"time"
@@ -107,7 +108,8 @@ type outboxSession struct {
 // configured topic's rows). The partial index of migration 00008 serves it.
 const pendingSQL = `
 SELECT id, event_id, topic, event_type, message_key, payload::text,
-       (extract(epoch FROM clock_timestamp() - created_at) * 1000000)::bigint
+       (extract(epoch FROM clock_timestamp() - created_at) * 1000000)::bigint,
+       trace_context::text
   FROM outbox_event
  WHERE published_at IS NULL
  ORDER BY id
@@ -128,9 +130,15 @@ func (s *outboxSession) Pending(ctx context.Context, limit int) ([]outbox.Event,
 			key     string
 			payload string
 			ageUS   int64
+			traced  *string
 		)
-		if err := rows.Scan(&e.ID, &eventID, &e.Topic, &e.EventType, &key, &payload, &ageUS); err != nil {
+		if err := rows.Scan(&e.ID, &eventID, &e.Topic, &e.EventType, &key, &payload, &ageUS, &traced); err != nil {
 			return nil, mapError(err)
+		}
+		if traced != nil {
+			// Written by traceContextJSON; an unreadable value only costs
+			// the trace, never the event.
+			_ = json.Unmarshal([]byte(*traced), &e.TraceContext)
 		}
 		e.EventID, e.Key, e.Payload = eventID, []byte(key), []byte(payload)
 		e.Age = time.Duration(max(ageUS, 0)) * time.Microsecond

@@ -14,6 +14,7 @@ import (
 	"github.com/example/payment-service/internal/config"
 	"github.com/example/payment-service/internal/jobs"
 	"github.com/example/payment-service/internal/repository"
+	"github.com/example/payment-service/internal/telemetry"
 )
 
 // jobsLeaderLockKey is the PostgreSQL advisory lock key whose holder is the
@@ -87,7 +88,7 @@ func Cleanup(ctx context.Context, cfg config.Config, logger *slog.Logger) error 
 	// The same use cases as serve builds: the completer resumes charges
 	// through them, and their events go to the configured topic.
 	registry := prometheus.NewRegistry()
-	uc, err := newUseCases(cfg, db, registry, logger)
+	uc, err := newUseCases(cfg, db, registry, telemetry.Off(), logger)
 	if err != nil {
 		return err
 	}

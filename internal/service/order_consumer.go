@@ -9,12 +9,13 @@ import (
 	"github.com/example/payment-service/internal/config"
 	"github.com/example/payment-service/internal/consumer"
 	"github.com/example/payment-service/internal/domain"
+	"github.com/example/payment-service/internal/telemetry"
 )
 
 // newOrderConsumer builds the order-projection consumer (issue 3), or
 // returns nil when KAFKA_BROKERS is not set: the service then serves the
 // projection as it is, which is how the dev stack and the HTTP tests run.
-func newOrderConsumer(cfg config.Config, tx app.Transactor, reg prometheus.Registerer, logger *slog.Logger) (*consumer.Consumer, error) {
+func newOrderConsumer(cfg config.Config, tx app.Transactor, reg prometheus.Registerer, tracing *telemetry.Tracing, logger *slog.Logger) (*consumer.Consumer, error) {
 	if len(cfg.KafkaBrokers) == 0 {
 		return nil, nil
 	}
@@ -34,5 +35,6 @@ func newOrderConsumer(cfg config.Config, tx app.Transactor, reg prometheus.Regis
 		RetryBackoff:      c.RetryBackoff,
 		MaxRetryBackoff:   c.MaxRetryBackoff,
 		MaxAttempts:       c.MaxAttempts,
+		Tracer:            tracing.Tracer("github.com/example/payment-service/internal/consumer"),
 	}, app.NewApplyOrderEvents(tx, c.Group), reg, logger)
 }

@@ -9,13 +9,14 @@ import (
 	"github.com/example/payment-service/internal/kafka/idempotent"
 	"github.com/example/payment-service/internal/outbox"
 	"github.com/example/payment-service/internal/repository"
+	"github.com/example/payment-service/internal/telemetry"
 )
 
 // newOutboxRelay builds the outbox relay when Kafka is configured, or
 // returns nil: events then wait in the outbox. Every replica runs one; a
 // PostgreSQL advisory lock makes one of them the leader that publishes (see
 // internal/outbox).
-func newOutboxRelay(cfg config.Config, logger *slog.Logger, reg prometheus.Registerer) (*outbox.Relay, error) {
+func newOutboxRelay(cfg config.Config, logger *slog.Logger, reg prometheus.Registerer, tracing *telemetry.Tracing) (*outbox.Relay, error) {
 	if len(cfg.KafkaBrokers) == 0 {
 		return nil, nil
 	}
@@ -34,5 +35,6 @@ func newOutboxRelay(cfg config.Config, logger *slog.Logger, reg prometheus.Regis
 		PollInterval: cfg.OutboxPollInterval,
 		Metrics:      outbox.NewMetrics(reg, cfg.PaymentEventsTopic),
 		Logger:       logger,
+		Tracer:       tracing.Tracer("github.com/example/payment-service/internal/outbox"),
 	})
 }

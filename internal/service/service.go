@@ -14,8 +14,11 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/exaring/otelpgx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 	"gorm.io/gorm"
 
@@ -29,6 +32,7 @@ import (
 	"github.com/example/payment-service/internal/provider"
 	"github.com/example/payment-service/internal/provider/sandbox"
 	"github.com/example/payment-service/internal/repository"
+	"github.com/example/payment-service/internal/telemetry"
 )
 
 // Service is a configured, listening payment service.
@@ -55,6 +59,42 @@ type Service struct {
 	orderConsumer *consumer.Consumer // nil without KAFKA_BROKERS
 	jobs          *scheduledJobs
 	charges       *app.ChargePayment // drained before the pool closes (shutdown.go)
+	tracing       *telemetry.Tracing // flushed after everything else stopped
+}
+
+// Option configures New.
+type Option func(*options)
+
+type options struct {
+	tracerProvider trace.TracerProvider
+}
+
+// WithTracerProvider turns tracing on with a provider the caller owns and
+// shuts down, whatever the OTEL_* configuration says (the tracing tests
+// use the SDK with an in-memory exporter).
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) { o.tracerProvider = tp }
+}
+
+// newTracing builds tracing from cfg.Tracing, unless an option brings a
+// provider.
+func newTracing(ctx context.Context, cfg config.Config, o options, logger *slog.Logger) (*telemetry.Tracing, error) {
+	if o.tracerProvider != nil {
+		return telemetry.With(o.tracerProvider), nil
+	}
+	return telemetry.New(ctx, telemetry.Config{Endpoint: cfg.Tracing.Endpoint, ServiceName: cfg.Tracing.ServiceName}, logger)
+}
+
+// databaseTracing is the statement tracer of the pool, only when tracing is
+// on: otelpgx does work per statement even with a no-op provider.
+func databaseTracing(tracing *telemetry.Tracing) []repository.OpenOption {
+	if !tracing.Enabled() {
+		return nil
+	}
+	return []repository.OpenOption{repository.WithQueryTracer(otelpgx.NewTracer(
+		otelpgx.WithTracerProvider(tracing.TracerProvider()),
+		otelpgx.WithMeterProvider(metricnoop.NewMeterProvider()),
+	))}
 }
 
 // useCases are the application layer over one database: what both `serve`
@@ -67,8 +107,9 @@ type useCases struct {
 
 // newUseCases builds the providers (each call counted in registry) and the
 // use cases that need them.
-func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer, logger *slog.Logger) (useCases, error) {
+func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer, tracing *telemetry.Tracing, logger *slog.Logger) (useCases, error) {
 	calls := provider.CallsMetric(registry)
+	duration := provider.DurationMetric(registry)
 	sandboxClient, err := sandbox.New(sandbox.Config{
 		BaseURL:        cfg.SandboxProviderURL,
 		ConnectTimeout: cfg.ProviderConnectTimeout,
@@ -78,7 +119,8 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 		return useCases{}, err
 	}
 	providers := map[domain.ProviderName]app.PaymentProvider{
-		sandbox.Name: provider.Instrument(sandbox.Name, sandboxClient, calls),
+		sandbox.Name: provider.Instrument(sandbox.Name, sandboxClient, calls,
+			provider.WithDuration(duration), provider.WithTracer(tracing.Tracer("github.com/example/payment-service/internal/provider"))),
 	}
 	names := make([]domain.ProviderName, 0, len(providers))
 	for name := range providers {
@@ -90,20 +132,37 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 		tx:            tx,
 		providerNames: names,
 		chargePayment: app.NewChargePayment(tx, repository.NewChargeStore(db, outboxCfg), providers,
-			httpapi.ResponseEncoder{}, cfg.IdempotencyLockTimeout, logger),
+			httpapi.ResponseEncoder{}, cfg.IdempotencyLockTimeout, logger,
+			app.WithTracer(tracing.Tracer("github.com/example/payment-service/internal/app"))),
 	}, nil
 }
 
 // New builds the service and binds its HTTP listener, but runs nothing
 // until Run. With cfg.MigrateOnStart it applies pending migrations first.
-func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Service, err error) {
+func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...Option) (_ *Service, err error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	tracing, err := newTracing(ctx, cfg, o, logger)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = tracing.Shutdown(context.WithoutCancel(ctx))
+		}
+	}()
+	logger = slog.New(tracing.LogHandler(logger.Handler()))
+
 	if cfg.MigrateOnStart {
 		logger.InfoContext(ctx, "applying migrations")
 		if err := migrations.Up(ctx, cfg.DatabaseURL); err != nil {
 			return nil, err
 		}
 	}
-	db, err := repository.Open(cfg.DatabaseURL, repository.PoolConfig{MaxOpenConns: cfg.DatabaseMaxConns, ConnMaxLifetime: 30 * time.Minute}, logger)
+	db, err := repository.Open(cfg.DatabaseURL, repository.PoolConfig{MaxOpenConns: cfg.DatabaseMaxConns, ConnMaxLifetime: 30 * time.Minute}, logger,
+		databaseTracing(tracing)...)
 	if err != nil {
 		return nil, err
 	}
@@ -115,16 +174,21 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Servic
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	uc, err := newUseCases(cfg, db, registry, logger)
+	// The pool: go_sql_open_connections, go_sql_in_use_connections,
+	// go_sql_wait_count_total ... {db_name="payments"}.
+	if sqlDB, err := db.DB(); err == nil {
+		registry.MustRegister(collectors.NewDBStatsCollector(sqlDB, "payments"))
+	}
+	uc, err := newUseCases(cfg, db, registry, tracing, logger)
 	if err != nil {
 		return nil, err
 	}
 
-	orderConsumer, err := newOrderConsumer(cfg, uc.tx, registry, logger)
+	orderConsumer, err := newOrderConsumer(cfg, uc.tx, registry, tracing, logger)
 	if err != nil {
 		return nil, err
 	}
-	relay, err := newOutboxRelay(cfg, logger, registry)
+	relay, err := newOutboxRelay(cfg, logger, registry, tracing)
 	if err != nil {
 		return nil, err
 	}
@@ -145,6 +209,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Servic
 		Ready:      func(ctx context.Context) error { return repository.Ping(ctx, db) },
 		Components: backgroundComponents(registry, orderConsumer, relay),
 		Registry:   registry,
+		Tracing:    tracing,
 	})
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -173,6 +238,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Servic
 		orderConsumer: orderConsumer,
 		jobs:          jobs,
 		charges:       uc.chargePayment,
+		tracing:       tracing,
 	}, nil
 }
 
@@ -226,6 +292,12 @@ func (s *Service) Run(ctx context.Context) error {
 	err := g.Wait()
 	if poolFree {
 		closeDB(s.db)
+	}
+	// Last: the spans of the drain and the shutdown are exported too.
+	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if flushErr := s.tracing.Shutdown(flushCtx); flushErr != nil {
+		s.logger.Warn("exporting the last spans failed", "err", flushErr)
 	}
 	s.logger.Info("stopped")
 	return err

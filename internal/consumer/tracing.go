@@ -1,0 +1,103 @@
+package consumer
+
+import (
+	"context"
+
+	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/example/payment-service/internal/telemetry"
+)
+
+// batchSpan traces one batch (Consumer.process).
+//
+// A batch is applied in one transaction, and its records come from many
+// producers' traces, so it is traced twice over:
+//
+//   - the batch span, "consume <topic>": a trace of its own (a batch has as
+//     many parents as records), covering dead-lettering, the transaction
+//     (its statements are its children) and the offset commit, linked to
+//     the trace of every record that carries one;
+//   - one span per record that carries a W3C traceparent header, "process
+//     <topic>", a child of that traceparent: the producer's trace continues
+//     in this service, and shows when its event was applied. It is linked
+//     to the batch span, where the database work is.
+type batchSpan struct {
+	batch     trace.Span
+	records   []trace.Span
+	committed bool // offsets committed
+}
+
+func (c *Consumer) traceBatch(ctx context.Context, msgs []kafka.Message) (context.Context, *batchSpan) {
+	parents := make([]trace.SpanContext, len(msgs))
+	links := make([]trace.Link, 0, len(msgs))
+	for i, m := range msgs {
+		if parents[i] = recordSpanContext(m); parents[i].IsValid() {
+			links = append(links, trace.Link{SpanContext: parents[i]})
+		}
+	}
+	ctx, batch := c.cfg.Tracer.Start(ctx, "consume "+c.cfg.Topic, trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithNewRoot(), trace.WithLinks(links...),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "kafka"),
+			attribute.String("messaging.destination.name", c.cfg.Topic),
+			attribute.String("messaging.consumer.group.name", c.cfg.GroupID),
+			attribute.Int("messaging.batch.message_count", len(msgs)),
+		))
+	s := &batchSpan{batch: batch}
+	if !batch.IsRecording() {
+		return ctx, s // tracing off: no span per record either
+	}
+	toBatch := trace.Link{SpanContext: batch.SpanContext()}
+	for i, m := range msgs {
+		if !parents[i].IsValid() {
+			continue
+		}
+		_, rec := c.cfg.Tracer.Start(trace.ContextWithRemoteSpanContext(ctx, parents[i]), "process "+c.cfg.Topic,
+			trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(toBatch),
+			trace.WithAttributes(
+				attribute.String("messaging.system", "kafka"),
+				attribute.String("messaging.destination.name", m.Topic),
+				attribute.Int("messaging.destination.partition.id", m.Partition),
+				attribute.Int64("messaging.kafka.offset", m.Offset),
+			))
+		s.records = append(s.records, rec)
+	}
+	return ctx, s
+}
+
+// recordSpanContext is the span context in a record's W3C trace-context
+// headers; not valid when it has none.
+func recordSpanContext(m kafka.Message) trace.SpanContext {
+	var fields map[string]string
+	for _, h := range m.Headers {
+		if h.Key == telemetry.HeaderTraceparent || h.Key == telemetry.HeaderTracestate {
+			if fields == nil {
+				fields = make(map[string]string, 2)
+			}
+			fields[h.Key] = string(h.Value)
+		}
+	}
+	return telemetry.RemoteSpanContext(fields)
+}
+
+// fail marks the batch failed.
+func (s *batchSpan) fail(err error) {
+	s.batch.RecordError(err)
+	s.batch.SetStatus(codes.Error, err.Error())
+}
+
+// end ends every span of the batch. A batch abandoned before its offsets
+// were committed (shutdown while retrying) is marked so.
+func (s *batchSpan) end() {
+	s.batch.SetAttributes(attribute.Bool("payment.consumer.committed", s.committed))
+	if !s.committed {
+		s.batch.SetStatus(codes.Error, "offsets not committed")
+	}
+	for _, r := range s.records {
+		r.End()
+	}
+	s.batch.End()
+}

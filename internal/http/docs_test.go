@@ -1,0 +1,47 @@
+package http_test
+
+import (
+	"bytes"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// GET /openapi.yaml serves the contract the binary was built with, byte for
+// byte, and GET /docs a page whose every script, style and icon comes from
+// the service itself: no key needed, nothing from a CDN.
+func TestDocsServeTheEmbeddedSpecAndLocalAssets(t *testing.T) {
+	t.Parallel()
+	s := startService(t, nil)
+	noKey := map[string]string{"Authorization": ""}
+
+	spec := s.request(t, http.MethodGet, "/openapi.yaml", "", noKey)
+	want, err := os.ReadFile("../../api/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.status != http.StatusOK || !bytes.Equal(spec.body, want) || spec.header.Get("Content-Type") != "application/yaml" {
+		t.Fatalf("GET /openapi.yaml: %d %s, %d bytes; want 200 application/yaml with api/openapi.yaml's %d bytes",
+			spec.status, spec.header.Get("Content-Type"), len(spec.body), len(want))
+	}
+
+	page := s.request(t, http.MethodGet, "/docs", "", noKey)
+	if page.status != http.StatusOK || !bytes.Contains(page.body, []byte("swagger-ui")) {
+		t.Fatalf("GET /docs: %d %s", page.status, page.body)
+	}
+	refs := regexp.MustCompile(`(?:src|href)="([^"]+)"`).FindAllStringSubmatch(string(page.body), -1)
+	if len(refs) < 4 {
+		t.Fatalf("the page references %d assets, want the bundle, the preset, the stylesheet and icons", len(refs))
+	}
+	for _, ref := range refs {
+		if !strings.HasPrefix(ref[1], "/docs/") {
+			t.Fatalf("asset %q is not served by the service under /docs/ (a CDN?)", ref[1])
+		}
+		asset := s.request(t, http.MethodGet, ref[1], "", noKey)
+		if asset.status != http.StatusOK || len(asset.body) == 0 {
+			t.Errorf("asset %s: %d, %d bytes", ref[1], asset.status, len(asset.body))
+		}
+	}
+}
