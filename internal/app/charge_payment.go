@@ -245,11 +245,22 @@ func (uc *ChargePayment) providerFailed(ctx context.Context, scope IdempotencySc
 	log := uc.logger.With("payment_id", phase1.payment.ID, "provider", phase1.payment.Charge.Provider, "err", callErr)
 	if errors.Is(callErr, ErrProviderNotCharged) && !phase1.resumed {
 		log.WarnContext(ctx, "the provider did not charge; releasing the key for a retry")
-		if err := uc.release(ctx, scope, token, phase1.payment.ID); err != nil {
-			// The lock expires by itself and a retry resumes the payment.
+		err := uc.release(ctx, scope, token, phase1.payment.ID)
+		switch {
+		case err == nil:
+			return fmt.Errorf("%w: %v", ErrProviderUnavailable, callErr)
+		case errors.Is(err, ErrLockLost):
+			// Our lock ran out during the call and another request took the
+			// key over: it resumed the payment and asks the provider itself.
+			// Its answer is the key's, so "nothing was recorded" would be
+			// false; the retry gets that answer.
+			return &InProgressError{RetryAfter: inProgressRetryAfter}
+		default:
+			// The claim and its payment stay until the lock runs out; the
+			// retry then takes the key over and asks the provider again.
 			uc.logger.ErrorContext(ctx, "releasing the key failed", "err", err)
+			return &InProgressError{RetryAfter: uc.remainingLock(claimedAt)}
 		}
-		return fmt.Errorf("%w: %v", ErrProviderUnavailable, callErr)
 	}
 
 	log.WarnContext(ctx, "provider outcome unknown; the payment stays PENDING for the retry or the completer",
