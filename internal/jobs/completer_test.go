@@ -91,7 +91,7 @@ func TestCompleterFinishesAnAbandonedCharge(t *testing.T) {
 	charge := chargeThrough(t, r, sb.URL, calls)
 	r = newReplica(t, dsn, replicaOptions{charge: charge})
 
-	crashing := app.NewChargePayment(r.tx, repository.NewChargeStore(r.db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}),
+	crashing := app.NewChargePayment(r.tx, repository.NewChargeStore(r.db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}, nil),
 		map[domain.ProviderName]app.PaymentProvider{sandbox.Name: crashingProvider{}},
 		httpapi.ResponseEncoder{}, 30*time.Second, discardLogger)
 	if resp, _, err := postCharge(apiServer(t, r, crashing)); err == nil {

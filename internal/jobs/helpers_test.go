@@ -149,7 +149,7 @@ func chargeThrough(t testing.TB, r *replica, url string, calls *prometheus.Count
 	if err != nil {
 		t.Fatal(err)
 	}
-	return app.NewChargePayment(r.tx, repository.NewChargeStore(r.db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}),
+	return app.NewChargePayment(r.tx, repository.NewChargeStore(r.db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}, nil),
 		map[domain.ProviderName]app.PaymentProvider{sandbox.Name: provider.Instrument(sandbox.Name, client, calls)},
 		httpapi.ResponseEncoder{}, 30*time.Second, discardLogger)
 }

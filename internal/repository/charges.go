@@ -224,15 +224,21 @@ func (p nullablePaymentRow) toDomain() (domain.Payment, error) {
 type ChargeStore struct {
 	db     *gorm.DB
 	outbox OutboxConfig
+	gate   *Gate
 }
 
-// NewChargeStore returns the charge's single-statement store.
-func NewChargeStore(db *gorm.DB, outbox OutboxConfig) *ChargeStore {
-	return &ChargeStore{db: db, outbox: outbox}
+// NewChargeStore returns the charge's single-statement store. Its
+// statements wait their turn at gate (nil: no gate), the Transactor's.
+func NewChargeStore(db *gorm.DB, outbox OutboxConfig, gate *Gate) *ChargeStore {
+	return &ChargeStore{db: db, outbox: outbox, gate: gate}
 }
 
 // LookupKey implements app.ChargeStore.
 func (s *ChargeStore) LookupKey(ctx context.Context, scope app.IdempotencyScope) (app.IdempotencyRecord, bool, error) {
+	if err := s.gate.enter(ctx); err != nil {
+		return app.IdempotencyRecord{}, false, err
+	}
+	defer s.gate.leave()
 	return lookupKey(ctx, s.db, scope)
 }
 
@@ -276,6 +282,10 @@ func (s *ChargeStore) RecordOutcome(ctx context.Context, o app.OutcomeRecord) er
 	if err != nil {
 		return err
 	}
+	if err := s.gate.enter(ctx); err != nil {
+		return err
+	}
+	defer s.gate.leave()
 	row := s.db.WithContext(ctx).Raw(recordOutcomeSQL, map[string]any{
 		"client":        string(o.Scope.ClientID),
 		"key":           o.Scope.Key,

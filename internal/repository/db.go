@@ -93,6 +93,7 @@ func Ping(ctx context.Context, db *gorm.DB) error {
 type Transactor struct {
 	db     *gorm.DB
 	outbox OutboxConfig
+	gate   *Gate
 }
 
 // NewTransactor returns the transaction provider the use cases run in.
@@ -112,10 +113,19 @@ func WithOutbox(cfg OutboxConfig) TransactorOption {
 	return func(t *Transactor) { t.outbox = cfg }
 }
 
+// WithGate makes every transaction wait its turn at g for a connection.
+func WithGate(g *Gate) TransactorOption {
+	return func(t *Transactor) { t.gate = g }
+}
+
 // Transact runs fn in one READ COMMITTED transaction. The statements that
 // need more than that (the key claim, the payment reservation) are single
 // INSERT ... ON CONFLICT statements, atomic on their own.
 func (t *Transactor) Transact(ctx context.Context, fn func(ctx context.Context, r app.Repos) error) error {
+	if err := t.gate.enter(ctx); err != nil {
+		return err
+	}
+	defer t.gate.leave()
 	err := t.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		return fn(ctx, app.Repos{
 			Charges:     &Charges{db: tx},

@@ -238,7 +238,7 @@ func TestRecordOutcomeStatement(t *testing.T) {
 	t.Parallel()
 	db, tx := openDB(t)
 	ctx := context.Background()
-	store := repository.NewChargeStore(db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"})
+	store := repository.NewChargeStore(db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}, nil)
 	addOrder(t, db, 1, "10.00")
 	owner := uuid.New()
 	res, err := claim(ctx, tx, "k", "h", owner, newCharge(t, 1, "10.00", "e1"))
@@ -352,7 +352,7 @@ func TestStoreUnavailableIsMapped(t *testing.T) {
 	if !errors.Is(err, app.ErrStoreUnavailable) {
 		t.Fatalf("claim: err = %v, want ErrStoreUnavailable", err)
 	}
-	_, _, err = repository.NewChargeStore(db, repository.OutboxConfig{}).LookupKey(context.Background(), app.IdempotencyScope{ClientID: "c", Key: "k"})
+	_, _, err = repository.NewChargeStore(db, repository.OutboxConfig{}, nil).LookupKey(context.Background(), app.IdempotencyScope{ClientID: "c", Key: "k"})
 	if !errors.Is(err, app.ErrStoreUnavailable) {
 		t.Fatalf("lookup: err = %v, want ErrStoreUnavailable", err)
 	}

@@ -127,11 +127,14 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 		names = append(names, name)
 	}
 	outboxCfg := repository.OutboxConfig{PaymentEventsTopic: cfg.PaymentEventsTopic}
-	tx := repository.NewTransactor(db, repository.WithOutbox(outboxCfg))
+	// One gate for every use of the pool: requests wait for a connection in
+	// the order they came, not in database/sql's random order.
+	gate := repository.NewGate(cfg.DatabaseMaxConns)
+	tx := repository.NewTransactor(db, repository.WithOutbox(outboxCfg), repository.WithGate(gate))
 	return useCases{
 		tx:            tx,
 		providerNames: names,
-		chargePayment: app.NewChargePayment(tx, repository.NewChargeStore(db, outboxCfg), providers,
+		chargePayment: app.NewChargePayment(tx, repository.NewChargeStore(db, outboxCfg, gate), providers,
 			httpapi.ResponseEncoder{}, cfg.IdempotencyLockTimeout, logger,
 			app.WithTracer(tracing.Tracer("github.com/example/payment-service/internal/app"))),
 	}, nil
