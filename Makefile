@@ -3,7 +3,8 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN         ?= bin
 
-.PHONY: dev demo test test-kafka lint build migrate bench help
+.PHONY: dev demo test test-kafka lint build migrate bench help model model-mutants model-deep \
+	model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease
 
 help:
 	@echo "make dev      run the service on a throwaway PostgreSQL (no Docker), http://127.0.0.1:8080"
@@ -14,6 +15,8 @@ help:
 	@echo "make build    static binary in $(BIN)/payment-service"
 	@echo "make migrate  apply migrations to DATABASE_URL"
 	@echo "make bench    the benchmarks reported in docs/benchmarks.md"
+	@echo "make model    model-check the idempotency protocol with spin (docs/model.md)"
+	@echo "make model-mutants  check that every mutant of the model yields its counterexample"
 
 # Built, then exec'd: Ctrl-C reaches payment-dev itself, which stops the
 # service, the broker and PostgreSQL and removes their data.
@@ -55,3 +58,21 @@ migrate:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./internal/...
+
+# The idempotency protocol as a Promela model (model/payment.pml,
+# docs/model.md). Needs spin (Debian: apt-get install spin) and a C compiler.
+# model: the exhaustive checks and the witnesses that keep them from passing
+# vacuously; model-mutants: each mutant must produce its counterexample, so a
+# model that stops catching a mutant fails the build too.
+model:
+	scripts/model-check.sh checks witnesses
+
+model-mutants:
+	scripts/model-check.sh mutants
+
+model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease:
+	scripts/model-check.sh $(patsubst model-mutant-%,%,$@)
+
+# Larger bounds: minutes per run, up to MODEL_MEMLIM MB each; not run by CI.
+model-deep:
+	scripts/model-check.sh deep
