@@ -204,7 +204,7 @@ suite_mutants() {
 # finds a final payment) are expected to be unreachable: their runs pass.
 suite_deep() {
 	run deep-safety-key        safety pass -DSCEN=1 -DMAXFAULTS=3 -DMAXATT=2
-	run deep-safety-order      safety pass -DSCEN=2 -DMAXFAULTS=3 -DMAXATT=2
+	run deep-safety-order      safety pass -DSCEN=2 -DMAXFAULTS=3 -DMAXATT=1
 	run deep-safety-ext        safety pass -DSCEN=3 -DMAXFAULTS=2 -DMAXATT=1
 	run deep-safety-reuse      safety pass -DSCEN=4 -DMAXFAULTS=3 -DMAXATT=2
 	run deep-live-key          live   pass -DSCEN=1 -DMAXFAULTS=2
