@@ -3,7 +3,8 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN         ?= bin
 
-.PHONY: dev demo test test-kafka lint build migrate bench bench-api bench-tracing docs-screenshot help
+.PHONY: dev demo test test-kafka lint build migrate bench bench-api bench-tracing docs-screenshot help model model-mutants model-deep \
+	model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease
 
 help:
 	@echo "make dev      run the service on a throwaway PostgreSQL (no Docker), http://127.0.0.1:8080"
@@ -17,6 +18,8 @@ help:
 	@echo "make bench-api  POST /payments against pgbench with the same statements; table, docs/bench-api.json and .png"
 	@echo "make bench-tracing  what tracing costs POST /payments: off (the default) and on"
 	@echo "make docs-screenshot  redraw docs/api-docs.png with the browser test of /docs (needs chromium)"
+	@echo "make model    model-check the idempotency protocol with spin (docs/model.md)"
+	@echo "make model-mutants  check that every mutant of the model yields its counterexample"
 
 # Built, then exec'd: Ctrl-C reaches payment-dev itself, which stops the
 # service, the broker and PostgreSQL and removes their data.
@@ -68,6 +71,7 @@ bench:
 bench-api:
 	$(GO) run ./cmd/bench-api -out docs/bench-api.json $(BENCH_API_FLAGS)
 	cd scripts/bench-chart && $(GO) run . -in ../../docs/bench-api.json -out ../../docs/bench-api.png
+
 # Tracing off and on side by side, over real HTTP and PostgreSQL, and the
 # per-request instrumentation alone (docs/benchmarks.md).
 bench-tracing:
@@ -76,3 +80,21 @@ bench-tracing:
 
 docs-screenshot:
 	DOCS_SCREENSHOT=$(CURDIR)/docs/api-docs.png $(GO) test -count=1 -run TestDocsPageInABrowserChargesAnOrder ./internal/http/
+
+# The idempotency protocol as a Promela model (model/payment.pml,
+# docs/model.md). Needs spin (Debian: apt-get install spin) and a C compiler.
+# model: the exhaustive checks and the witnesses that keep them from passing
+# vacuously; model-mutants: each mutant must produce its counterexample, so a
+# model that stops catching a mutant fails the build too.
+model:
+	scripts/model-check.sh checks witnesses
+
+model-mutants:
+	scripts/model-check.sh mutants
+
+model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease:
+	scripts/model-check.sh $(patsubst model-mutant-%,%,$@)
+
+# Larger bounds: minutes per run, up to MODEL_MEMLIM MB each; not run by CI.
+model-deep:
+	scripts/model-check.sh deep

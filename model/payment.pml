@@ -1,0 +1,820 @@
+/*
+ * payment-service: the idempotency protocol of POST /payments, as a Promela
+ * model for spin. docs/model.md explains the model, its bounds, the
+ * properties, the mutants, and maps each step to the Go function and SQL
+ * statement that implement it.
+ *
+ * What is modelled: ChargePayment (claim, takeover, resume, reserve with the
+ * second and third layer, the provider call, record, release, early lock
+ * release), the completer of abandoned charges, the TTL purge, a provider
+ * that is idempotent by its own key and whose answers can be lost, replicas
+ * that crash at any step, and locks that expire while their owner is slow or
+ * after it has gone.
+ *
+ * A database transaction is one atomic step (d_step): it commits as a whole
+ * or, on a crash or a rollback, leaves no trace. A crash between two steps
+ * keeps what was committed and loses the process's local state.
+ *
+ * Build flags (spin -D...):
+ *   SCEN=1..4      which requests run concurrently (see "Scenarios")
+ *   MAXFAULTS=n    how many faults one run may contain (see "Fault budget")
+ *   MAXATT=n       attempts per client without LIVENESS
+ *   LIVENESS       clients retry until they get a final answer; the LTL
+ *                  formula 'live' is checked with weak fairness (pan -a -f)
+ *   WITNESS=n      stop at reachable event n (proves a check is not vacuous)
+ *   SKIP_Pn        switch property Pn off (to show what a mutant breaks next)
+ * Mutants (each must produce a counterexample):
+ *   NOFENCE        fenced writes do not compare lock_token, only the key and
+ *                  status = 'IN_PROGRESS'
+ *   FINDSAVE       the claim is find-then-save (a SELECT, then an upsert of
+ *                  the whole row decided on what the SELECT saw) instead of
+ *                  one INSERT ... ON CONFLICT DO UPDATE ... WHERE statement
+ *   DELUNKNOWN     the code before issue 9: any provider error releases the
+ *                  key and deletes the PENDING payment ("nothing charged")
+ *   NOORDERIDX     no partial UNIQUE (order_id) index (third layer)
+ *   NOLEASE        a claim has no lease: its lock never expires by itself
+ *                  (only the early release gives it back); breaks P5
+ */
+
+/* ------------------------------------------------------------ scenarios */
+
+#ifndef SCEN
+#define SCEN 1
+#endif
+
+/* Client i (1..NCLI) sends the command (key CMD_K, external payment CMD_E,
+ * amount CMD_A), always for order O. The command hash is (E, amount). */
+#if SCEN == 1
+/* one key: the same request twice */
+#define NCLI 2
+#define CMD_K(i) 0
+#define CMD_E(i) 0
+#define CMD_A(i) 1
+#elif SCEN == 2
+/* one order: a second key with a second external payment (issue 9's new
+ * payment intent per attempt) */
+#define NCLI 2
+#define CMD_K(i) ((i) - 1)
+#define CMD_E(i) ((i) - 1)
+#define CMD_A(i) 1
+#elif SCEN == 3
+/* one external payment under three keys, the third with another amount */
+#define NCLI 3
+#define CMD_K(i) ((i) - 1)
+#define CMD_E(i) 0
+#define CMD_A(i) ((i) == 3 -> 2 : 1)
+#elif SCEN == 4
+/* one key, two commands: the second reuses the key for another payment */
+#define NCLI 2
+#define CMD_K(i) 0
+#define CMD_E(i) ((i) - 1)
+#define CMD_A(i) 1
+#else
+#error "SCEN must be 1, 2, 3 or 4"
+#endif
+
+#define TOK_COMPLETER (NCLI + 1)   /* lock token of the completer's attempts */
+#define NTOK (NCLI + 2)            /* tokens 1..NCLI+1; 0 = NULL */
+#define NKEY 3                     /* idempotency keys K0..K2 of one API client */
+#define NEXT 2                     /* external payments E0, E1 (one provider) */
+#define HASH(e, a) ((e) * 2 + (a))
+
+/* --------------------------------------------------------- fault budget */
+
+/* Each kind of fault may happen at most its own number of times, and all
+ * kinds together at most MAXFAULTS times, in one run. */
+#ifndef MAXFAULTS
+#define MAXFAULTS 2
+#endif
+#ifndef MAXCRASH
+#define MAXCRASH 1     /* replica crashes (each kills every attempt on it) */
+#endif
+#ifndef MAXSLOW
+#define MAXSLOW 1      /* locks that expire while their owner still works */
+#endif
+#ifndef MAXLOST
+#define MAXLOST 1      /* provider answers lost after the provider decided */
+#endif
+#ifndef MAXDNC
+#define MAXDNC 1       /* provider calls that definitely did not charge */
+#endif
+#ifndef MAXDBFAIL
+#define MAXDBFAIL 1    /* phase-3 transactions that fail (database down) */
+#endif
+#ifndef MAXPURGE
+#define MAXPURGE 1     /* TTL purges (not a fault; each deletes one record) */
+#endif
+#ifndef MAXATT
+#define MAXATT 2       /* attempts per client, without LIVENESS */
+#endif
+#define MAY(cnt, max) ((cnt) < (max) && faults < MAXFAULTS)
+#define FAULT(cnt) cnt++; faults++
+
+/* ------------------------------------------------------------ constants */
+
+/* idempotency_record.status; NONE = no row */
+#define NONE       0
+#define INPROG     1
+#define COMPLETED  2
+/* payment.status; NONE = no row */
+#define PENDING    1
+#define SUCCEEDED  2
+#define DECLINED   3
+/* the provider's ledger, per provider idempotency key provider:E */
+#define P_NONE     0
+#define P_RUNNING  1   /* accepted, being processed */
+#define P_CHARGED  2
+#define P_DECLINED 3
+/* the provider port's answer */
+#define R_WAIT     0
+#define R_APPROVED 1
+#define R_DECLINED 2
+#define R_DNC      3   /* definitely not charged */
+#define R_UNKNOWN  4
+/* answers to the client: final ones ... */
+#define A_NONE     0
+#define A_201      1   /* charged */
+#define A_402      2   /* declined */
+#define A_200      3   /* the external payment is already recorded as this charge */
+#define A_409X     4   /* external-payment-conflict */
+#define A_409O     5   /* order-already-paid */
+#define A_409K     6   /* idempotency-key-reused (final for this command, not stored) */
+/* ... retryable ones ... */
+#define A_409P     7   /* request-in-progress */
+#define A_503N     8   /* provider unavailable, nothing was charged */
+#define A_503U     9   /* outcome unknown */
+#define A_CRASH    10  /* the connection dropped: the replica crashed */
+/* ... and one that must never be given */
+#define A_500      11
+#define FINAL(x)   ((x) >= A_201 && (x) <= A_409K)
+
+/* ---------------------------------------------------------------- state */
+
+typedef Rec {
+	byte st;       /* NONE, INPROG, COMPLETED */
+	byte hash;     /* command_hash */
+	byte tok;      /* lock_token; 0 = NULL */
+	bit  exp;      /* locked_until < now */
+	byte payid;    /* payment_id: E + 1; 0 = NULL (the recovery point) */
+	byte resp      /* response: an A_ code */
+};
+typedef Pay {
+	byte st;       /* NONE, PENDING, SUCCEEDED, DECLINED */
+	byte amt
+};
+
+Rec  rec[NKEY];    /* idempotency_record, primary key (client_id, key) */
+Pay  pay[NEXT];    /* payment, one row per UNIQUE (provider, external id) */
+byte prov[NEXT];   /* provider ledger, per provider key */
+byte pamt[NEXT];   /* the amount the provider charged (or was asked for) */
+byte ev[NEXT];     /* outbox events written per payment */
+
+bool kill[NTOK];   /* this attempt dies with its replica at its next step */
+byte crashes, slow, lost, dnc, dbfail, purges, faults;
+
+/* ghosts: not in the system, only for the properties and the environment */
+byte holder[NKEY];       /* the attempt that made the key's latest claim */
+bool owner_alive[NKEY];  /* ... and it is still running */
+bool alive[NTOK];        /* the attempt with this token is running */
+byte clients_done;       /* clients that stopped */
+byte nfinal;             /* clients that got a final answer */
+bool completer_done;
+
+/* ----------------------------------------------------------- properties */
+
+/* A violated property prints its name (seen when the trail is replayed with
+ * spin -t) before the assertion fails. */
+#define PROP(msg, cond) \
+	if \
+	:: !(cond) -> printf(msg); assert(cond) \
+	:: else -> skip \
+	fi
+
+/* P1: at most one charge per business operation. The provider's ledger
+ * charges a provider key at most once by construction (it is idempotent), so
+ * this is checked per order: every E here is a payment of order O. */
+#ifndef SKIP_P1
+#define P1(cond) PROP("VIOLATED P1 at most one charge per order\n", cond)
+#else
+#define P1(cond) skip
+#endif
+/* P2: once the system is quiet, every charge the provider made has its
+ * payment row, SUCCEEDED with the charged amount and one event; nothing is
+ * left PENDING or IN_PROGRESS. */
+#ifndef SKIP_P2
+#define P2(cond) PROP("VIOLATED P2 no lost charge once quiet\n", cond)
+#else
+#define P2(cond) skip
+#endif
+/* P3: a COMPLETED record never changes (the TTL purge may delete it). */
+#ifndef SKIP_P3
+#define P3(k) PROP("VIOLATED P3 a COMPLETED record never changes\n", rec[k].st != COMPLETED)
+#else
+#define P3(k) skip
+#endif
+/* P4: every fenced write (complete, release, early release) comes from the
+ * attempt that made the key's latest claim: a late owner never overwrites
+ * the new owner's claim or outcome. */
+#ifndef SKIP_P4
+#define P4(k, me) PROP("VIOLATED P4 no write by an owner whose claim was taken over\n", holder[k] == (me))
+#else
+#define P4(k, me) skip
+#endif
+/* P6: every answer is true when it is given: 201/200 = the provider charged
+ * this E with this amount, 402 = declined, 409 order-already-paid = the
+ * provider charged the order's other payment, 503 "nothing was charged" =
+ * the provider has not charged E and is not processing a request for it. */
+#ifndef SKIP_P6
+#define P6(cond) PROP("VIOLATED P6 every answer is true\n", cond)
+#else
+#define P6(cond) skip
+#endif
+/* P7: one outbox event per payment outcome. */
+#ifndef SKIP_P7
+#define P7(cond) PROP("VIOLATED P7 one event per payment outcome\n", cond)
+#else
+#define P7(cond) skip
+#endif
+/* P5: every answer is the stored outcome, a final refusal (key reused) or
+ * retryable (409 in-progress, 503, a dropped connection); never a 500, and no
+ * attempt hangs (spin's invalid end states). Its liveness half is the LTL
+ * formula at the end. */
+#ifndef SKIP_P5
+#define P5(cond) PROP("VIOLATED P5 every answer is a stored outcome or retryable\n", cond)
+#else
+#define P5(cond) skip
+#endif
+
+#define CHARGED_AS(e, a) P6(prov[e] == P_CHARGED && pamt[e] == (a))
+#define RESP_TRUE(r, e, a) \
+	if \
+	:: (r) == A_201 || (r) == A_200 -> CHARGED_AS(e, a) \
+	:: (r) == A_402 -> P6(prov[e] == P_DECLINED) \
+	:: (r) == A_409O -> P6(prov[OTHER(e)] == P_CHARGED) \
+	:: else -> skip \
+	fi
+
+/* Reachability witnesses: with -DWITNESS=n the run stops with an error the
+ * first time event n happens; scripts/model-check expects it to. */
+#ifdef WITNESS
+#define SEEN(n) \
+	if \
+	:: WITNESS == (n) -> printf("WITNESS %d reached\n", n); assert(WITNESS != (n)) \
+	:: else -> skip \
+	fi
+#else
+#define SEEN(n) skip
+#endif
+
+/* --------------------------------------------------- database statements */
+
+#define OTHER(e) (1 - (e))
+
+/* Third layer: partial UNIQUE (order_id) WHERE status IN ('PENDING', 'SUCCEEDED'). */
+#ifndef NOORDERIDX
+#define ORDER_BUSY(e) (pay[OTHER(e)].st == PENDING || pay[OTHER(e)].st == SUCCEEDED)
+#else
+#define ORDER_BUSY(e) false
+#endif
+
+/* The fence of every write after the claim: WHERE lock_token = mine AND
+ * status = 'IN_PROGRESS'. */
+#ifndef NOFENCE
+#define OWNED(k, me) (rec[k].st == INPROG && rec[k].tok == (me))
+#else
+#define OWNED(k, me) (rec[k].st == INPROG)
+#endif
+
+/* The claim's write: the INSERT, or the DO UPDATE of a takeover. */
+#define CLAIM_WRITE(k, me, h, p) \
+	P3(k); \
+	rec[k].st = INPROG; rec[k].hash = h; rec[k].tok = me; rec[k].exp = 0; \
+	rec[k].payid = p; rec[k].resp = A_NONE; holder[k] = me; owner_alive[k] = 1
+
+/* Complete: the outcome is stored, the lock columns go NULL. */
+#define COMPLETE_WRITE(k, r) \
+	rec[k].st = COMPLETED; rec[k].resp = r; rec[k].tok = 0; rec[k].exp = 0
+
+#define DELETE_RECORD(k) \
+	rec[k].st = NONE; rec[k].hash = 0; rec[k].tok = 0; rec[k].exp = 0; \
+	rec[k].payid = 0; rec[k].resp = 0
+
+/* ------------------------------------------------------- ChargePayment */
+
+/*
+ * ChargePayment.Handle for the command (k, e, a), made by the attempt whose
+ * lock token is me. Leaves the answer in ans. Uses the caller's locals
+ * declared by CHARGE_LOCALS.
+ */
+inline charge(k, e, a, me)
+{
+#ifdef FINDSAVE
+	/* find: a plain SELECT, no lock; others may commit before the save */
+	d_step {
+		s_st = rec[k].st; s_hash = rec[k].hash; s_exp = rec[k].exp;
+		s_pid = rec[k].payid; s_resp = rec[k].resp;
+		printf("T%d K%d: find sees status %d (0 none, 1 IN_PROGRESS, 2 COMPLETED)\n", me, k, s_st)
+	};
+#endif
+	/* Phase 1: one transaction. */
+	d_step {
+		/* a. claim */
+#ifndef FINDSAVE
+		if
+		:: rec[k].st == NONE ->
+			claimed = 1; tpid = 0
+		:: rec[k].st == INPROG && rec[k].exp && rec[k].hash == HASH(e, a) ->
+			claimed = 1; tpid = rec[k].payid
+		:: else ->
+			claimed = 0; rst = rec[k].st; rhash = rec[k].hash; rresp = rec[k].resp
+		fi;
+#else
+		/* save: decided on what the find saw, written over whatever is there */
+		if
+		:: s_st == NONE ->
+			claimed = 1; tpid = 0
+		:: s_st == INPROG && s_exp && s_hash == HASH(e, a) ->
+			claimed = 1; tpid = s_pid
+		:: else ->
+			claimed = 0; rst = s_st; rhash = s_hash; rresp = s_resp
+		fi;
+#endif
+		if
+		:: !claimed ->
+			/* not claimed: answer from the existing record */
+			if
+			:: rhash != HASH(e, a) ->
+				ans = A_409K;
+				printf("T%d K%d: not claimed, another command: 409 key-reused\n", me, k)
+			:: rhash == HASH(e, a) && rst == COMPLETED ->
+				ans = rresp; RESP_TRUE(rresp, e, a); SEEN(6);
+				printf("T%d K%d: not claimed, COMPLETED: replays answer %d\n", me, k, rresp)
+			:: else ->
+				ans = A_409P;
+				printf("T%d K%d: not claimed, IN_PROGRESS: 409 in-progress\n", me, k)
+			fi
+		:: claimed && tpid != 0 ->
+			/* b. takeover of a claim with a recovery point */
+			assert(tpid == e + 1);       /* the hash names the payment */
+			if
+			:: pay[e].st == NONE ->
+				/* FOREIGN KEY payment_id rejects the write: the transaction fails */
+				ans = A_500;
+				printf("T%d K%d: claim names deleted payment E%d: foreign key violation, 500\n", me, k, e)
+			:: pay[e].st != NONE ->
+				CLAIM_WRITE(k, me, HASH(e, a), tpid)
+			fi;
+			if
+			:: pay[e].st == NONE -> skip
+			:: pay[e].st == PENDING ->
+				go = 1; resumed = 1; SEEN(1);
+				printf("T%d K%d: takes the expired claim over, resumes PENDING E%d\n", me, k, e)
+			:: pay[e].st == SUCCEEDED ->
+				/* repair path: record the provider's answer, no event */
+				COMPLETE_WRITE(k, A_201); ans = A_201; CHARGED_AS(e, a); SEEN(15);
+				printf("T%d K%d: takeover finds E%d SUCCEEDED: completes 201\n", me, k, e)
+			:: pay[e].st == DECLINED ->
+				COMPLETE_WRITE(k, A_402); ans = A_402; P6(prov[e] == P_DECLINED); SEEN(15);
+				printf("T%d K%d: takeover finds E%d DECLINED: completes 402\n", me, k, e)
+			fi
+		:: claimed && tpid == 0 ->
+			/* c. the order check passes: order O exists and matches */
+			/* d. reserve: INSERT payment PENDING ... ON CONFLICT DO NOTHING */
+			if
+			:: pay[e].st == NONE && !ORDER_BUSY(e) ->
+				CLAIM_WRITE(k, me, HASH(e, a), e + 1);   /* with the recovery point */
+				pay[e].st = PENDING; pay[e].amt = a;
+				go = 1;
+				if
+				:: pay[OTHER(e)].st == DECLINED -> SEEN(8)
+				:: else -> skip
+				fi;
+				printf("T%d K%d: claims, reserves E%d PENDING amount %d\n", me, k, e, a)
+			:: pay[e].st != NONE && pay[e].amt != a ->
+				/* second layer: E is another charge */
+				CLAIM_WRITE(k, me, HASH(e, a), 0); COMPLETE_WRITE(k, A_409X); ans = A_409X;
+				SEEN(9);
+				printf("T%d K%d: E%d is another charge: completes 409 external-payment-conflict\n", me, k, e)
+			:: pay[e].st == PENDING && pay[e].amt == a ->
+				ans = A_409P;                            /* roll back */
+				printf("T%d K%d: E%d PENDING under another key: rolls back, 409 in-progress\n", me, k, e)
+			:: pay[e].st == SUCCEEDED && pay[e].amt == a ->
+				CLAIM_WRITE(k, me, HASH(e, a), 0); COMPLETE_WRITE(k, A_200); ans = A_200;
+				CHARGED_AS(e, a); SEEN(10);
+				printf("T%d K%d: E%d SUCCEEDED, same charge: completes 200\n", me, k, e)
+			:: pay[e].st == DECLINED && pay[e].amt == a ->
+				CLAIM_WRITE(k, me, HASH(e, a), 0); COMPLETE_WRITE(k, A_402); ans = A_402;
+				P6(prov[e] == P_DECLINED);
+				printf("T%d K%d: E%d DECLINED, same charge: completes 402\n", me, k, e)
+			:: pay[e].st == NONE && ORDER_BUSY(e) && pay[OTHER(e)].st == SUCCEEDED ->
+				/* third layer: the order is paid under another external payment */
+				CLAIM_WRITE(k, me, HASH(e, a), 0); COMPLETE_WRITE(k, A_409O); ans = A_409O;
+				P6(prov[OTHER(e)] == P_CHARGED); SEEN(7);
+				printf("T%d K%d: order paid with E%d: completes 409 order-already-paid\n", me, k, OTHER(e))
+			:: pay[e].st == NONE && ORDER_BUSY(e) && pay[OTHER(e)].st == PENDING ->
+				ans = A_409P;                            /* roll back */
+				printf("T%d K%d: order has PENDING E%d: rolls back, 409 in-progress\n", me, k, OTHER(e))
+			fi
+		fi
+	};
+	if
+	:: go ->
+		/* Phase 2: the provider, key provider:E, outside any transaction. */
+		atomic {
+			if
+			:: MAY(dnc, MAXDNC) ->
+				FAULT(dnc); reply = R_DNC;   /* refused before charging, or never sent */
+				printf("T%d -> provider E%d: definitely not charged\n", me, e)
+			:: prov[e] == P_RUNNING ->
+				reply = R_UNKNOWN;           /* "a request with this key is in progress" */
+				printf("T%d -> provider E%d: refused, in progress (unknown)\n", me, e)
+			:: prov[e] == P_NONE ->
+				prov[e] = P_RUNNING; pamt[e] = a; reply = R_WAIT;
+				printf("T%d -> provider E%d amount %d: accepted\n", me, e, a)
+			:: prov[e] == P_CHARGED ->
+				reply = R_APPROVED;          /* the stored answer: nothing new charged */
+				printf("T%d -> provider E%d: stored answer, approved\n", me, e)
+			:: prov[e] == P_DECLINED ->
+				reply = R_DECLINED;
+				printf("T%d -> provider E%d: stored answer, declined\n", me, e)
+			fi
+		};
+		atomic {
+			(reply != R_WAIT || prov[e] != P_RUNNING);
+			if
+			:: reply == R_WAIT && prov[e] == P_CHARGED -> reply = R_APPROVED
+			:: reply == R_WAIT && prov[e] == P_DECLINED -> reply = R_DECLINED
+			:: else -> skip
+			fi;
+			/* the answer can be lost on its way back */
+			if
+			:: (reply == R_APPROVED || reply == R_DECLINED) && MAY(lost, MAXLOST) ->
+				FAULT(lost); reply = R_UNKNOWN;
+				printf("T%d <- provider E%d: the answer is lost (unknown)\n", me, e)
+			:: true -> skip
+			fi
+		};
+		if
+		:: reply == R_APPROVED || reply == R_DECLINED ->
+			/* Phase 3: one transaction, or one that fails and changes nothing */
+			if
+			:: atomic {
+				MAY(dbfail, MAXDBFAIL) -> FAULT(dbfail); ans = A_503U; SEEN(13);
+				printf("T%d K%d: phase 3 fails (database down): 503 outcome-unknown\n", me, k)
+			   }
+			:: d_step {
+				if
+				:: OWNED(k, me) ->
+					P4(k, me);
+					if
+					:: pay[e].st == PENDING ->
+						P3(k);
+						if
+						:: reply == R_APPROVED ->
+							pay[e].st = SUCCEEDED; COMPLETE_WRITE(k, A_201); ans = A_201;
+							if
+							:: pamt[e] != pay[e].amt -> SEEN(16)   /* issue 9's reviewer scenario */
+							:: else -> skip
+							fi;
+							CHARGED_AS(e, pay[e].amt)
+						:: else ->
+							pay[e].st = DECLINED; COMPLETE_WRITE(k, A_402); ans = A_402;
+							P6(prov[e] == P_DECLINED)
+						fi;
+						ev[e]++;
+						P7(ev[e] == 1);
+						if
+						:: me == TOK_COMPLETER -> SEEN(2)
+						:: else -> skip
+						fi;
+						printf("T%d K%d: phase 3 records E%d, completes %d, writes the event\n", me, k, e, ans)
+					:: else ->
+						ans = A_500;         /* SetStatus: "not PENDING", the transaction fails */
+						printf("T%d K%d: phase 3 finds E%d not PENDING: 500\n", me, k, e)
+					fi
+				:: else ->
+					ans = A_409P;            /* lock lost: the new owner records */
+					SEEN(3);
+					printf("T%d K%d: phase 3 fenced out (lock lost): 409 in-progress\n", me, k)
+				fi
+			   }
+			fi
+#ifndef DELUNKNOWN
+		:: reply == R_DNC && !resumed ->
+#else
+		:: else ->
+#endif
+			/* release: nothing was charged; give the key back */
+			d_step {
+				if
+				:: OWNED(k, me) ->
+					P4(k, me);
+					DELETE_RECORD(k);
+					if
+					:: pay[e].st == PENDING -> pay[e].st = NONE; pay[e].amt = 0
+					:: else -> skip
+					fi;
+					ans = A_503N;
+					P6(prov[e] == P_NONE || prov[e] == P_DECLINED); SEEN(4);
+					printf("T%d K%d: releases the key and deletes PENDING E%d: 503 nothing charged\n", me, k, e)
+				:: else ->
+					ans = A_409P;            /* lock lost: the new owner holds it */
+					SEEN(14);
+					printf("T%d K%d: release fenced out (lock lost): 409 in-progress\n", me, k)
+				fi
+			}
+#ifndef DELUNKNOWN
+		:: else ->
+			/* unknown, or not charged now but an earlier attempt may have:
+			 * delete nothing, give the lock back early */
+			d_step {
+				if
+				:: OWNED(k, me) -> P4(k, me); rec[k].exp = 1; SEEN(5)
+				:: else -> skip
+				fi;
+				ans = A_503U;
+				printf("T%d K%d: keeps the claim, releases the lock early: 503 outcome-unknown\n", me, k)
+			}
+#endif
+		fi
+	:: else -> skip
+	fi
+}
+
+#ifdef FINDSAVE
+#define CHARGE_LOCALS \
+	bit claimed, resumed, go; byte tpid, rhash, rst, rresp, reply; \
+	byte s_st, s_hash, s_pid, s_resp; bit s_exp
+#define RESET_FINDSAVE s_st = 0; s_hash = 0; s_pid = 0; s_resp = 0; s_exp = 0
+#else
+#define CHARGE_LOCALS \
+	bit claimed, resumed, go; byte tpid, rhash, rst, rresp, reply
+#define RESET_FINDSAVE skip
+#endif
+/* Forget an attempt's locals once it has ended, so that states that differ
+ * only in dead values are one state. */
+#define RESET_CHARGE \
+	claimed = 0; resumed = 0; go = 0; tpid = 0; rhash = 0; rst = 0; rresp = 0; \
+	reply = 0; RESET_FINDSAVE
+
+/* ------------------------------------------------------------ processes */
+
+/* An attempt starts on some replica. Its replica may crash at any step: the
+ * attempt then ends (the unless clause), and if it made the key's latest
+ * claim, that claim's owner is gone, so its lock may expire at any time. */
+#define ATTEMPT_STARTS(me) d_step { alive[me] = 1; ans = A_CRASH }
+#define ATTEMPT_ENDS(k, me) \
+	alive[me] = 0; \
+	if \
+	:: holder[k] == (me) -> owner_alive[k] = 0 \
+	:: else -> skip \
+	fi
+
+proctype Client(byte me)
+{
+	byte k = CMD_K(me), e = CMD_E(me), a = CMD_A(me);
+	byte ans = A_NONE, att = 0;
+	CHARGE_LOCALS;
+
+	do
+	:: FINAL(ans) -> nfinal++; break
+#ifndef LIVENESS
+	:: !FINAL(ans) && att == MAXATT -> break
+	:: !FINAL(ans) && att < MAXATT ->
+		att++;
+#else
+	:: !FINAL(ans) ->
+#endif
+		ATTEMPT_STARTS(me);
+		{
+			charge(k, e, a, me);
+			d_step { ATTEMPT_ENDS(k, me) }     /* the answer leaves the replica */
+		} unless {
+			atomic {
+				kill[me] -> kill[me] = 0; ATTEMPT_ENDS(k, me); ans = A_CRASH;
+				printf("T%d: dies with its replica\n", me)
+			}
+		};
+		d_step {
+			assert(ans != A_NONE);
+			P5(ans != A_500);
+			RESET_CHARGE;
+			if
+			:: !FINAL(ans) -> ans = A_NONE       /* retryable: the client retries */
+			:: else -> skip
+			fi
+		}
+	od;
+	clients_done++
+}
+
+/* CompleteAbandonedCharges on the elected replica: ListAbandoned picks an
+ * IN_PROGRESS record whose lock expired (the grace is time, so it may race
+ * with the client's own retry); then ReleaseAbandoned, or the command is
+ * rebuilt from the payment row and run through ChargePayment like a client's
+ * retry. It stops once the clients have stopped and no record is left
+ * IN_PROGRESS. */
+#define ABANDONED(k) (rec[k].st == INPROG && rec[k].exp)
+proctype Completer()
+{
+	byte k, e, a, cpid, chash, ans;
+	CHARGE_LOCALS;
+
+	do
+	:: atomic {
+		ABANDONED(0) || ABANDONED(1) || ABANDONED(2) ->
+		if
+		:: ABANDONED(0) -> k = 0
+		:: ABANDONED(1) -> k = 1
+		:: ABANDONED(2) -> k = 2
+		fi;
+		cpid = rec[k].payid; chash = rec[k].hash;
+		printf("T%d (completer): K%d is abandoned\n", TOK_COMPLETER, k)
+	   };
+		ATTEMPT_STARTS(TOK_COMPLETER);
+		{
+			if
+			:: cpid == 0 ->
+				/* ReleaseAbandoned: the conditions are re-checked in the DELETE */
+				d_step {
+					if
+					:: rec[k].st == INPROG && rec[k].exp && rec[k].payid == 0 ->
+						DELETE_RECORD(k); SEEN(12);
+						printf("T%d (completer): deletes K%d (no payment)\n", TOK_COMPLETER, k)
+					:: else -> skip
+					fi
+				}
+			:: cpid != 0 ->
+				/* Payments.Get: rebuild the command from the payment row */
+				d_step {
+					e = cpid - 1;
+					if
+					:: pay[e].st != NONE -> a = pay[e].amt
+					:: else -> a = 0              /* gone: Failed, left for the next run */
+					fi
+				};
+				if
+				:: a != 0 && HASH(e, a) == chash -> charge(k, e, a, TOK_COMPLETER)
+				:: else -> skip
+				fi
+			fi;
+			d_step { ATTEMPT_ENDS(k, TOK_COMPLETER) }
+		} unless {
+			atomic {
+				kill[TOK_COMPLETER] -> kill[TOK_COMPLETER] = 0; ATTEMPT_ENDS(k, TOK_COMPLETER);
+				printf("T%d (completer): dies with its replica\n", TOK_COMPLETER)
+			}
+		};
+		d_step {
+			P5(ans != A_500);
+			RESET_CHARGE; k = 0; e = 0; a = 0; cpid = 0; chash = 0; ans = 0
+		}
+	:: atomic {
+		clients_done == NCLI && rec[0].st != INPROG && rec[1].st != INPROG &&
+		rec[2].st != INPROG -> break
+	   }
+	od;
+	completer_done = 1
+}
+
+/* The provider decides each request it accepted, whether or not the caller
+ * still waits for the answer. */
+active proctype Provider()
+{
+	byte e;
+end:
+	do
+	:: atomic {
+		prov[0] == P_RUNNING || prov[1] == P_RUNNING ->
+		if
+		:: prov[0] == P_RUNNING -> e = 0
+		:: prov[1] == P_RUNNING -> e = 1
+		fi;
+		if
+		:: prov[e] = P_CHARGED;
+			printf("provider: CHARGES E%d amount %d\n", e, pamt[e]);
+			P1(prov[OTHER(e)] != P_CHARGED)
+		:: prov[e] = P_DECLINED;
+			printf("provider: declines E%d\n", e)
+		fi;
+		e = 0
+	   }
+	od
+}
+
+#if NCLI == 3
+#define ALIVE_ANY (alive[1] || alive[2] || alive[3] || alive[4])
+#define KILLED_ANY (kill[1] || kill[2] || kill[3] || kill[4])
+#else
+#define ALIVE_ANY (alive[1] || alive[2] || alive[3])
+#define KILLED_ANY (kill[1] || kill[2] || kill[3])
+#endif
+#ifndef NOLEASE
+#define EXPIRABLE(k) (rec[k].st == INPROG && !rec[k].exp && (!owner_alive[k] || MAY(slow, MAXSLOW)))
+#else
+#define EXPIRABLE(k) false
+#endif
+#define PURGEABLE(k) (rec[k].st == COMPLETED || (rec[k].st == INPROG && rec[k].exp && rec[k].payid == 0))
+
+/* Time and failures: replica crashes, lock expiry, the TTL purge. */
+active proctype Environment()
+{
+	byte k, t;
+end:
+	do
+	:: atomic {
+		/* A replica crashes (and restarts): every attempt placed on it
+		 * dies. With two replicas and any placement that is any non-empty
+		 * set of the running attempts, chosen here instead of at each start. */
+		MAY(crashes, MAXCRASH) && ALIVE_ANY ->
+		FAULT(crashes);
+		t = 1;
+		do
+		:: t < NTOK ->
+			if
+			:: alive[t] -> kill[t] = 1
+			:: true -> skip
+			fi;
+			t++
+		:: t == NTOK -> break
+		od;
+		if
+		:: KILLED_ANY -> skip
+		:: else ->
+			/* the empty choice stands for the first running attempt alone */
+			t = 1;
+			do
+			:: !alive[t] -> t++
+			:: alive[t] -> kill[t] = 1; break
+			od
+		fi;
+		printf("a replica crashes\n");
+		t = 0
+	   }
+	:: atomic {
+		/* A lock expires: at any time once its owner has gone (crashed or
+		 * answered), at most MAXSLOW times while its owner still works. */
+		EXPIRABLE(0) || EXPIRABLE(1) || EXPIRABLE(2) ->
+		if
+		:: EXPIRABLE(0) -> k = 0
+		:: EXPIRABLE(1) -> k = 1
+		:: EXPIRABLE(2) -> k = 2
+		fi;
+		if
+		:: owner_alive[k] -> FAULT(slow);
+			printf("the lock of K%d expires while its owner T%d still works\n", k, rec[k].tok)
+		:: else -> printf("the lock of K%d expires\n", k)
+		fi;
+		rec[k].exp = 1; k = 0
+	   }
+	:: atomic {
+		/* The retention target: past the TTL, a COMPLETED record, or an
+		 * IN_PROGRESS one with an expired lock and no payment. (Rows locked
+		 * by a running transaction are skipped; none is mid-transaction
+		 * here.) */
+		purges < MAXPURGE && (PURGEABLE(0) || PURGEABLE(1) || PURGEABLE(2)) ->
+		purges++;
+		if
+		:: PURGEABLE(0) -> k = 0
+		:: PURGEABLE(1) -> k = 1
+		:: PURGEABLE(2) -> k = 2
+		fi;
+		if
+		:: rec[k].st == COMPLETED -> SEEN(11)
+		:: else -> skip
+		fi;
+		printf("the TTL purge deletes K%d\n", k);
+		DELETE_RECORD(k); k = 0
+	   }
+	od
+}
+
+/* P2, once the system is quiet: the clients have stopped, the completer has
+ * nothing left, the provider has decided every request it accepted. */
+#define QUIET(e) \
+	P2(prov[e] != P_CHARGED || (pay[e].st == SUCCEEDED && pay[e].amt == pamt[e] && ev[e] == 1)); \
+	P2(prov[e] != P_DECLINED || (pay[e].st == DECLINED && ev[e] == 1)); \
+	P2(pay[e].st != SUCCEEDED || prov[e] == P_CHARGED); \
+	P2(pay[e].st != PENDING)
+
+init {
+	atomic {
+		run Client(1); run Client(2);
+#if NCLI == 3
+		run Client(3);
+#endif
+		run Completer()
+	};
+	atomic {
+		clients_done == NCLI && completer_done &&
+		prov[0] != P_RUNNING && prov[1] != P_RUNNING ->
+		QUIET(0); QUIET(1);
+		P2(rec[0].st != INPROG && rec[1].st != INPROG && rec[2].st != INPROG)
+	}
+}
+
+#ifdef LIVENESS
+/* P5: a client that retries every retryable answer gets a final answer
+ * (the stored outcome, or 409 key-reused for another command). */
+ltl live { <> (nfinal == NCLI) }
+#endif

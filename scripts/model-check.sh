@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# scripts/model-check.sh SUITE...
+#
+# Model-checks the idempotency protocol (model/payment.pml) with spin. Every
+# run is exhaustive within the bounds its flags set (no bitstate hashing): a
+# run that does not finish its search fails, like one that finds a violation.
+#
+# Suites:
+#   checks       the real checks: safety per scenario, liveness with weak
+#                fairness; each must pass (make model)
+#   witnesses    events each check must be able to reach, so that a passing
+#                check is not vacuous; each must be reached (make model)
+#   mutants      every mutant below; each must produce its counterexample
+#                (make model-mutants)
+#   nofence | findsave | delunknown | noorderidx | nolease
+#                one mutant (make model-mutant-<name>)
+#   deep         larger bounds, minutes each; not run by CI (make model-deep)
+#
+# Environment (optional):
+#   MODEL_MEMLIM   MB one verifier may use   (default 2048)
+#   MODEL_TIMEOUT  seconds one verifier may run (default 900)
+#   SPIN, CC       the spin and C compiler to use (default spin, gcc)
+#
+# Every run prints one line: name, result, states stored, transitions, depth,
+# seconds, MB. A counterexample (mutants, witnesses) is replayed and its
+# narration printed: the model's printf lines, one per step.
+set -Eeuo pipefail
+cd "$(dirname "$0")/.."
+
+SPIN="${SPIN:-spin}"
+CC="${CC:-gcc}"
+MEMLIM="${MODEL_MEMLIM:-2048}"
+TIMEOUT="${MODEL_TIMEOUT:-900}"
+MODEL="model/payment.pml"
+
+command -v "$SPIN" >/dev/null || { echo "model-check: $SPIN not found (Debian: apt-get install spin)" >&2; exit 1; }
+command -v "$CC" >/dev/null || { echo "model-check: $CC not found" >&2; exit 1; }
+
+# spin and pan write their files (pan.c, pan, trails) into the current
+# directory; each run gets its own directory under one temp dir.
+work="$(mktemp -d "${TMPDIR:-/tmp}/model-check.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+failures=0
+runs=0
+start_all=$(date +%s)
+
+# run NAME MODE EXPECT FLAGS...
+#   MODE    safety  assertions and invalid end states, depth-first
+#           live    the LTL formula 'live' with weak fairness (pan -a -f)
+#           bfs     as safety, breadth-first: the shortest counterexample
+#   EXPECT  pass, or violation:REGEX (a run must stop on a line matching
+#           REGEX, e.g. "VIOLATED P4" or "WITNESS 3 reached")
+run() {
+	local name="$1" mode="$2" expect="$3"; shift 3
+	local flags=("$@")
+	local dir="$work/$name"
+	mkdir -p "$dir"
+	cp "$MODEL" "$dir/payment.pml"
+	runs=$((runs + 1))
+
+	# A run that expects a counterexample searches little: compiling pan.c
+	# fast matters more than running it fast (-O0 compiles ~8x faster).
+	local opt=-O1
+	[ "$expect" = pass ] || opt=-O0
+	local cflags=("$opt" -DMEMLIM="$MEMLIM" -w) panflags=()
+	case "$mode" in
+	safety) cflags+=(-DSAFETY -DCOLLAPSE); panflags=(-m400000 -w24) ;;
+	bfs)    cflags+=(-DSAFETY -DBFS);      panflags=(-w24) ;;
+	live)   cflags+=(-DCOLLAPSE -DNFAIR=3); panflags=(-a -f -m1000000 -w24); flags+=(-DLIVENESS) ;;
+	*) echo "model-check: unknown mode $mode" >&2; exit 2 ;;
+	esac
+
+	local t0 t1 rc=0
+	t0=$(date +%s.%N)
+	if ! (cd "$dir" && "$SPIN" -a "${flags[@]}" payment.pml >spin.log 2>&1); then
+		echo "FAIL $name: spin -a ${flags[*]} failed:"; sed 's/^/    /' "$dir/spin.log"
+		failures=$((failures + 1)); return
+	fi
+	if ! (cd "$dir" && "$CC" "${cflags[@]}" -o pan pan.c >cc.log 2>&1); then
+		echo "FAIL $name: $CC failed:"; sed 's/^/    /' "$dir/cc.log"
+		failures=$((failures + 1)); return
+	fi
+	(cd "$dir" && timeout "$TIMEOUT" ./pan "${panflags[@]}" >pan.log 2>&1) || rc=$?
+	t1=$(date +%s.%N)
+
+	local out="$dir/pan.log"
+	local errors states trans depth mem secs
+	errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$out" | tail -1)
+	states=$(awk '/states, stored/ {print $1; exit}' "$out")
+	trans=$(awk '/transitions \(= / {print $1; exit}' "$out")
+	depth=$(sed -n 's/.*depth reached \([0-9]*\),.*/\1/p' "$out" | tail -1)
+	mem=$(awk '/total actual memory usage/ {print $1; exit}' "$out")
+	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')
+	local figures="states=${states:-?} transitions=${trans:-?} depth=${depth:-?} time=${secs}s mem=${mem:-?}MB"
+	local incomplete=""
+	if [ "$rc" -eq 124 ]; then incomplete="timed out after ${TIMEOUT}s"; fi
+	if grep -q "max search depth too small" "$out"; then incomplete="max search depth too small"; fi
+	if grep -q "reached -DMEMLIM bound\|out of memory" "$out"; then incomplete="memory limit ${MEMLIM} MB reached"; fi
+	if [ -z "$errors" ]; then incomplete="${incomplete:-no result from pan (exit $rc)}"; fi
+
+	if [ "$expect" = pass ]; then
+		if [ -n "$incomplete" ]; then
+			echo "FAIL $name: search incomplete: $incomplete ($figures)"
+			failures=$((failures + 1))
+		elif [ "$errors" != 0 ]; then
+			echo "FAIL $name: $errors violation(s) ($figures) [${flags[*]}]"
+			grep -m1 -E "assertion violated|invalid end state|acceptance cycle|non-progress" "$out" | sed 's/^/    /' || true
+			(cd "$dir" && "$SPIN" -t "${flags[@]}" payment.pml 2>&1) | narrate | sed 's/^/    /'
+			echo "    reproduce: cd model && $SPIN -a ${flags[*]} payment.pml && $CC ${cflags[*]} -o pan pan.c && ./pan ${panflags[*]} && $SPIN -t ${flags[*]} payment.pml"
+			failures=$((failures + 1))
+		else
+			echo "ok   $name: $figures [${flags[*]}]"
+		fi
+		return
+	fi
+
+	local want="${expect#violation:}"
+	if [ "${errors:-0}" = 0 ]; then
+		echo "FAIL $name: expected a counterexample matching '$want', got none${incomplete:+ ($incomplete)} ($figures) [${flags[*]}]"
+		failures=$((failures + 1))
+		return
+	fi
+	local story
+	story="$(cd "$dir" && "$SPIN" -t "${flags[@]}" payment.pml 2>&1 | narrate)"
+	if grep -qE "$want" <<<"$story"; then
+		echo "ok   $name: counterexample as expected ($figures) [${flags[*]}]"
+		sed 's/^/    /' <<<"$story"
+	else
+		echo "FAIL $name: a counterexample, but not '$want' ($figures) [${flags[*]}]"
+		grep -m1 -E "assertion violated|invalid end state|acceptance cycle" "$out" | sed 's/^/    /' || true
+		sed 's/^/    /' <<<"$story"
+		failures=$((failures + 1))
+	fi
+}
+
+# The model's own narration of a replayed trail: one line per printf.
+# At most 40 lines: a liveness counterexample's cycle repeats itself.
+narrate() {
+	{ grep -E '^\s+(T[0-9]|provider|a replica|the lock|the TTL|VIOLATED|WITNESS)|START OF CYCLE' || true; } |
+		sed 's/^[[:space:]]*//' | awk 'NR <= 40 {print} END {if (NR > 40) printf "... %d more lines\n", NR - 40}'
+}
+
+# Scenarios (model/payment.pml): 1 one key, the same request twice; 2 one
+# order, a second key with a second external payment; 3 one external payment
+# under three keys, one with another amount; 4 one key reused for another
+# payment. The completer runs in every scenario. Defaults: MAXFAULTS=2,
+# MAXATT=2, each fault kind at most once, one TTL purge.
+suite_checks() {
+	run safety-key    safety pass -DSCEN=1
+	run safety-order  safety pass -DSCEN=2
+	run safety-ext    safety pass -DSCEN=3 -DMAXFAULTS=1 -DMAXATT=1
+	run safety-reuse  safety pass -DSCEN=4
+	run live-key      live   pass -DSCEN=1 -DMAXFAULTS=1
+	run live-order    live   pass -DSCEN=2 -DMAXFAULTS=1
+	run live-ext      live   pass -DSCEN=3 -DMAXFAULTS=0
+	run live-reuse    live   pass -DSCEN=4 -DMAXFAULTS=1
+}
+
+# Each witness stops the first time its event happens (SEEN(n) in the model).
+suite_witnesses() {
+	run witness-01-takeover-resumes        safety "violation:WITNESS 1 reached"  -DSCEN=1 -DWITNESS=1
+	run witness-02-completer-records       safety "violation:WITNESS 2 reached"  -DSCEN=1 -DWITNESS=2
+	run witness-03-late-completion-fenced  safety "violation:WITNESS 3 reached"  -DSCEN=1 -DWITNESS=3
+	run witness-04-release-nothing-charged safety "violation:WITNESS 4 reached"  -DSCEN=1 -DWITNESS=4
+	run witness-05-early-lock-release      safety "violation:WITNESS 5 reached"  -DSCEN=1 -DWITNESS=5
+	run witness-06-replay                  safety "violation:WITNESS 6 reached"  -DSCEN=1 -DWITNESS=6
+	run witness-07-order-already-paid      safety "violation:WITNESS 7 reached"  -DSCEN=2 -DWITNESS=7
+	run witness-08-new-payment-after-decline safety "violation:WITNESS 8 reached" -DSCEN=2 -DWITNESS=8
+	run witness-09-external-payment-conflict safety "violation:WITNESS 9 reached" -DSCEN=3 -DWITNESS=9
+	run witness-10-existing-payment-200    safety "violation:WITNESS 10 reached" -DSCEN=3 -DWITNESS=10
+	run witness-11-purge-completed         safety "violation:WITNESS 11 reached" -DSCEN=1 -DWITNESS=11
+	run witness-13-phase3-db-failure       safety "violation:WITNESS 13 reached" -DSCEN=1 -DWITNESS=13
+	run witness-14-release-fenced          safety "violation:WITNESS 14 reached" -DSCEN=1 -DWITNESS=14
+}
+
+# Each mutant must violate the named property; the second run of a mutant
+# switches its first property off to show what it breaks next.
+suite_nofence() {
+	run mutant-nofence            bfs "violation:VIOLATED P4" -DSCEN=1 -DNOFENCE
+	run mutant-nofence-money      bfs "violation:VIOLATED P2" -DSCEN=1 -DNOFENCE -DSKIP_P4 -DSKIP_P6 -DMAXATT=1
+}
+suite_findsave() {
+	run mutant-findsave           bfs "violation:VIOLATED P3" -DSCEN=1 -DFINDSAVE
+	run mutant-findsave-next      bfs "violation:VIOLATED P5" -DSCEN=1 -DFINDSAVE -DSKIP_P3
+}
+suite_delunknown() {
+	run mutant-delunknown         bfs "violation:VIOLATED P6" -DSCEN=1 -DDELUNKNOWN
+	run mutant-delunknown-money   bfs "violation:VIOLATED P2" -DSCEN=1 -DDELUNKNOWN -DSKIP_P6 -DMAXATT=1
+	run mutant-delunknown-issue9  bfs "violation:WITNESS 16 reached" -DSCEN=3 -DDELUNKNOWN -DSKIP_P6 -DWITNESS=16 -DMAXATT=1
+}
+suite_noorderidx() {
+	run mutant-noorderidx         bfs "violation:VIOLATED P1" -DSCEN=2 -DNOORDERIDX
+}
+suite_nolease() {
+	run mutant-nolease            live "violation:START OF CYCLE" -DSCEN=1 -DNOLEASE -DMAXFAULTS=1
+}
+suite_mutants() {
+	suite_nofence; suite_findsave; suite_delunknown; suite_noorderidx; suite_nolease
+}
+
+# Larger bounds; each run takes minutes and up to MODEL_MEMLIM. Witnesses 12
+# and 15 (the completer deleting a claim without a payment; a takeover that
+# finds a final payment) are expected to be unreachable: their runs pass.
+suite_deep() {
+	run deep-safety-key        safety pass -DSCEN=1 -DMAXFAULTS=3 -DMAXATT=2
+	run deep-safety-order      safety pass -DSCEN=2 -DMAXFAULTS=3 -DMAXATT=1
+	run deep-safety-ext        safety pass -DSCEN=3 -DMAXFAULTS=2 -DMAXATT=1
+	run deep-safety-reuse      safety pass -DSCEN=4 -DMAXFAULTS=3 -DMAXATT=2
+	run deep-live-key          live   pass -DSCEN=1 -DMAXFAULTS=2
+	run deep-live-order        live   pass -DSCEN=2 -DMAXFAULTS=2
+	run deep-unreachable-12    safety pass -DSCEN=1 -DWITNESS=12
+	run deep-unreachable-15    safety pass -DSCEN=1 -DWITNESS=15
+}
+
+[ $# -gt 0 ] || { sed -n '2,22p' "$0"; exit 2; }
+for suite in "$@"; do
+	case "$suite" in
+	checks|witnesses|mutants|deep|nofence|findsave|delunknown|noorderidx|nolease) echo "== $suite"; "suite_$suite" ;;
+	*) echo "model-check: unknown suite $suite" >&2; exit 2 ;;
+	esac
+done
+
+echo "model-check: $runs runs, $failures failed, $(( $(date +%s) - start_all ))s"
+[ "$failures" -eq 0 ]
