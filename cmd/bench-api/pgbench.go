@@ -34,10 +34,8 @@ var pgbenchVars = map[string]string{
 	"http_status":  "201",
 	"response":     `{"id":1,"orderId":1,"customerId":42,"amount":"10.00","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_1","status":"SUCCEEDED","createdAt":"2026-12-01T00:00:00Z"}`,
 	"topic":        "payment.events",
-	// Tracing is off, as by default: no trace context.
-	"trace_context": "",
-	"event_type":    "PaymentSucceeded.v1",
-	"payload":       `{"eventId":"019ad4c2-5f0e-7c3a-9b1d-2e4f6a8c0b13","eventType":"PaymentSucceeded.v1","paymentId":1,"orderId":1,"customerId":42,"amount":"10.00","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_1","occurredAt":"2026-12-01T00:00:00Z"}`,
+	"event_type":   "PaymentSucceeded.v1",
+	"payload":      `{"eventId":"019ad4c2-5f0e-7c3a-9b1d-2e4f6a8c0b13","eventType":"PaymentSucceeded.v1","paymentId":1,"orderId":1,"customerId":42,"amount":"10.00","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_1","occurredAt":"2026-12-01T00:00:00Z"}`,
 	// The replay keys the bench charged through the API, numbers so that
 	// pgbench can draw them.
 	"first_replay_key": strconv.Itoa(firstReplayKey),
