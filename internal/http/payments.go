@@ -190,78 +190,83 @@ func (h *paymentHandlers) decodeCharge(c echo.Context) (domain.Charge, error) {
 	return chargeOf(req)
 }
 
-// decodeWellFormedCharge reads a body that is what a client should send,
-// in one pass over its JSON tokens: one object, each of the request's
-// fields at most once, each with a scalar of its JSON type. Anything else
-// (a repeated or unknown name, a nested value, a wrong type, a syntax
-// error, trailing data) makes it give up, and the thorough decoder names
-// every problem. Because unknown fields and nested values are refused, a
-// body it takes can repeat a name only at the top level, and that is the
-// one place it looks.
+// decodeWellFormedCharge reads a body that is what a client should send:
+// one object whose member names are the request's fields, each at most
+// once, spelled exactly, with values json.Unmarshal takes for their types.
+// Anything else (a repeated, unknown or escaped name, a wrong type, bad
+// syntax, trailing data) makes it give up, and the thorough decoder names
+// every problem. Unknown names and nested values end here, so a name can
+// only repeat at the top level, and that is the one level it checks.
 func decodeWellFormedCharge(body []byte) (chargeRequest, bool) {
 	var req chargeRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+	if !namesKnownAndOnce(body) {
 		return req, false
 	}
-	for dec.More() {
-		nameTok, err := dec.Token()
-		if err != nil {
-			return req, false
-		}
-		valTok, err := dec.Token()
-		if err != nil {
-			return req, false
-		}
-		name, _ := nameTok.(string)
-		ok := false
-		switch name {
-		case "orderId":
-			ok = req.OrderID == nil && setInt(&req.OrderID, valTok)
-		case "customerId":
-			ok = req.CustomerID == nil && setInt(&req.CustomerID, valTok)
-		case "amount":
-			ok = req.Amount == nil && setString(&req.Amount, valTok)
-		case "currency":
-			ok = req.Currency == nil && setString(&req.Currency, valTok)
-		case "paymentProvider":
-			ok = req.PaymentProvider == nil && setString(&req.PaymentProvider, valTok)
-		case "externalPaymentId":
-			ok = req.ExternalPaymentID == nil && setString(&req.ExternalPaymentID, valTok)
-		}
-		if !ok {
-			return req, false
-		}
-	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return req, false
-	}
-	if _, err := dec.Token(); err != io.EOF { // trailing data
+	// Unmarshal matches names without regard to case; namesKnownAndOnce
+	// has already checked them exactly. It refuses trailing data.
+	if err := json.Unmarshal(body, &req); err != nil {
 		return req, false
 	}
 	return req, true
 }
 
-func setInt(dst **int64, tok json.Token) bool {
-	n, ok := tok.(json.Number)
-	if !ok {
-		return false
+// chargeFields are the member names of a charge body, exactly as sent.
+var chargeFields = [...]string{"orderId", "customerId", "amount", "currency", "paymentProvider", "externalPaymentId"}
+
+// namesKnownAndOnce scans body's top-level object for its member names and
+// reports whether each is one of chargeFields, spelled exactly and without
+// escapes, and none repeats. It trusts json.Unmarshal to check the syntax:
+// on malformed input its answer does not matter, since Unmarshal fails.
+func namesKnownAndOnce(body []byte) bool {
+	var seen [len(chargeFields)]bool
+	depth, inString, inName, expectName := 0, false, false, false
+	start := 0
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if inString {
+			switch c {
+			case '\\':
+				if inName {
+					return false // an escaped name: the thorough decoder compares it unescaped
+				}
+				i++ // the escaped byte cannot end the string
+			case '"':
+				inString = false
+				if inName {
+					k := fieldIndex(body[start:i])
+					if k < 0 || seen[k] {
+						return false
+					}
+					seen[k] = true
+				}
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString, inName, start = true, depth == 1 && expectName, i+1
+			expectName = false
+		case '{':
+			depth++
+			expectName = depth == 1
+		case '[':
+			depth++
+		case '}', ']':
+			depth--
+		case ',':
+			expectName = depth == 1
+		}
 	}
-	v, err := n.Int64()
-	if err != nil {
-		return false
-	}
-	*dst = &v
 	return true
 }
 
-func setString(dst **string, tok json.Token) bool {
-	v, ok := tok.(string)
-	if ok {
-		*dst = &v
+func fieldIndex(name []byte) int {
+	for k, f := range chargeFields {
+		if string(name) == f {
+			return k
+		}
 	}
-	return ok
+	return -1
 }
 
 // decodeChargeReportingEverything is the thorough decoder, for a body that

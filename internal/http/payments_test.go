@@ -390,7 +390,10 @@ func TestInProgressRetryAfterIsTheRemainingLockTime(t *testing.T) {
 	}{
 		{"ten minutes left", "10 minutes", 590, 600},
 		{"25 seconds left", "25 seconds", 15, 25},
-		{"a fraction of a second left rounds up to 1", "300 milliseconds", 1, 1},
+		// Rounded up to whole seconds. 1.5 s left when the row is written
+		// leaves room for a loaded machine to get the request there in
+		// time; the remaining fraction is then told as 1 or 2.
+		{"a second and a half left rounds up", "1500 milliseconds", 1, 2},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
