@@ -124,7 +124,11 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
+	if os.Getenv("BENCH_KEEP") == "" {
+		defer os.RemoveAll(tmp)
+	} else {
+		logf("keeping %s", tmp)
+	}
 	b := &bench{o: o, tmp: tmp}
 	if b.bindir, err = pgtemp.BinDir(); err != nil {
 		return err

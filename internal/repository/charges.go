@@ -17,12 +17,11 @@ import (
 // The hot path of a charge is three statements, one per round trip of
 // work: lookupKeySQL (a replay is answered from it), claimAndReserveSQL
 // (phase 1, between BEGIN and COMMIT) and recordOutcomeSQL (phase 3, atomic
-// on its own). Each is a data-modifying CTE: one clause per step, each
-// saying which rule it enforces. pgbench runs the same statements for the
-// benchmark's ceiling (pgbench/*.pgbench, kept in step by
-// TestPgbenchScriptsRunTheServicesStatements); parameters are named
-// (@name here, :name there) and always followed by a space, a comma or a
-// parenthesis, as GORM's named-parameter parser needs.
+// on its own). The two writes are data-modifying CTEs: one clause per step,
+// each saying which rule it enforces. Parameters are named (@name),
+// compiled once to $n (namedsql.go); pgbench runs the same statements for
+// the benchmark's ceiling, with :name (pgbench/*.pgbench, kept in step by
+// TestPgbenchScriptsRunTheServicesStatements).
 
 // lookupKeySQL reads a key's record with no lock and no transaction: a
 // replay of a completed key, a reused key, or a duplicate meeting a live
@@ -142,6 +141,22 @@ SELECT EXISTS (SELECT 1 FROM announced) AS recorded,
                   AND status = 'IN_PROGRESS' AND lock_token = @token) AS lock_held,
        (SELECT status FROM payment WHERE id = @payment_id) AS payment_status`
 
+var (
+	lookupKeyStmt       = compileNamed(lookupKeySQL)
+	claimAndReserveStmt = compileNamed(claimAndReserveSQL)
+	recordOutcomeStmt   = compileNamed(recordOutcomeSQL)
+)
+
+// queryRow runs one of the compiled statements on db's connection pool: the
+// transaction's inside Transact.
+func queryRow(ctx context.Context, db *gorm.DB, q namedSQL, values map[string]any) (*sql.Row, error) {
+	args, err := q.args(values)
+	if err != nil {
+		return nil, err
+	}
+	return db.Statement.ConnPool.QueryRowContext(ctx, q.text, args...), nil
+}
+
 // Charges implements app.Charges: phase 1 inside the caller's transaction.
 type Charges struct {
 	db *gorm.DB
@@ -150,7 +165,7 @@ type Charges struct {
 // ClaimAndReserve implements app.Charges.
 func (s *Charges) ClaimAndReserve(ctx context.Context, c app.ChargeClaim) (app.ClaimAndReserveResult, error) {
 	ch := c.Charge
-	row := s.db.WithContext(ctx).Raw(claimAndReserveSQL, map[string]any{
+	row, err := queryRow(ctx, s.db, claimAndReserveStmt, map[string]any{
 		"client":      string(c.Scope.ClientID),
 		"key":         c.Scope.Key,
 		"hash":        c.CommandHash,
@@ -162,11 +177,14 @@ func (s *Charges) ClaimAndReserve(ctx context.Context, c app.ChargeClaim) (app.C
 		"currency":    string(ch.Amount.Currency()),
 		"provider":    string(ch.Provider),
 		"external":    string(ch.ExternalPaymentID),
-	}).Row()
+	})
+	if err != nil {
+		return app.ClaimAndReserveResult{}, err
+	}
 	var res app.ClaimAndReserveResult
 	var recoveryPoint sql.NullInt64
 	var p nullablePaymentRow
-	err := row.Scan(&res.Claimed, &res.Reserved, &recoveryPoint, &res.OrderMatches, &res.SagaID,
+	err = row.Scan(&res.Claimed, &res.Reserved, &recoveryPoint, &res.OrderMatches, &res.SagaID,
 		&p.ID, &p.ClientID, &p.OrderID, &p.CustomerID, &p.PaymentProvider,
 		&p.ExternalPaymentID, &p.Amount, &p.Currency, &p.Status, &p.CreatedAt)
 	if err != nil {
@@ -243,10 +261,13 @@ func (s *ChargeStore) LookupKey(ctx context.Context, scope app.IdempotencyScope)
 }
 
 func lookupKey(ctx context.Context, db *gorm.DB, scope app.IdempotencyScope) (app.IdempotencyRecord, bool, error) {
-	row := db.WithContext(ctx).Raw(lookupKeySQL, map[string]any{
+	row, err := queryRow(ctx, db, lookupKeyStmt, map[string]any{
 		"client": string(scope.ClientID),
 		"key":    scope.Key,
-	}).Row()
+	})
+	if err != nil {
+		return app.IdempotencyRecord{}, false, err
+	}
 	var (
 		rec         = app.IdempotencyRecord{Scope: scope}
 		status      string
@@ -256,7 +277,7 @@ func lookupKey(ctx context.Context, db *gorm.DB, scope app.IdempotencyScope) (ap
 		lockToken   uuid.NullUUID
 		lockedUntil sql.NullTime
 	)
-	err := row.Scan(&rec.CommandHash, &status, &httpStatus, &response, &paymentID, &lockToken, &lockedUntil, &rec.CreatedAt)
+	err = row.Scan(&rec.CommandHash, &status, &httpStatus, &response, &paymentID, &lockToken, &lockedUntil, &rec.CreatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return app.IdempotencyRecord{}, false, nil
 	}
@@ -286,7 +307,7 @@ func (s *ChargeStore) RecordOutcome(ctx context.Context, o app.OutcomeRecord) er
 		return err
 	}
 	defer s.gate.leave()
-	row := s.db.WithContext(ctx).Raw(recordOutcomeSQL, map[string]any{
+	row, err := queryRow(ctx, s.db, recordOutcomeStmt, map[string]any{
 		"client":        string(o.Scope.ClientID),
 		"key":           o.Scope.Key,
 		"token":         o.Token,
@@ -300,7 +321,10 @@ func (s *ChargeStore) RecordOutcome(ctx context.Context, o app.OutcomeRecord) er
 		"event_type":    ev.EventType,
 		"payload":       ev.Payload,
 		"trace_context": ptrString(ev.TraceContext),
-	}).Row()
+	})
+	if err != nil {
+		return err
+	}
 	var recorded, lockHeld bool
 	var paymentStatus sql.NullString
 	if err := row.Scan(&recorded, &lockHeld, &paymentStatus); err != nil {

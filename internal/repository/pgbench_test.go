@@ -72,7 +72,7 @@ COMMIT;
 ` + untraced(pgbenchSQL(recordOutcomeSQL)) + `;
 `
 
-// untraced puts in the literal '' that an untraced request (tracing is off
+// untraced puts in the literal ” that an untraced request (tracing is off
 // by default) sends as the trace context: pgbench cannot define an empty
 // variable.
 func untraced(sql string) string {
