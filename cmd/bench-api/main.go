@@ -64,6 +64,7 @@ type options struct {
 	cpuProfile       string
 	profileRun       string
 	ceiling          bool
+	loadgen          string // "wrk" or "go"
 }
 
 func main() {
@@ -78,6 +79,7 @@ func main() {
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the service during the first pass's run named by -profile")
 	flag.StringVar(&o.profileRun, "profile", "create 64", `the run -cpuprofile profiles: "create C" or "replay C"`)
 	flag.BoolVar(&o.ceiling, "ceiling", true, "run pgbench for the ceilings")
+	flag.StringVar(&o.loadgen, "loadgen", "", `the load generator: "wrk" (the default when it is installed) or "go" (this program's own)`)
 	flag.Parse()
 	var err error
 	if o.createC, err = ints(createC); err == nil {
@@ -85,6 +87,16 @@ func main() {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-api:", err)
+		os.Exit(2)
+	}
+	if o.loadgen == "" {
+		o.loadgen = "go"
+		if _, err := exec.LookPath("wrk"); err == nil {
+			o.loadgen = "wrk"
+		}
+	}
+	if o.loadgen != "wrk" && o.loadgen != "go" {
+		fmt.Fprintln(os.Stderr, "bench-api: -loadgen must be wrk or go")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -138,7 +150,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	logf("starting PostgreSQL (fsync on) on 127.0.0.1:%d", pgPort)
+	logf("load generator: %s; starting PostgreSQL (fsync on) on 127.0.0.1:%d", o.loadgen, pgPort)
 	cluster, err := pgtemp.Start(ctx, pgtemp.Options{TCPPort: pgPort, Settings: map[string]string{
 		"shared_preload_libraries": "pg_stat_statements",
 	}})
@@ -326,7 +338,16 @@ func (b *bench) serviceRun(ctx context.Context, workload string, clients int, pr
 		profiled = make(chan error, 1)
 		go func() { profiled <- b.cpuProfile(ctx) }()
 	}
-	r := closedLoop(ctx, clients, b.o.warmup, b.o.duration, next)
+	var r result
+	var err error
+	if b.o.loadgen == "wrk" {
+		r, err = b.wrkRun(ctx, workload, clients)
+	} else {
+		r = closedLoop(ctx, clients, b.o.warmup, b.o.duration, next)
+	}
+	if err != nil {
+		return r, err
+	}
 	if profiled != nil {
 		if err := <-profiled; err != nil {
 			return r, err

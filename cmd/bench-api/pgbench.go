@@ -143,13 +143,14 @@ type row struct {
 }
 
 type table struct {
-	Passes   int           `json:"passes"`
-	Duration time.Duration `json:"duration"`
-	Rows     []row         `json:"rows"`
+	Passes        int           `json:"passes"`
+	Duration      time.Duration `json:"duration"`
+	LoadGenerator string        `json:"loadGenerator"`
+	Rows          []row         `json:"rows"`
 }
 
 func summarize(o options, runs map[string][]result) table {
-	t := table{Passes: o.passes, Duration: o.duration}
+	t := table{Passes: o.passes, Duration: o.duration, LoadGenerator: o.loadgen}
 	add := func(workload string, cs []int) {
 		for _, c := range cs {
 			r := row{Workload: workload, Concurrency: c, Service: median(runs[name("service", workload, c)])}
@@ -192,7 +193,7 @@ func median(rs []result) result {
 
 func (t table) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Medians of %d passes, %s each:\n\n", t.Passes, t.Duration)
+	fmt.Fprintf(&b, "Medians of %d passes, %s each, load from %s:\n\n", t.Passes, t.Duration, t.LoadGenerator)
 	b.WriteString("| workload | C | service req/s | p50 ms | p99 ms | pgbench tx/s | p50 ms | p99 ms | ratio |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range t.Rows {
