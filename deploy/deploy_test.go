@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -37,8 +36,7 @@ import (
 	"github.com/example/payment-service/internal/config"
 	"github.com/example/payment-service/internal/kafka/idempotent"
 	"github.com/example/payment-service/internal/kafkatest"
-	"github.com/example/payment-service/internal/sandboxprovider"
-	"github.com/example/payment-service/internal/service"
+	"github.com/example/payment-service/internal/servicetest"
 	"github.com/example/payment-service/internal/testdb"
 )
 
@@ -443,24 +441,13 @@ type runningService struct {
 
 func startService(t *testing.T) *runningService {
 	t.Helper()
-	dsn := testdb.New(t)
 	brokers := kafkatest.Brokers(t)
 	orders := kafkatest.CreateTopic(t, brokers, 1)
-	sandbox, err := sandboxprovider.Start("127.0.0.1:0", sandboxprovider.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sandbox.Close() })
 	session := "1s"
 	if len(kafkatest.ExternalBrokers()) > 0 {
 		session = "6s"
 	}
-	env := map[string]string{
-		"DATABASE_URL":                      dsn,
-		"HTTP_ADDR":                         "127.0.0.1:0",
-		"API_KEYS":                          "demo-client:demo-secret",
-		"SANDBOX_PROVIDER_URL":              sandbox.URL,
-		"SHUTDOWN_TIMEOUT":                  "5s",
+	s := servicetest.Start(t, servicetest.Options{DSN: testdb.New(t), Env: map[string]string{
 		"KAFKA_BROKERS":                     strings.Join(brokers, ","),
 		"PAYMENT_EVENTS_TOPIC":              kafkatest.CreateTopic(t, brokers, 1),
 		"ORDER_EVENTS_TOPIC":                orders,
@@ -471,36 +458,8 @@ func startService(t *testing.T) *runningService {
 		"KAFKA_CONSUMER_SESSION_TIMEOUT":    session,
 		"IDEMPOTENCY_CLEANUP_CRON":          "* * * * * *",
 		"CHARGE_COMPLETER_CRON":             "* * * * * *",
-	}
-	cfg, err := config.Load(func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	svc, err := service.New(ctx, cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
-	pool, err := pgxpool.New(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("service stopped with %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Error("service did not stop within 15s")
-		}
-		pool.Close()
-	})
-	return &runningService{url: "http://" + svc.Addr(), db: pool, brokers: brokers, orders: orders}
+	}})
+	return &runningService{url: s.URL, db: s.DB, brokers: brokers, orders: orders}
 }
 
 func (s *runningService) traffic(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,9 +13,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/example/payment-service/internal/config"
 	"github.com/example/payment-service/internal/sandboxprovider"
 	"github.com/example/payment-service/internal/service"
+	"github.com/example/payment-service/internal/servicetest"
 	"github.com/example/payment-service/internal/testdb"
 )
 
@@ -49,64 +48,19 @@ type startOption func(*startOptions)
 
 type startOptions struct {
 	service []service.Option
-	logs    io.Writer // the service's log; discarded unless set
+	logs    io.Writer // the service's log; discarded if nil
 }
 
 // startServiceWith runs the service on dsn against a sandbox provider
 // configured by provider.
 func startServiceWith(t testing.TB, dsn string, env map[string]string, provider sandboxprovider.Config, opts ...startOption) *testService {
 	t.Helper()
-	o := startOptions{logs: io.Discard}
+	var o startOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
-	sandbox, err := sandboxprovider.Start("127.0.0.1:0", provider)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vars := map[string]string{
-		"DATABASE_URL":             dsn,
-		"HTTP_ADDR":                "127.0.0.1:0",
-		"API_KEYS":                 "demo-client:" + demoKey + ",other-client:" + otherKey,
-		"IDEMPOTENCY_LOCK_TIMEOUT": "30s",
-		"SHUTDOWN_TIMEOUT":         "5s",
-		"SANDBOX_PROVIDER_URL":     sandbox.URL,
-	}
-	for k, v := range env {
-		vars[k] = v
-	}
-	cfg, err := config.Load(func(k string) string { return vars[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	logger := slog.New(slog.NewJSONHandler(o.logs, nil))
-	svc, err := service.New(ctx, cfg, logger, o.service...)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
-
-	pool, err := pgxpool.New(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("service stopped with error: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Error("service did not stop within 15s")
-		}
-		pool.Close()
-		_ = sandbox.Close()
-	})
-	return &testService{url: "http://" + svc.Addr(), db: pool, provider: sandbox}
+	s := servicetest.Start(t, servicetest.Options{DSN: dsn, Env: env, Provider: provider, Logs: o.logs, Service: o.service})
+	return &testService{url: s.URL, db: s.DB, provider: s.Provider}
 }
 
 type response struct {
