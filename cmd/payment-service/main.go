@@ -14,15 +14,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/example/payment-service/db/migrations"
 	"github.com/example/payment-service/internal/config"
+	healthcheckpkg "github.com/example/payment-service/internal/healthcheck"
 	"github.com/example/payment-service/internal/service"
 )
 
@@ -131,23 +129,8 @@ func healthcheck(ctx context.Context, getenv func(string) string) error {
 	if addr == "" {
 		addr = ":8080"
 	}
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("HTTP_ADDR: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort("127.0.0.1", port)+"/readyz", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("not ready: %s", resp.Status)
+	if err := healthcheckpkg.Probe(ctx, addr, "/readyz"); err != nil {
+		return fmt.Errorf("not ready (HTTP_ADDR %s): %w", addr, err)
 	}
 	return nil
 }

@@ -14,13 +14,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	healthcheckpkg "github.com/example/payment-service/internal/healthcheck"
 	"github.com/example/payment-service/internal/sandboxprovider"
 )
 
@@ -74,23 +73,8 @@ func serve(ctx context.Context, getenv func(string) string) error {
 
 // healthcheck is the container's HEALTHCHECK: the runtime image has no curl.
 func healthcheck(ctx context.Context, getenv func(string) string) error {
-	_, port, err := net.SplitHostPort(addr(getenv))
-	if err != nil {
-		return fmt.Errorf("SANDBOX_ADDR: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort("127.0.0.1", port)+"/healthz", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("not healthy: %s", resp.Status)
+	if err := healthcheckpkg.Probe(ctx, addr(getenv), "/healthz"); err != nil {
+		return fmt.Errorf("not healthy (SANDBOX_ADDR %s): %w", addr(getenv), err)
 	}
 	return nil
 }
