@@ -24,14 +24,16 @@ func BenchmarkChargePayment(b *testing.B) {
 	for _, mode := range []string{"new-key", "replay"} {
 		for _, clients := range []int{1, 16, 64} {
 			b.Run(fmt.Sprintf("%s/clients=%d", mode, clients), func(b *testing.B) {
-				benchmarkCharge(b, mode, clients)
+				s := startService(b, map[string]string{"DATABASE_MAX_CONNS": "32", "LOG_LEVEL": "error"})
+				benchmarkCharges(b, s, mode, clients)
 			})
 		}
 	}
 }
 
-func benchmarkCharge(b *testing.B, mode string, clients int) {
-	s := startService(b, map[string]string{"DATABASE_MAX_CONNS": "32", "LOG_LEVEL": "error"})
+// benchmarkCharges sends b.N charges to s from clients concurrent clients
+// and reports requests/s, p50 and p99.
+func benchmarkCharges(b *testing.B, s *testService, mode string, clients int) {
 	const orders = 200_000
 	// One multi-row insert of orders the new-key requests can pay.
 	if _, err := s.db.Exec(b.Context(), `

@@ -3,14 +3,7 @@ package http_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"slices"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
@@ -55,7 +48,7 @@ func BenchmarkTracing(b *testing.B) {
 				}
 				// The service as a user runs it: its request log included.
 				s := startServiceWith(b, testdb.New(b), map[string]string{"DATABASE_MAX_CONNS": "32"}, sandboxprovider.Config{}, opts...)
-				benchmarkTracedCharges(b, s, c.mode, c.clients)
+				benchmarkCharges(b, s, c.mode, c.clients)
 			})
 		}
 	}
@@ -66,84 +59,3 @@ type discardExporter struct{}
 
 func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
 func (discardExporter) Shutdown(context.Context) error                             { return nil }
-
-func benchmarkTracedCharges(b *testing.B, s *testService, mode string, clients int) {
-	const orders = 100_000
-	if _, err := s.db.Exec(b.Context(), `
-		INSERT INTO order_projection (order_id, customer_id, amount, currency)
-		SELECT g, 42, 100.50, 'RUB' FROM generate_series(1, $1) g`, orders); err != nil {
-		b.Fatal(err)
-	}
-	if mode == "replay" {
-		if r := s.charge(b, "replay-key", chargeBody(1, 42, "100.50", "RUB", "pi_replay")); r.status != http.StatusCreated {
-			b.Fatalf("setup: %d %s", r.status, r.body)
-		}
-	}
-	transport := &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients}
-	client := &http.Client{Transport: transport, Timeout: 30 * time.Second}
-	defer transport.CloseIdleConnections()
-
-	var next atomic.Int64
-	var mu sync.Mutex
-	latencies := make([]time.Duration, 0, b.N)
-	work := make(chan struct{})
-	b.ResetTimer()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range clients {
-		wg.Go(func() {
-			local := make([]time.Duration, 0, b.N/clients+1)
-			defer func() {
-				mu.Lock()
-				latencies = append(latencies, local...)
-				mu.Unlock()
-			}()
-			for range work {
-				key, body := "replay-key", chargeBody(1, 42, "100.50", "RUB", "pi_replay")
-				if mode == "new-key" {
-					n := next.Add(1)
-					if n > orders {
-						b.Error("benchmark ran out of seeded orders")
-						return
-					}
-					key, body = fmt.Sprintf("bench-%d", n), chargeBody(n, 42, "100.50", "RUB", fmt.Sprintf("pi_bench_%d", n))
-				}
-				req, _ := http.NewRequest(http.MethodPost, s.url+"/payments", strings.NewReader(body))
-				req.Header.Set("Authorization", "Bearer "+demoKey)
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Idempotency-Key", key)
-				t0 := time.Now()
-				resp, err := client.Do(req)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				local = append(local, time.Since(t0))
-				if resp.StatusCode != http.StatusCreated {
-					b.Errorf("status %d", resp.StatusCode)
-					return
-				}
-			}
-		})
-	}
-	for range b.N {
-		work <- struct{}{}
-	}
-	close(work)
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-
-	if len(latencies) == 0 {
-		return
-	}
-	slices.Sort(latencies)
-	pct := func(p float64) float64 {
-		return float64(latencies[int(float64(len(latencies)-1)*p)].Microseconds()) / 1000
-	}
-	b.ReportMetric(float64(len(latencies))/elapsed.Seconds(), "req/s")
-	b.ReportMetric(pct(0.50), "p50-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
-}
