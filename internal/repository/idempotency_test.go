@@ -360,3 +360,44 @@ func TestStoreUnavailableIsMapped(t *testing.T) {
 		t.Fatalf("Ping = %v, want ErrStoreUnavailable", err)
 	}
 }
+
+// The replay read takes no lock and writes nothing: it answers at once while
+// another transaction holds the record's row lock (the claim's INSERT ... ON
+// CONFLICT DO UPDATE would wait for that lock, even when its WHERE updates
+// nothing), and the row's version (xmin) is the same afterwards.
+func TestLookupKeyTakesNoLockAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	db, tx := openDB(t)
+	ctx := context.Background()
+	store := repository.NewChargeStore(db, repository.OutboxConfig{}, nil)
+	addOrder(t, db, 1, "10.00")
+	if _, err := claim(ctx, tx, "k", "h", uuid.New(), newCharge(t, 1, "10.00", "e1")); err != nil {
+		t.Fatal(err)
+	}
+	version := func() string {
+		var xmin string
+		if err := db.Raw(`SELECT xmin::text FROM idempotency_record WHERE idempotency_key = 'k'`).Scan(&xmin).Error; err != nil {
+			t.Fatal(err)
+		}
+		return xmin
+	}
+	before := version()
+
+	// Another transaction holds the row lock until the end of the test.
+	holder := db.Begin()
+	t.Cleanup(func() { holder.Rollback() })
+	var locked int
+	if err := holder.Raw(`SELECT 1 FROM idempotency_record WHERE idempotency_key = 'k' FOR UPDATE`).Scan(&locked).Error; err != nil || locked != 1 {
+		t.Fatalf("lock the record: %v", err)
+	}
+
+	lookupCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rec, found, err := store.LookupKey(lookupCtx, app.IdempotencyScope{ClientID: "demo-client", Key: "k"})
+	if err != nil || !found || rec.Status != app.RecordInProgress || rec.CommandHash != "h" {
+		t.Fatalf("lookup under a held row lock: %+v %v %v; want the IN_PROGRESS record at once", rec, found, err)
+	}
+	if after := version(); after != before {
+		t.Fatalf("xmin %s -> %s: the lookup wrote the row", before, after)
+	}
+}
