@@ -11,7 +11,7 @@ help:
 	@echo "make demo     publish an order event, charge it twice and with a changed body, show rows and events (needs make dev or compose)"
 	@echo "make test     run every test with -race against real PostgreSQL (and a Kafka-protocol broker)"
 	@echo "make test-kafka  run the Kafka tests again against a real Apache Kafka broker (scripts/kafka-local.sh)"
-	@echo "make lint     gofmt, go vet, staticcheck, and the domain's dependency rule"
+	@echo "make lint     gofmt, go vet, staticcheck, and the dependency rule (docs/architecture.md)"
 	@echo "make build    static binaries in $(BIN)/: payment-service, sandbox-provider"
 	@echo "make migrate  apply migrations to DATABASE_URL"
 	@echo "make bench    the benchmarks reported in docs/benchmarks.md"
@@ -50,6 +50,13 @@ lint:
 	@# The domain imports only the standard library, decimal and uuid.
 	@bad=$$($(GO) list -f '{{join .Imports "\n"}}' ./internal/domain/ | grep '\.' | grep -v -e '^github.com/shopspring/decimal$$' -e '^github.com/google/uuid$$'); \
 	  if [ -n "$$bad" ]; then echo "internal/domain must not import:"; echo "$$bad"; exit 1; fi
+	@# The use cases and their ports (internal/app) import no adapter: of this
+	@# module's packages, only the domain (docs/architecture.md).
+	@mod=$$($(GO) list -m); bad=$$($(GO) list -f '{{join .Imports "\n"}}' ./internal/app/ | grep "^$$mod/" | grep -v "^$$mod/internal/domain$$"); \
+	  if [ -n "$$bad" ]; then echo "internal/app must not import:"; echo "$$bad"; exit 1; fi
+	@# Only the commands wire the service: no other package imports internal/service.
+	@mod=$$($(GO) list -m); bad=$$($(GO) list -f '{{.ImportPath}}: {{join .Imports " "}}' ./internal/... | grep -v "^$$mod/internal/service:" | grep " $$mod/internal/service\( \|$$\)" | cut -d: -f1); \
+	  if [ -n "$$bad" ]; then echo "only cmd/ may import internal/service; these do:"; echo "$$bad"; exit 1; fi
 	@# The production binary never links the in-process test broker, nor the
 	@# sandbox provider's server (it talks to a provider over HTTP only).
 	@if $(GO) list -deps ./cmd/payment-service | grep -q 'pkg/kfake'; then echo "cmd/payment-service links kfake"; exit 1; fi
