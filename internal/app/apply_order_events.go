@@ -20,9 +20,12 @@ type OrderCreated struct {
 	// R-DIST-IDEM-2.
 	EventID uuid.UUID
 	// SagaID is the saga the order belongs to, when the event named one.
-	SagaID     uuid.NullUUID
+	SagaID uuid.NullUUID
+	// OccurredAt is when the order was created, by its producer's clock
+	// (at most microsecond precision, see EventVersion).
 	OccurredAt time.Time
-	Order      domain.Order
+	// Order is the order as the event describes it.
+	Order domain.Order
 }
 
 // Version orders the events of one order: newer events win.
@@ -34,8 +37,10 @@ func (e OrderCreated) Version() EventVersion {
 // two events of the same instant. OccurredAt must have at most microsecond
 // precision (what PostgreSQL stores), so that Go and SQL compare alike.
 type EventVersion struct {
+	// OccurredAt is the event's time; the later event is newer.
 	OccurredAt time.Time
-	EventID    uuid.UUID
+	// EventID breaks a tie between events of the same instant.
+	EventID uuid.UUID
 }
 
 // After reports whether v is newer than o. UUIDs compare byte-wise, as
@@ -49,11 +54,14 @@ func (v EventVersion) After(o EventVersion) bool {
 
 // OrderProjection is one row of the order projection, as GET /orders shows it.
 type OrderProjection struct {
-	Order  domain.Order
+	// Order is the order: customer, amount and currency.
+	Order domain.Order
+	// SagaID is the order's saga, when its event named one.
 	SagaID uuid.NullUUID
 	// LastEvent is the version of the event the row was last written from;
 	// nil for a row no event wrote (seeded data).
 	LastEvent *EventVersion
+	// UpdatedAt is when the row was last written.
 	UpdatedAt time.Time
 }
 

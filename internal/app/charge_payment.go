@@ -103,6 +103,7 @@ func endPhase(span trace.Span, err error) {
 
 // ChargeResult is the reply for the client.
 type ChargeResult struct {
+	// Response is the answer: status and body bytes, as stored for the key.
 	Response StoredResponse
 	// Replayed is true when Response was stored by an earlier request.
 	Replayed bool

@@ -11,7 +11,10 @@ import (
 
 // ChargeCommand is a client's request to charge, with its idempotency key.
 type ChargeCommand struct {
-	Scope  IdempotencyScope
+	// Scope is the client and the idempotency key the command came with.
+	Scope IdempotencyScope
+	// Charge is the validated charge: order, customer, amount, currency,
+	// provider and external payment.
 	Charge domain.Charge
 	// Operation names the endpoint, such as "POST /payments"; it is part of
 	// the command hash, so one key cannot be shared between endpoints.

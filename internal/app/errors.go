@@ -26,20 +26,29 @@ var (
 // key and records what it says. A retry with a new key or a new external
 // payment is what must never happen.
 type OutcomeUnknownError struct {
+	// RetryAfter is when the retry can take the claim over: at once (1s)
+	// after the lock was ended early, or what is left of the lock.
 	RetryAfter time.Duration
-	Err        error // the cause, for the log
+	// Err is the cause, for the log.
+	Err error
 }
 
+// Error says the outcome is unknown, with the cause.
 func (e *OutcomeUnknownError) Error() string {
 	return "payment outcome unknown: " + e.Err.Error()
 }
 
+// Unwrap returns the cause.
 func (e *OutcomeUnknownError) Unwrap() error { return e.Err }
 
 // InProgressError: another request holds the key (or the external payment)
 // right now. Retry after RetryAfter.
 type InProgressError struct {
+	// RetryAfter is how long to wait before the retry: what is left of the
+	// claim's lock (at least a second), or a second when there is no lock
+	// to measure (the same charge under another key).
 	RetryAfter time.Duration
 }
 
+// Error says a request for the key is in progress.
 func (e *InProgressError) Error() string { return "a request for this key is in progress" }

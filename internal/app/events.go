@@ -13,8 +13,10 @@ import (
 // Event types on the payment events topic. The suffix is the payload's
 // version: a change that is not backward compatible gets a new type.
 const (
+	// EventPaymentSucceeded announces a payment the provider charged.
 	EventPaymentSucceeded = "PaymentSucceeded.v1"
-	EventPaymentDeclined  = "PaymentDeclined.v1"
+	// EventPaymentDeclined announces a payment the provider declined.
+	EventPaymentDeclined = "PaymentDeclined.v1"
 )
 
 // PaymentEvent announces a payment's outcome to other services. It is
@@ -25,12 +27,15 @@ type PaymentEvent struct {
 	// the event is written. Every publication of the event (the relay may
 	// publish a row twice after a crash) carries this same id, so consumers
 	// dedup on it (R-DIST-IDEM-2).
-	ID   uuid.UUID
+	ID uuid.UUID
+	// Type is EventPaymentSucceeded or EventPaymentDeclined.
 	Type string
 	// SagaID is the order's saga as the order projection knows it; not
 	// Valid when the order event carried none.
-	SagaID     uuid.NullUUID
-	Payment    domain.Payment
+	SagaID uuid.NullUUID
+	// Payment is the payment with its final status.
+	Payment domain.Payment
+	// OccurredAt is when the outcome was recorded, in UTC.
 	OccurredAt time.Time
 }
 

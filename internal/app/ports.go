@@ -14,53 +14,81 @@ import (
 // returns nil and rolls back otherwise. The repositories handed to fn work
 // inside that transaction only.
 type Transactor interface {
+	// Transact runs fn in a new transaction and returns fn's error, or the
+	// database's (app.ErrStoreUnavailable when it cannot be reached).
 	Transact(ctx context.Context, fn func(ctx context.Context, r Repos) error) error
 }
 
 // Repos are the repositories bound to one transaction.
 type Repos struct {
-	Charges     Charges
+	// Charges is phase 1 of a charge (claim and reserve) as one statement.
+	Charges Charges
+	// Idempotency is the idempotency_record table: the first layer.
 	Idempotency IdempotencyRecords
-	Payments    Payments
-	Orders      Orders
-	Outbox      Outbox
+	// Payments is the payment table: the second and third layers.
+	Payments Payments
+	// Orders reads the order projection a charge is checked against.
+	Orders Orders
+	// Outbox appends events that the relay publishes after the commit.
+	Outbox Outbox
 
 	// The order-projection consumer's ports (apply_order_events.go).
-	ProcessedEvents  ProcessedEvents
+	// ProcessedEvents is processed_event (R-DIST-IDEM-2).
+	ProcessedEvents ProcessedEvents
+	// OrderProjections writes and reads order_projection.
 	OrderProjections OrderProjections
 }
 
 // IdempotencyScope names one idempotency record: keys are per client.
 type IdempotencyScope struct {
+	// ClientID is the authenticated API client that sent the key.
 	ClientID domain.ClientID
-	Key      string
+	// Key is the client's Idempotency-Key header.
+	Key string
 }
 
 // StoredResponse is the reply kept for a key (R-DIST-IDEM-3): the HTTP
 // status and the exact body bytes, replayed as they are.
 type StoredResponse struct {
+	// StatusCode is the HTTP status the first answer had.
 	StatusCode int
-	Body       []byte
+	// Body is the first answer's body, byte for byte.
+	Body []byte
 }
 
 // RecordStatus is where an idempotency record stands.
 type RecordStatus string
 
 const (
+	// RecordInProgress: the key is claimed and its command has not ended;
+	// the record carries a lock token and a lock expiry.
 	RecordInProgress RecordStatus = "IN_PROGRESS"
-	RecordCompleted  RecordStatus = "COMPLETED"
+	// RecordCompleted: the command's answer is stored and is replayed to
+	// every request with the same key and command.
+	RecordCompleted RecordStatus = "COMPLETED"
 )
 
 // IdempotencyRecord is a key's stored state.
 type IdempotencyRecord struct {
-	Scope       IdempotencyScope
+	// Scope is the client and key the record belongs to.
+	Scope IdempotencyScope
+	// CommandHash is ChargeCommand.Hash of the command that claimed the key.
 	CommandHash string
-	Status      RecordStatus
-	Response    StoredResponse // set when Completed
-	PaymentID   *domain.PaymentID
-	LockToken   uuid.UUID
+	// Status is IN_PROGRESS or COMPLETED.
+	Status RecordStatus
+	// Response is the stored answer; set when Completed.
+	Response StoredResponse
+	// PaymentID is the recovery point: the payment reserved for the
+	// command, which a takeover resumes. Nil if none was reserved.
+	PaymentID *domain.PaymentID
+	// LockToken is the current owner's token while IN_PROGRESS; every
+	// write after the claim is fenced by it.
+	LockToken uuid.UUID
+	// LockedUntil is when the claim's lock runs out (database clock);
+	// after it a retry may take the claim over.
 	LockedUntil time.Time
-	CreatedAt   time.Time
+	// CreatedAt starts the record's retention (R-DIST-IDEM-5).
+	CreatedAt time.Time
 }
 
 // Charges is phase 1 of a charge as one statement, inside the caller's
@@ -77,11 +105,16 @@ type Charges interface {
 
 // ChargeClaim is what ClaimAndReserve needs.
 type ChargeClaim struct {
-	Scope       IdempotencyScope
+	// Scope is the key to claim.
+	Scope IdempotencyScope
+	// CommandHash is the command's hash: a takeover requires the same one.
 	CommandHash string
-	Token       uuid.UUID     // proves ownership when completing or releasing
-	LockFor     time.Duration // how long the claim blocks duplicates
-	Charge      domain.Charge
+	// Token proves ownership when completing or releasing.
+	Token uuid.UUID
+	// LockFor is how long the claim blocks duplicates.
+	LockFor time.Duration
+	// Charge is what to reserve a PENDING payment for.
+	Charge domain.Charge
 }
 
 // ClaimAndReserveResult is what the statement did.
@@ -116,8 +149,12 @@ type ChargeStore interface {
 
 // OutcomeRecord is what phase 3 writes.
 type OutcomeRecord struct {
-	Scope    IdempotencyScope
-	Token    uuid.UUID
+	// Scope is the key to complete.
+	Scope IdempotencyScope
+	// Token is the claim's lock token; the write happens only while it
+	// still owns the key.
+	Token uuid.UUID
+	// Response is the answer stored for the key.
 	Response StoredResponse
 	// Event carries the payment with its final status.
 	Event PaymentEvent
@@ -175,7 +212,9 @@ const (
 
 // Reservation is Reserve's answer: the new payment, or the one in the way.
 type Reservation struct {
-	Kind    ReservationKind
+	// Kind says whether Payment is new or the row in the way.
+	Kind ReservationKind
+	// Payment is the reserved payment, or the one that stood in the way.
 	Payment domain.Payment
 }
 
@@ -194,14 +233,19 @@ type ProviderCharge struct {
 	// IdempotencyKey is derived from the business operation, so the
 	// provider charges a payment once however often it is asked.
 	IdempotencyKey string
-	Charge         domain.Charge
+	// Charge is what to charge: amount, currency, and the external
+	// payment as the provider's reference.
+	Charge domain.Charge
 }
 
 // ProviderDecision is the provider's answer.
 type ProviderDecision string
 
 const (
+	// ProviderApproved: the provider charged.
 	ProviderApproved ProviderDecision = "APPROVED"
+	// ProviderDeclined: the provider refused the charge (a final answer,
+	// recorded like an approval).
 	ProviderDeclined ProviderDecision = "DECLINED"
 )
 
@@ -225,12 +269,17 @@ const (
 // returns its first answer and charges nothing new. Adapters never retry on
 // their own; the use case owns retries.
 type PaymentProvider interface {
+	// Charge asks the provider to charge req under req.IdempotencyKey and
+	// returns its decision, or an error in one of the two cases above.
 	Charge(ctx context.Context, req ProviderCharge) (ProviderDecision, error)
 }
 
 // Errors a PaymentProvider wraps (see PaymentProvider for their meaning).
 var (
-	ErrProviderNotCharged     = errors.New("payment provider did not charge")
+	// ErrProviderNotCharged: the provider certainly did not charge for
+	// this request.
+	ErrProviderNotCharged = errors.New("payment provider did not charge")
+	// ErrProviderOutcomeUnknown: the provider may or may not have charged.
 	ErrProviderOutcomeUnknown = errors.New("payment provider outcome unknown")
 )
 
@@ -255,7 +304,10 @@ const (
 
 // ChargeOutcome is the result of a charge command before it is rendered.
 type ChargeOutcome struct {
-	Kind    OutcomeKind
+	// Kind is what the command ended in.
+	Kind OutcomeKind
+	// Payment is the payment the answer shows; empty for the conflicts,
+	// which reveal no payment.
 	Payment domain.Payment
 }
 
@@ -264,6 +316,8 @@ type ChargeOutcome struct {
 // can store the exact reply in the same transaction as the payment without
 // knowing HTTP.
 type ResponseEncoder interface {
+	// EncodeChargeOutcome returns the status and body bytes that answer
+	// the outcome, now and on every replay.
 	EncodeChargeOutcome(ChargeOutcome) (StoredResponse, error)
 }
 

@@ -65,11 +65,16 @@ func NewPurgeExpired(store Retention, policy RetentionPolicy, batchSize int) *Pu
 
 // PurgeResult is what one run did to one table.
 type PurgeResult struct {
-	Table   RetentionTable
-	Cutoff  time.Time // rows older than this were deleted
+	// Table is the table purged.
+	Table RetentionTable
+	// Cutoff: rows older than this were deleted.
+	Cutoff time.Time
+	// Deleted is how many rows went.
 	Deleted int
-	Batches int  // statements run
-	Skipped bool // the table does not exist
+	// Batches is how many delete statements ran.
+	Batches int
+	// Skipped: the table does not exist.
+	Skipped bool
 }
 
 // Handle purges every table once, as of now. The cutoffs are fixed at the

@@ -85,8 +85,12 @@ import (
 // required; the rest default as documented (README's configuration table
 // gives the service's defaults).
 type Config struct {
-	Brokers  []string
-	Topic    string
+	// Brokers are the bootstrap addresses, host:port.
+	Brokers []string
+	// Topic is the order events topic (ORDER_EVENTS_TOPIC).
+	Topic string
+	// DLTTopic is the dead-letter topic (ORDER_EVENTS_DLT_TOPIC); it must
+	// exist.
 	DLTTopic string
 	// GroupID is the consumer group, and the consumer_name recorded in
 	// processed_event.
@@ -105,7 +109,8 @@ type Config struct {
 	// timers: a member that sends no heartbeat for SessionTimeout is
 	// considered dead and its partitions are reassigned.
 	HeartbeatInterval time.Duration
-	SessionTimeout    time.Duration
+	// SessionTimeout: see HeartbeatInterval.
+	SessionTimeout time.Duration
 	// RebalanceTimeout is how long the group waits for members to rejoin
 	// during a rebalance. Defaults to kafka-go's 30s.
 	RebalanceTimeout time.Duration
@@ -114,12 +119,14 @@ type Config struct {
 	// how long to wait for more records once one has arrived, to fill a
 	// batch when records trickle in.
 	BatchSize int
+	// BatchWait: see BatchSize.
 	BatchWait time.Duration
 
 	// RetryBackoff is the first pause after a failed attempt (database or
 	// dead-letter topic unavailable); it doubles per attempt up to
 	// MaxRetryBackoff.
-	RetryBackoff    time.Duration
+	RetryBackoff time.Duration
+	// MaxRetryBackoff caps the pause between retries.
 	MaxRetryBackoff time.Duration
 	// MaxAttempts is how often one event the database rejects for good
 	// (app.ErrDataRejected) is tried, alone, before it goes to the
@@ -140,6 +147,8 @@ type Config struct {
 
 // Applier is the use case a batch is handed to: app.ApplyOrderEvents.
 type Applier interface {
+	// Handle applies the batch in one transaction, each event at most once
+	// per consumer; on error nothing is applied.
 	Handle(ctx context.Context, events []app.OrderCreated) (app.ApplyResult, error)
 }
 
@@ -577,12 +586,18 @@ func (c *Consumer) sleep(ctx context.Context, d time.Duration) error {
 // headers, and gets these on top, so it can be inspected, fixed and
 // replayed to the original topic.
 const (
-	HeaderErrorCode         = "x-dlt-error-code"
-	HeaderErrorMessage      = "x-dlt-error-message"
-	HeaderOriginalTopic     = "x-dlt-original-topic"
+	// HeaderErrorCode is the reason, one of the Reason constants.
+	HeaderErrorCode = "x-dlt-error-code"
+	// HeaderErrorMessage says what was wrong, in words.
+	HeaderErrorMessage = "x-dlt-error-message"
+	// HeaderOriginalTopic is the topic the record was read from.
+	HeaderOriginalTopic = "x-dlt-original-topic"
+	// HeaderOriginalPartition is its partition, in decimal.
 	HeaderOriginalPartition = "x-dlt-original-partition"
-	HeaderOriginalOffset    = "x-dlt-original-offset"
-	HeaderConsumerGroup     = "x-dlt-consumer-group"
+	// HeaderOriginalOffset is its offset, in decimal.
+	HeaderOriginalOffset = "x-dlt-original-offset"
+	// HeaderConsumerGroup is the consumer group that gave it up.
+	HeaderConsumerGroup = "x-dlt-consumer-group"
 )
 
 // deadLetter publishes the records with the idempotent producer

@@ -22,13 +22,21 @@ const EventTypeOrderCreated = "OrderCreated.v1"
 // Poison reasons: the value of the error-code header on a dead-lettered
 // record and the "reason" label of the dead-letter metric.
 const (
-	ReasonInvalidJSON      = "invalid-json"
-	ReasonInvalidEventID   = "invalid-event-id"
+	// ReasonInvalidJSON: the value is not one JSON object.
+	ReasonInvalidJSON = "invalid-json"
+	// ReasonInvalidEventID: no eventId, or not a UUID (R-DIST-IDEM-1).
+	ReasonInvalidEventID = "invalid-event-id"
+	// ReasonUnknownEventType: not an OrderCreated.v1.
 	ReasonUnknownEventType = "unknown-event-type"
-	ReasonInvalidAmount    = "invalid-amount"
-	ReasonInvalidField     = "invalid-field"
-	ReasonDuplicateKey     = "duplicate-key"
-	ReasonInvalidTime      = "invalid-occurred-at"
+	// ReasonInvalidAmount: the amount is not a bounded decimal.
+	ReasonInvalidAmount = "invalid-amount"
+	// ReasonInvalidField: another field is missing or invalid.
+	ReasonInvalidField = "invalid-field"
+	// ReasonDuplicateKey: a member name repeated in one object.
+	ReasonDuplicateKey = "duplicate-key"
+	// ReasonInvalidTime: occurredAt too far ahead of the consumer's
+	// clock, or before 2000.
+	ReasonInvalidTime = "invalid-occurred-at"
 	// ReasonRejected: the event decoded, but the database rejected it for
 	// good (app.ErrDataRejected) on each of MaxAttempts attempts.
 	ReasonRejected = "rejected-by-database"
@@ -37,10 +45,13 @@ const (
 // PoisonError says why a record can never be applied, however often it is
 // retried: it goes to the dead-letter topic.
 type PoisonError struct {
-	Reason string // one of the Reason constants
+	// Reason is one of the Reason constants.
+	Reason string
+	// Detail says what was wrong, for the error header and the log.
 	Detail string
 }
 
+// Error returns the reason and the detail.
 func (e *PoisonError) Error() string { return e.Reason + ": " + e.Detail }
 
 func poison(reason, format string, args ...any) error {

@@ -12,6 +12,8 @@ import (
 // outbox relay) whose health is reported on /health but is no part of
 // readiness: the payment API does not need it to serve.
 type Component struct {
+	// Name is the component as /health and payment_component_healthy name
+	// it: "order-consumer", "outbox-relay".
 	Name string
 	// Health is nil while the component works; otherwise why it does not.
 	Health func() error

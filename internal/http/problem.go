@@ -18,11 +18,17 @@ import (
 // Problem is an RFC 9457 problem details object. Code repeats the last
 // segment of Type, for clients that prefer a short stable string.
 type Problem struct {
-	Type   string       `json:"type"`
-	Title  string       `json:"title"`
-	Status int          `json:"status"`
-	Detail string       `json:"detail,omitempty"`
-	Code   string       `json:"code"`
+	// Type is the problem type's URI: problemTypeBase plus Code.
+	Type string `json:"type"`
+	// Title is a short summary that does not change between occurrences.
+	Title string `json:"title"`
+	// Status is the HTTP status code.
+	Status int `json:"status"`
+	// Detail says what happened this time and what the client should do.
+	Detail string `json:"detail,omitempty"`
+	// Code is the stable code clients switch on (api/openapi.yaml).
+	Code string `json:"code"`
+	// Errors names each invalid field of a validation-failed problem.
 	Errors []FieldError `json:"errors,omitempty"`
 	// Payment is set on payment-declined: the declined payment as recorded.
 	Payment *paymentResponse `json:"payment,omitempty"`
@@ -32,7 +38,9 @@ type Problem struct {
 
 // FieldError names one invalid request field.
 type FieldError struct {
-	Field   string `json:"field"`
+	// Field is the field's path in the request, such as "amount".
+	Field string `json:"field"`
+	// Message says what is wrong with it.
 	Message string `json:"message"`
 }
 
@@ -69,6 +77,7 @@ func newProblem(status int, code, title, detail string) *Problem {
 	return &Problem{Type: problemTypeBase + code, Title: title, Status: status, Detail: detail, Code: code}
 }
 
+// Error returns the code and the detail, for logs.
 func (p *Problem) Error() string { return p.Code + ": " + p.Detail }
 
 // retryAfterDefault is what a client is told to wait after a 503.

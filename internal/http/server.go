@@ -21,19 +21,27 @@ import (
 
 // Deps is what the HTTP adapter needs.
 type Deps struct {
-	Logger        *slog.Logger
-	APIKeys       []config.APIKey
-	Providers     []domain.ProviderName
+	// Logger gets one line per request and every 5xx's cause.
+	Logger *slog.Logger
+	// APIKeys are the clients allowed to call the API (API_KEYS).
+	APIKeys []config.APIKey
+	// Providers are the payment providers a charge may name.
+	Providers []domain.ProviderName
+	// ChargePayment serves POST /payments.
 	ChargePayment *app.ChargePayment
-	GetPayment    *app.GetPayment
-	GetOrder      *app.GetOrder
+	// GetPayment serves GET /payments/{id}.
+	GetPayment *app.GetPayment
+	// GetOrder serves GET /orders/{orderId}.
+	GetOrder *app.GetOrder
 	// Ready reports whether the payment API can serve: the database
 	// answers. Nothing else: a background component's trouble must not
 	// take the API out of rotation.
 	Ready func(ctx context.Context) error
 	// Components are the background parts reported on /health.
 	Components []Component
-	Registry   *prometheus.Registry
+	// Registry holds the metrics /metrics serves; the handler registers
+	// its own on it.
+	Registry *prometheus.Registry
 	// Tracing, when on, gives every API request a server span (tracing.go).
 	// Nil is off.
 	Tracing *telemetry.Tracing

@@ -19,15 +19,21 @@ import (
 
 // Job names, as they appear in logs, metrics and the scheduler.
 const (
-	JobPurgeExpired             = "purge-expired"
+	// JobPurgeExpired is the retention purge (R-DIST-IDEM-5).
+	JobPurgeExpired = "purge-expired"
+	// JobCompleteAbandonedCharges is the completer of abandoned charges.
 	JobCompleteAbandonedCharges = "complete-abandoned-charges"
 )
 
 // Deps is what the jobs need.
 type Deps struct {
-	Purge    *app.PurgeExpired
+	// Purge is the retention purge use case.
+	Purge *app.PurgeExpired
+	// Complete is the completer use case.
 	Complete *app.CompleteAbandonedCharges
-	Logger   *slog.Logger
+	// Logger gets one line per run.
+	Logger *slog.Logger
+	// Registry gets the jobs' metrics.
 	Registry prometheus.Registerer
 	// Now is the clock the retention cutoffs are taken from; nil means
 	// time.Now. Tests set it to place rows exactly around a cutoff.

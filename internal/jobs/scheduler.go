@@ -11,7 +11,9 @@ import (
 // Schedule says when the jobs run. Specs are cron with a seconds field,
 // evaluated in UTC.
 type Schedule struct {
-	PurgeCron     string
+	// PurgeCron is when the retention purge runs (IDEMPOTENCY_CLEANUP_CRON).
+	PurgeCron string
+	// CompleterCron is when the completer runs (CHARGE_COMPLETER_CRON).
 	CompleterCron string
 	// StopTimeout bounds how long Shutdown waits for a running job.
 	StopTimeout time.Duration

@@ -21,12 +21,19 @@ import (
 
 // Event is one unpublished outbox row.
 type Event struct {
-	ID        int64 // outbox_event.id: the publish order
-	EventID   uuid.UUID
-	Topic     string // where the row was addressed when it was written
+	// ID is outbox_event.id: the publish order.
+	ID int64
+	// EventID is the event's eventId (R-DIST-IDEM-1), made when the row
+	// was written; every publication of the row carries it.
+	EventID uuid.UUID
+	// Topic is where the row was addressed when it was written.
+	Topic string
+	// EventType is the event's type, such as PaymentSucceeded.v1.
 	EventType string
-	Key       []byte
-	Payload   []byte
+	// Key is the record key (the order id).
+	Key []byte
+	// Payload is the record value, the bytes written in the row.
+	Payload []byte
 	// Age is how long the row had been waiting when it was read, by the
 	// database's clock.
 	Age time.Duration
@@ -63,12 +70,16 @@ type Session interface {
 // acknowledged. *idempotent.Producer implements it; ctx must have a deadline,
 // since the producer retries until ctx ends.
 type Publisher interface {
+	// Publish returns once every message is acknowledged by all in-sync
+	// replicas, or an error (each message may then be written or not).
 	Publish(ctx context.Context, msgs ...idempotent.Message) error
+	// Close releases the publisher.
 	Close() error
 }
 
 // Config configures a Relay. Store and NewPublisher are required.
 type Config struct {
+	// Store reads and marks the outbox rows (repository.OutboxRelayStore).
 	Store Store
 	// NewPublisher creates the publisher of a topic for a leadership term,
 	// when the first row for that topic comes, and again after a Publish
@@ -86,14 +97,17 @@ type Config struct {
 	// RetryBackoff is the first pause after a failed publish; it doubles
 	// with each failure in a row up to MaxRetryBackoff, and starts over
 	// after a published batch. Defaults: min(PollInterval, 1s) and 30s.
-	RetryBackoff    time.Duration
+	RetryBackoff time.Duration
+	// MaxRetryBackoff caps the pause between failed publishes.
 	MaxRetryBackoff time.Duration
 	// PublishTimeout bounds one batch's Publish. Default 30s.
 	PublishTimeout time.Duration
 	// QueryTimeout bounds each database call of the leader. Default 10s.
 	QueryTimeout time.Duration
-	Metrics      *Metrics // optional
-	Logger       *slog.Logger
+	// Metrics, if set, gets the relay's counters and gauges.
+	Metrics *Metrics
+	// Logger gets the relay's leadership changes and failures.
+	Logger *slog.Logger
 	// Tracer, if set, makes each batch's publish a producer span linked to
 	// the requests that wrote its events. Nil: a no-op tracer.
 	Tracer trace.Tracer
@@ -373,7 +387,9 @@ func (r *Relay) publish(ctx context.Context, pub Publisher, events []Event, msgs
 // Header names of the Kafka record headers every event carries, so that
 // consumers can dedup and route without parsing the value.
 const (
-	HeaderEventID   = "eventId"
+	// HeaderEventID carries the event's eventId.
+	HeaderEventID = "eventId"
+	// HeaderEventType carries the event's type.
 	HeaderEventType = "eventType"
 )
 

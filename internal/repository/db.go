@@ -24,7 +24,10 @@ import (
 
 // PoolConfig sizes the connection pool.
 type PoolConfig struct {
-	MaxOpenConns    int
+	// MaxOpenConns caps the pool (DATABASE_MAX_CONNS); 0 leaves
+	// database/sql's default. The Gate in front of it has the same size.
+	MaxOpenConns int
+	// ConnMaxLifetime retires a connection after this long; 0 never.
 	ConnMaxLifetime time.Duration
 }
 

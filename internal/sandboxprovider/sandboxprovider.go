@@ -108,8 +108,10 @@ type Config struct {
 type ChargeStatus string
 
 const (
+	// StatusSucceeded: the charge was made.
 	StatusSucceeded ChargeStatus = "succeeded"
-	StatusDeclined  ChargeStatus = "declined"
+	// StatusDeclined: the charge was refused, and that is final for the key.
+	StatusDeclined ChargeStatus = "declined"
 )
 
 // Charge is one entry of the ledger: one idempotency key, decided once.

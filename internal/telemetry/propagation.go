@@ -15,8 +15,10 @@ var w3c = propagation.TraceContext{}
 // Header names of W3C Trace Context, as HTTP headers and as Kafka record
 // headers (the W3C's Kafka binding uses the same names).
 const (
+	// HeaderTraceparent carries the trace id, the parent span and flags.
 	HeaderTraceparent = "traceparent"
-	HeaderTracestate  = "tracestate"
+	// HeaderTracestate carries vendor-specific trace state.
+	HeaderTracestate = "tracestate"
 )
 
 // TraceContext returns the W3C trace-context fields of ctx's span

@@ -2,7 +2,9 @@ package idempotent
 
 // Header is a record header.
 type Header struct {
-	Key   string
+	// Key is the header's name.
+	Key string
+	// Value is the header's value.
 	Value []byte
 }
 
@@ -11,7 +13,10 @@ type Header struct {
 // a partition (at random for the default balancer), so ordering then holds
 // only within one Publish call's batch.
 type Message struct {
-	Key     []byte
-	Value   []byte
+	// Key picks the partition (Config.Balancer) and is sent as the record key.
+	Key []byte
+	// Value is the record value.
+	Value []byte
+	// Headers are sent with the record, in order.
 	Headers []Header
 }

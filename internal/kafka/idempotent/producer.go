@@ -40,7 +40,8 @@ type Config struct {
 	RequestTimeout time.Duration
 	// RetryBackoff is the first pause between attempts; it doubles per
 	// attempt up to MaxRetryBackoff, with jitter. Defaults 100ms and 1s.
-	RetryBackoff    time.Duration
+	RetryBackoff time.Duration
+	// MaxRetryBackoff caps the pause between attempts.
 	MaxRetryBackoff time.Duration
 
 	// MaxBatchBytes caps the estimated encoded size of one record batch;
