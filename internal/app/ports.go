@@ -29,7 +29,10 @@ type Repos struct {
 	Payments Payments
 	// Orders reads the order projection a charge is checked against.
 	Orders Orders
-	// Outbox appends events that the relay publishes after the commit.
+	// Outbox appends events that the relay publishes after the commit. No
+	// use case calls it since phase 3 became one statement, which writes
+	// its outbox row itself (ChargeStore.RecordOutcome); the outbox relay's
+	// tests write their rows through it.
 	Outbox Outbox
 
 	// The order-projection consumer's ports (apply_order_events.go).
