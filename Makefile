@@ -54,8 +54,9 @@ lint:
 	@# module's packages, only the domain (docs/architecture.md).
 	@mod=$$($(GO) list -m); bad=$$($(GO) list -f '{{join .Imports "\n"}}' ./internal/app/ | grep "^$$mod/" | grep -v "^$$mod/internal/domain$$"); \
 	  if [ -n "$$bad" ]; then echo "internal/app must not import:"; echo "$$bad"; exit 1; fi
-	@# Only the commands wire the service: no other package imports internal/service.
-	@mod=$$($(GO) list -m); bad=$$($(GO) list -f '{{.ImportPath}}: {{join .Imports " "}}' ./internal/... | grep -v "^$$mod/internal/service:" | grep " $$mod/internal/service\( \|$$\)" | cut -d: -f1); \
+	@# Only the commands wire the service (and internal/servicetest runs it in
+	@# tests): no other package imports internal/service.
+	@mod=$$($(GO) list -m); bad=$$($(GO) list -f '{{.ImportPath}}: {{join .Imports " "}}' ./internal/... | grep -v -e "^$$mod/internal/service:" -e "^$$mod/internal/servicetest:" | grep " $$mod/internal/service\( \|$$\)" | cut -d: -f1); \
 	  if [ -n "$$bad" ]; then echo "only cmd/ may import internal/service; these do:"; echo "$$bad"; exit 1; fi
 	@# The production binary never links the in-process test broker, nor the
 	@# sandbox provider's server (it talks to a provider over HTTP only).
