@@ -21,10 +21,15 @@
 -- rollout fails its batches (its ON CONFLICT (event_id) matches no unique
 -- index any more) and retries them until it is replaced; nothing is lost.
 
+-- A build CONCURRENTLY that fails leaves an invalid index behind, which
+-- IF NOT EXISTS would keep: each index is dropped first, so a rerun builds
+-- it anew.
+
 -- +goose NO TRANSACTION
 
 -- +goose Up
-CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS processed_event_event_consumer
+DROP INDEX CONCURRENTLY IF EXISTS processed_event_event_consumer;
+CREATE UNIQUE INDEX CONCURRENTLY processed_event_event_consumer
     ON processed_event (event_id, consumer_name);
 ALTER TABLE processed_event
     DROP CONSTRAINT processed_event_pkey,

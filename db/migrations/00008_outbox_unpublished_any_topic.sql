@@ -11,14 +11,20 @@
 -- relay of the previous release, still filtering by topic during the
 -- rollout, is served by the new index too.
 
+-- A build CONCURRENTLY that fails leaves an invalid index behind, which
+-- IF NOT EXISTS would keep: each index is dropped first, so a rerun builds
+-- it anew.
+
 -- +goose NO TRANSACTION
 
 -- +goose Up
-CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_outbox_event_unpublished
+DROP INDEX CONCURRENTLY IF EXISTS ix_outbox_event_unpublished;
+CREATE INDEX CONCURRENTLY ix_outbox_event_unpublished
     ON outbox_event (id) WHERE published_at IS NULL;
 DROP INDEX CONCURRENTLY IF EXISTS ix_outbox_event_pending;
 
 -- +goose Down
-CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_outbox_event_pending
+DROP INDEX CONCURRENTLY IF EXISTS ix_outbox_event_pending;
+CREATE INDEX CONCURRENTLY ix_outbox_event_pending
     ON outbox_event (topic, id) WHERE published_at IS NULL;
 DROP INDEX CONCURRENTLY IF EXISTS ix_outbox_event_unpublished;

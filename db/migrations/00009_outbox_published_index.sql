@@ -11,10 +11,15 @@
 -- CONCURRENTLY, so building it blocks no insert; that needs the migration
 -- to run outside a transaction.
 
+-- A build CONCURRENTLY that fails leaves an invalid index behind, which
+-- IF NOT EXISTS would keep: each index is dropped first, so a rerun builds
+-- it anew.
+
 -- +goose NO TRANSACTION
 
 -- +goose Up
-CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_outbox_event_published_at
+DROP INDEX CONCURRENTLY IF EXISTS ix_outbox_event_published_at;
+CREATE INDEX CONCURRENTLY ix_outbox_event_published_at
     ON outbox_event (published_at) WHERE published_at IS NOT NULL;
 
 -- +goose Down

@@ -4,10 +4,15 @@
 -- would scan the table. CONCURRENTLY, so building it blocks no charge; that
 -- needs the migration to run outside a transaction.
 
+-- A build CONCURRENTLY that fails leaves an invalid index behind, which
+-- IF NOT EXISTS would keep: each index is dropped first, so a rerun builds
+-- it anew.
+
 -- +goose NO TRANSACTION
 
 -- +goose Up
-CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_payment_order_client ON payment (order_id, client_id);
+DROP INDEX CONCURRENTLY IF EXISTS ix_payment_order_client;
+CREATE INDEX CONCURRENTLY ix_payment_order_client ON payment (order_id, client_id);
 
 -- +goose Down
 DROP INDEX CONCURRENTLY IF EXISTS ix_payment_order_client;
