@@ -48,7 +48,7 @@ const (
 	apiKey = "bench-secret"
 	// serviceOrders are charged by the service, pgbenchOrders by pgbench:
 	// each charge needs an order of its own (one paid order is paid once).
-	serviceOrders = 1_500_000
+	serviceOrders = 3_000_000
 	pgbenchOrders = 2_000_000
 	// replayKeys are charged once before the replays, then replayed; their
 	// idempotency keys are numbers from firstReplayKey.
@@ -65,6 +65,7 @@ type options struct {
 	profileRun       string
 	ceiling          bool
 	loadgen          string // "wrk" or "go"
+	serviceBin       string // a prebuilt binary; empty: build ./cmd/payment-service
 }
 
 func main() {
@@ -79,6 +80,7 @@ func main() {
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the service during the first pass's run named by -profile")
 	flag.StringVar(&o.profileRun, "profile", "create 64", `the run -cpuprofile profiles: "create C" or "replay C"`)
 	flag.BoolVar(&o.ceiling, "ceiling", true, "run pgbench for the ceilings")
+	flag.StringVar(&o.serviceBin, "service-bin", "", "run this payment-service binary instead of building ./cmd/payment-service (to measure another version against the same ceiling)")
 	flag.StringVar(&o.loadgen, "loadgen", "", `the load generator: "wrk" (the default when it is installed) or "go" (this program's own)`)
 	flag.Parse()
 	var err error
@@ -260,11 +262,14 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // startService builds cmd/payment-service and runs it with its defaults,
 // as an operator would, its JSON log going to a file.
 func (b *bench) startService(ctx context.Context) (stop func(), err error) {
-	bin := filepath.Join(b.tmp, "payment-service")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/payment-service")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return nil, fmt.Errorf("build the service: %w", err)
+	bin := b.o.serviceBin
+	if bin == "" {
+		bin = filepath.Join(b.tmp, "payment-service")
+		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/payment-service")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return nil, fmt.Errorf("build the service: %w", err)
+		}
 	}
 	httpPort, err := freePort()
 	if err != nil {
