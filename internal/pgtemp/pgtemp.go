@@ -25,6 +25,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -49,8 +50,13 @@ type Options struct {
 type Cluster struct {
 	dir     string // holds data/ and the unix socket
 	tcpPort int
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	bindir  string
+	cred    *syscall.Credential // nil: run as this process's user
+	opts    Options
+
+	mu     sync.Mutex // guards cmd and exited: Halt and Resume replace them
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
 // socketPort is the port number in the unix socket's file name
@@ -81,57 +87,121 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgtemp: temp dir: %w", err)
 	}
-	c := &Cluster{dir: dir, tcpPort: opts.TCPPort, exited: make(chan struct{})}
+	c := &Cluster{dir: dir, tcpPort: opts.TCPPort, bindir: bindir, opts: opts}
 	fail := func(err error) (*Cluster, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 
-	cred, err := runAsCredential(dir)
+	c.cred, err = runAsCredential(dir)
 	if err != nil {
 		return fail(err)
 	}
 
 	initdb := exec.CommandContext(ctx, filepath.Join(bindir, "initdb"),
 		"-D", c.dataDir(), "-U", Superuser, "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return fail(fmt.Errorf("pgtemp: initdb: %w\n%s", err, out))
 	}
+	if err := c.startServer(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
 
+// startServer runs postgres on the cluster's data directory and waits until
+// it accepts connections.
+func (c *Cluster) startServer(ctx context.Context) error {
 	listen := ""
 	port := socketPort
-	if opts.TCPPort != 0 {
-		listen, port = "127.0.0.1", opts.TCPPort
+	if c.tcpPort != 0 {
+		listen, port = "127.0.0.1", c.tcpPort
 	}
 	// The server is a direct child, not daemonised by pg_ctl, so that
 	// Pdeathsig can stop it if this process dies without calling Stop
 	// (a test binary killed by -timeout, a Ctrl-C'd `make dev`).
-	c.cmd = exec.Command(filepath.Join(bindir, "postgres"),
+	cmd := exec.Command(filepath.Join(c.bindir, "postgres"),
 		"-D", c.dataDir(),
-		"-k", dir,
+		"-k", c.dir,
 		"-p", strconv.Itoa(port),
 		"-c", "listen_addresses="+listen,
 		"-c", "max_connections=300",
 		"-c", "fsync=on",
 	)
-	for _, name := range sortedKeys(opts.Settings) {
-		c.cmd.Args = append(c.cmd.Args, "-c", name+"="+opts.Settings[name])
+	for _, name := range sortedKeys(c.opts.Settings) {
+		cmd.Args = append(cmd.Args, "-c", name+"="+c.opts.Settings[name])
 	}
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGINT, Setpgid: true}
-	if opts.Log != nil {
-		c.cmd.Stdout, c.cmd.Stderr = opts.Log, opts.Log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred, Pdeathsig: syscall.SIGINT, Setpgid: true}
+	if c.opts.Log != nil {
+		cmd.Stdout, cmd.Stderr = c.opts.Log, c.opts.Log
 	}
-	if err := c.cmd.Start(); err != nil {
-		return fail(fmt.Errorf("pgtemp: start postgres: %w", err))
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("pgtemp: start postgres: %w", err)
 	}
-	go func() { _ = c.cmd.Wait(); close(c.exited) }()
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	c.mu.Lock()
+	c.cmd, c.exited = cmd, exited
+	c.mu.Unlock()
+	return c.waitReady(ctx, exited)
+}
 
-	if err := c.waitReady(ctx); err != nil {
-		c.Stop()
-		return nil, err
+// HaltMode is how Halt stops the server.
+type HaltMode int
+
+const (
+	// HaltFast is PostgreSQL's fast shutdown (SIGINT): sessions are ended,
+	// a checkpoint is written.
+	HaltFast HaltMode = iota
+	// HaltImmediate is its immediate shutdown (SIGQUIT): every process
+	// exits at once, as in a crash; the next start replays the WAL.
+	HaltImmediate
+)
+
+// Halt stops the server and keeps its files, so that Resume can start it
+// again with every committed row: a database outage in the middle of a
+// test. Clients see their connections end and new ones refused until
+// Resume.
+func (c *Cluster) Halt(mode HaltMode) error {
+	c.mu.Lock()
+	cmd, exited := c.cmd, c.exited
+	c.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return errors.New("pgtemp: not running")
 	}
-	return c, nil
+	sig := syscall.SIGINT
+	if mode == HaltImmediate {
+		sig = syscall.SIGQUIT
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("pgtemp: halt: %w", err)
+	}
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(30 * time.Second):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+		return errors.New("pgtemp: halt: the server ignored the signal for 30s and was killed")
+	}
+}
+
+// Resume starts a halted server again on the same files, socket and port,
+// and waits until it accepts connections (bounded by StartTimeout).
+func (c *Cluster) Resume(ctx context.Context) error {
+	c.mu.Lock()
+	exited := c.exited
+	c.mu.Unlock()
+	select {
+	case <-exited:
+	default:
+		return errors.New("pgtemp: resume: the server is running")
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
+	defer cancel()
+	return c.startServer(ctx)
 }
 
 // Dir is the directory holding the cluster's files and socket.
@@ -158,19 +228,22 @@ func (c *Cluster) DSN(database string) string {
 // Stop shuts the server down (fast shutdown, then kill after 30 s) and
 // removes its files. It is safe to call more than once.
 func (c *Cluster) Stop() {
-	if c.cmd != nil && c.cmd.Process != nil {
-		_ = c.cmd.Process.Signal(syscall.SIGINT)
+	c.mu.Lock()
+	cmd, exited := c.cmd, c.exited
+	c.mu.Unlock()
+	if cmd != nil && cmd.Process != nil {
+		_ = cmd.Process.Signal(syscall.SIGINT)
 		select {
-		case <-c.exited:
+		case <-exited:
 		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-			<-c.exited
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
 		}
 	}
 	_ = os.RemoveAll(c.dir)
 }
 
-func (c *Cluster) waitReady(ctx context.Context) error {
+func (c *Cluster) waitReady(ctx context.Context, exited <-chan struct{}) error {
 	var lastErr error
 	for {
 		conn, err := pgconn.Connect(ctx, c.DSN("postgres"))
@@ -179,7 +252,7 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 		}
 		lastErr = err
 		select {
-		case <-c.exited:
+		case <-exited:
 			return fmt.Errorf("pgtemp: postgres exited during start-up (last connect error: %v)", lastErr)
 		case <-ctx.Done():
 			return fmt.Errorf("pgtemp: postgres not ready: %w (last connect error: %v)", ctx.Err(), lastErr)

@@ -128,3 +128,56 @@ func freePortOrDie() int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// Halt and Resume are a database outage: connections fail while the server
+// is down, and every committed row is there again after it comes back, on
+// the same address, after a fast shutdown and after a crash-like immediate
+// one alike.
+func TestHaltAndResumeKeepTheData(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, err := pgtemp.Start(ctx, pgtemp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	exec := func(sql string) error {
+		conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	if err := exec(`CREATE TABLE kept (n int)`); err != nil {
+		t.Fatal(err)
+	}
+	for i, mode := range []pgtemp.HaltMode{pgtemp.HaltFast, pgtemp.HaltImmediate} {
+		if err := exec(fmt.Sprintf(`INSERT INTO kept VALUES (%d)`, i)); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Halt(mode); err != nil {
+			t.Fatalf("halt %d: %v", mode, err)
+		}
+		if err := exec(`SELECT 1`); err == nil {
+			t.Fatalf("halt %d: the server still answers", mode)
+		}
+		if err := c.Resume(ctx); err != nil {
+			t.Fatalf("resume after halt %d: %v", mode, err)
+		}
+		conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		err = conn.QueryRow(ctx, `SELECT count(*) FROM kept`).Scan(&n)
+		conn.Close(ctx)
+		if err != nil || n != i+1 {
+			t.Fatalf("after halt %d and resume: %d rows (%v), want %d", mode, n, err, i+1)
+		}
+	}
+	if err := c.Resume(ctx); err == nil {
+		t.Fatal("Resume of a running server succeeded")
+	}
+}
