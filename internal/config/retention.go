@@ -31,6 +31,11 @@ type Retention struct {
 	// CompleterCron (CHARGE_COMPLETER_CRON, default "30 * * * * *", every
 	// minute) is when abandoned charges are driven to a final outcome.
 	CompleterCron string
+	// CompleterGrace (CHARGE_COMPLETER_GRACE, default 1m, 0 to 1h) is how
+	// long after its lock expired an abandoned claim is left to the
+	// client's own retry before the completer takes it. Fault tests set it
+	// short to see the completer finish a charge within seconds.
+	CompleterGrace time.Duration
 }
 
 // The bounds of R-DIST-IDEM-5.
@@ -47,6 +52,7 @@ func (p *parser) retention() Retention {
 		OutboxRetention:         p.duration("OUTBOX_RETENTION", 24*time.Hour, time.Minute, 90*24*time.Hour),
 		BatchSize:               p.positiveInt("CLEANUP_BATCH_SIZE", 5000),
 		CompleterCron:           p.cron("CHARGE_COMPLETER_CRON", "30 * * * * *"),
+		CompleterGrace:          p.duration("CHARGE_COMPLETER_GRACE", time.Minute, 0, time.Hour),
 	}
 	if r.IdempotencyTTL < minIdempotencyTTL || r.IdempotencyTTL > maxIdempotencyTTL {
 		p.fail("IDEMPOTENCY_TTL", "must be between %s and %s (rule R-DIST-IDEM-5: shorter lets a client's real retry charge twice, longer grows the table for nothing), got %s",

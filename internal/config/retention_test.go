@@ -21,6 +21,7 @@ func TestRetentionDefaults(t *testing.T) {
 		OutboxRetention:         24 * time.Hour,
 		BatchSize:               5000,
 		CompleterCron:           "30 * * * * *",
+		CompleterGrace:          time.Minute,
 	}
 	if cfg.Retention != want {
 		t.Fatalf("retention defaults = %+v, want %+v", cfg.Retention, want)
@@ -70,6 +71,8 @@ func TestRetentionRejectsBadValuesNamingTheVariable(t *testing.T) {
 		{"processed events shorter than a shorter TTL", map[string]string{"IDEMPOTENCY_TTL": "24h", "PROCESSED_EVENT_RETENTION": "23h"}, "PROCESSED_EVENT_RETENTION"},
 		{"bad cron", map[string]string{"IDEMPOTENCY_CLEANUP_CRON": "at three"}, "IDEMPOTENCY_CLEANUP_CRON"},
 		{"bad completer cron", map[string]string{"CHARGE_COMPLETER_CRON": "61 * * * * *"}, "CHARGE_COMPLETER_CRON"},
+		{"bad completer grace", map[string]string{"CHARGE_COMPLETER_GRACE": "2h"}, "CHARGE_COMPLETER_GRACE"},
+		{"negative completer grace", map[string]string{"CHARGE_COMPLETER_GRACE": "-1s"}, "CHARGE_COMPLETER_GRACE"},
 		{"bad outbox retention", map[string]string{"OUTBOX_RETENTION": "soon"}, "OUTBOX_RETENTION"},
 		{"zero batch", map[string]string{"CLEANUP_BATCH_SIZE": "0"}, "CLEANUP_BATCH_SIZE"},
 		{"huge batch", map[string]string{"CLEANUP_BATCH_SIZE": "1000000"}, "CLEANUP_BATCH_SIZE"},

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
@@ -25,10 +24,6 @@ const jobsLeaderLockKey int64 = 0x7061796d656e7473
 // abandonedChargesPerRun bounds one completer run; the rest waits a minute.
 const abandonedChargesPerRun = 100
 
-// abandonedChargeGrace is how long after its lock expired a claim is left
-// to the client's own retry before the completer takes it.
-const abandonedChargeGrace = time.Minute
-
 // newJobs builds the background jobs over the service's adapters.
 func newJobs(cfg config.Config, db *gorm.DB, tx app.Transactor, charge *app.ChargePayment, registry prometheus.Registerer, logger *slog.Logger) *jobs.Jobs {
 	retention := repository.NewRetention(db)
@@ -39,7 +34,7 @@ func newJobs(cfg config.Config, db *gorm.DB, tx app.Transactor, charge *app.Char
 			ProcessedEvents: r.ProcessedEventRetention,
 			PublishedOutbox: r.OutboxRetention,
 		}, r.BatchSize),
-		Complete: app.NewCompleteAbandonedCharges(tx, retention, charge, abandonedChargeGrace, abandonedChargesPerRun, logger),
+		Complete: app.NewCompleteAbandonedCharges(tx, retention, charge, r.CompleterGrace, abandonedChargesPerRun, logger),
 		Logger:   logger,
 		Registry: registry,
 	})
