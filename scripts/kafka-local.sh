@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/kafka-local.sh start|stop|status
+# scripts/kafka-local.sh start|stop|status|pause [kill]|resume
 #
 # Runs a real, single-node Apache Kafka broker (KRaft combined mode: one JVM
 # is both broker and controller) on loopback, for tests. No Docker and no
@@ -26,7 +26,13 @@
 #   KAFKA_HEAP_OPTS          JVM heap flags                  (default -Xmx512m)
 #   JAVA_HOME                Java 17+ to use (default: java on PATH)
 #
-# On success `start` prints exactly one line on stdout:
+# `pause` stops the running broker and keeps its data (TERM, a clean
+# shutdown; `pause kill` sends KILL, a crash); `resume` starts it again on
+# that data, on the same ports, and waits until it is ready. Together they
+# are a broker outage in the middle of a test (test/fault): every
+# acknowledged record must still be there afterwards.
+#
+# On success `start` (and `resume`) prints exactly one line on stdout:
 #   KAFKA_BROKERS=127.0.0.1:<port>
 # so callers can do:  out="$(scripts/kafka-local.sh start)" && export "$out"
 # Everything else (progress, errors) goes to stderr.
@@ -310,55 +316,13 @@ auto.create.topics.enable=true
 EOF
 }
 
-cmd_start() {
-  local pid
-  if pid="$(running_pid)"; then
-    log "already running (pid ${pid})"
-    echo "KAFKA_BROKERS=127.0.0.1:$(cat "$PORT_FILE")"
-    return 0
-  fi
-  mkdir -p "$RUN_DIR"
-  cleanup_state   # stale pid file / data dir from a crashed run
-
-  [[ "$KAFKA_PORT" =~ ^[0-9]+$ && "$KAFKA_CONTROLLER_PORT" =~ ^[0-9]+$ ]] || die "KAFKA_PORT and KAFKA_CONTROLLER_PORT must be numbers"
-  [[ "$KAFKA_PORT" != "$KAFKA_CONTROLLER_PORT" ]] || die "KAFKA_PORT and KAFKA_CONTROLLER_PORT must differ"
-  local p
-  for p in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"; do
-    if port_open "$p"; then
-      die "127.0.0.1:${p} is already in use by another process (another broker from a different checkout?); stop it or set KAFKA_PORT/KAFKA_CONTROLLER_PORT"
-    fi
-  done
-
-  check_java
-  ensure_classpath
-  local cp data cluster_id heap_opts
-  cp="$(cat "$CLASSPATH_FILE")"
-  # KAFKA_HEAP_OPTS may hold several flags: split on whitespace on purpose.
+# launch_and_wait CLASSPATH: start the JVM on the server.properties in
+# RUN_DIR (its log.dirs already formatted), record its pid and ports, and
+# wait until it serves and its coordinators answer, bounded by
+# KAFKA_START_TIMEOUT.
+launch_and_wait() {
+  local cp="$1" pid heap_opts
   read -r -a heap_opts <<<"$KAFKA_HEAP_OPTS"
-
-  data="$(mktemp -d "${TMPDIR:-/tmp}/kafka-local.XXXXXX")"
-  echo "$data" >"$DATA_FILE"
-  write_server_properties "$data"
-  : >"$LOG_FILE"
-
-  # A KRaft log dir must be formatted with a cluster id before first start.
-  # The id is 16 random bytes, base64url without padding (22 chars), which is
-  # what `kafka-storage.sh random-uuid` produces -- without a JVM start. Like
-  # Kafka's Uuid.randomUuid(), reject ids starting with '-': the format
-  # command would parse such an id as an option.
-  cluster_id="-"
-  while [[ "$cluster_id" == -* ]]; do
-    cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
-  done
-  log "formatting ${data}/logs (cluster id ${cluster_id})"
-  # C1-only JIT: this JVM lives ~1 s, so skipping C2 roughly halves its time.
-  if ! timeout 120 "$JAVA" "${heap_opts[@]}" -XX:TieredStopAtLevel=1 -cp "$cp" kafka.tools.StorageTool \
-      format -t "$cluster_id" -c "$PROPS_FILE" >>"$LOG_FILE" 2>&1; then
-    show_tail "$LOG_FILE"
-    cleanup_state
-    die "kafka.tools.StorageTool format failed"
-  fi
-
   # Start the broker detached: stdin from /dev/null and all output to the log,
   # so `$(kafka-local.sh start)` in a caller does not wait on the broker's
   # pipes. nohup execs java in place, so $! is the JVM's pid. 9>&- keeps the
@@ -411,7 +375,59 @@ cmd_start() {
     fi
     sleep 0.2
   done
-  log "broker ready (pid ${pid})"
+}
+
+cmd_start() {
+  local pid
+  if pid="$(running_pid)"; then
+    log "already running (pid ${pid})"
+    echo "KAFKA_BROKERS=127.0.0.1:$(cat "$PORT_FILE")"
+    return 0
+  fi
+  mkdir -p "$RUN_DIR"
+  cleanup_state   # stale pid file / data dir from a crashed run
+
+  [[ "$KAFKA_PORT" =~ ^[0-9]+$ && "$KAFKA_CONTROLLER_PORT" =~ ^[0-9]+$ ]] || die "KAFKA_PORT and KAFKA_CONTROLLER_PORT must be numbers"
+  [[ "$KAFKA_PORT" != "$KAFKA_CONTROLLER_PORT" ]] || die "KAFKA_PORT and KAFKA_CONTROLLER_PORT must differ"
+  local p
+  for p in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"; do
+    if port_open "$p"; then
+      die "127.0.0.1:${p} is already in use by another process (another broker from a different checkout?); stop it or set KAFKA_PORT/KAFKA_CONTROLLER_PORT"
+    fi
+  done
+
+  check_java
+  ensure_classpath
+  local cp data cluster_id heap_opts
+  cp="$(cat "$CLASSPATH_FILE")"
+  # KAFKA_HEAP_OPTS may hold several flags: split on whitespace on purpose.
+  read -r -a heap_opts <<<"$KAFKA_HEAP_OPTS"
+
+  data="$(mktemp -d "${TMPDIR:-/tmp}/kafka-local.XXXXXX")"
+  echo "$data" >"$DATA_FILE"
+  write_server_properties "$data"
+  : >"$LOG_FILE"
+
+  # A KRaft log dir must be formatted with a cluster id before first start.
+  # The id is 16 random bytes, base64url without padding (22 chars), which is
+  # what `kafka-storage.sh random-uuid` produces -- without a JVM start. Like
+  # Kafka's Uuid.randomUuid(), reject ids starting with '-': the format
+  # command would parse such an id as an option.
+  cluster_id="-"
+  while [[ "$cluster_id" == -* ]]; do
+    cluster_id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
+  done
+  log "formatting ${data}/logs (cluster id ${cluster_id})"
+  # C1-only JIT: this JVM lives ~1 s, so skipping C2 roughly halves its time.
+  if ! timeout 120 "$JAVA" "${heap_opts[@]}" -XX:TieredStopAtLevel=1 -cp "$cp" kafka.tools.StorageTool \
+      format -t "$cluster_id" -c "$PROPS_FILE" >>"$LOG_FILE" 2>&1; then
+    show_tail "$LOG_FILE"
+    cleanup_state
+    die "kafka.tools.StorageTool format failed"
+  fi
+
+  launch_and_wait "$cp"
+  log "broker ready (pid $(cat "$PID_FILE"))"
   echo "KAFKA_BROKERS=127.0.0.1:${KAFKA_PORT}"
 }
 
@@ -471,6 +487,42 @@ cmd_stop() {
   cleanup_state
 }
 
+# pause [kill]: stop the broker but keep its data, ports and configuration
+# for resume. TERM lets it shut down cleanly; kill is a crash (KILL).
+cmd_pause() {
+  local how="${1:-term}" pid
+  [[ "$how" == term || "$how" == kill ]] || die "usage: $0 pause [kill]"
+  pid="$(running_pid)" || die "pause: no broker is running"
+  log "pausing broker (pid ${pid}, ${how}); its data stays for resume"
+  if [[ "$how" == kill ]]; then
+    kill -KILL "$pid" 2>/dev/null || true
+    local deadline=$((SECONDS + 15))
+    while alive "$pid" && (( SECONDS < deadline )); do sleep 0.1; done
+  else
+    stop_pid "$pid"
+  fi
+  alive "$pid" && die "broker ${pid} is still alive"
+  wait_ports_closed "$(cat "$PORT_FILE")" "$(cat "$CTRL_PORT_FILE")" || die "the broker's ports are still open after pause"
+  rm -f -- "$PID_FILE"
+}
+
+# resume: start a paused broker again on its data and ports.
+cmd_resume() {
+  local pid
+  if pid="$(running_pid)"; then
+    die "resume: the broker is running (pid ${pid})"
+  fi
+  [[ -f "$DATA_FILE" && -d "$(cat "$DATA_FILE")" && -f "$PROPS_FILE" && -f "$PORT_FILE" ]] \
+    || die "resume: no paused broker in ${RUN_DIR} (pause one first)"
+  KAFKA_PORT="$(cat "$PORT_FILE")"
+  KAFKA_CONTROLLER_PORT="$(cat "$CTRL_PORT_FILE")"
+  check_java
+  ensure_classpath
+  launch_and_wait "$(cat "$CLASSPATH_FILE")"
+  log "broker resumed (pid $(cat "$PID_FILE"))"
+  echo "KAFKA_BROKERS=127.0.0.1:${KAFKA_PORT}"
+}
+
 cmd_status() {
   local pid
   if pid="$(running_pid)"; then
@@ -501,9 +553,11 @@ with_lock() {
 case "${1:-}" in
   start)  with_lock cmd_start ;;
   stop)   with_lock cmd_stop ;;
+  pause)  shift; with_lock cmd_pause "$@" ;;
+  resume) with_lock cmd_resume ;;
   status) cmd_status || exit $? ;;   # exit 1 = not running, not an error
   *)
-    echo "usage: $0 start|stop|status" >&2
+    echo "usage: $0 start|stop|status|pause [kill]|resume" >&2
     exit 2
     ;;
 esac
