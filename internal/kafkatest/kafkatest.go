@@ -374,3 +374,68 @@ func newClient(brokers []string) (*kafka.Client, func()) {
 	c := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr, Timeout: 10 * time.Second}
 	return c, tr.CloseIdleConnections
 }
+
+// Tail reads a topic incrementally: each Next returns the records appended
+// since the previous call, so a long test can check what arrived after each
+// step without reading the whole topic again.
+type Tail struct {
+	brokers []string
+	topic   string
+	next    map[int]int64 // per partition, the first offset not yet read
+}
+
+// NewTail returns a Tail at the topic's beginning.
+func NewTail(brokers []string, topic string) *Tail {
+	return &Tail{brokers: brokers, topic: topic, next: map[int]int64{}}
+}
+
+// Next returns the records appended since the last call (all of them on the
+// first), up to each partition's high-water mark as of this call, ordered by
+// partition then offset.
+func (t *Tail) Next(ctx context.Context) ([]Record, error) {
+	client, done := newClient(t.brokers)
+	defer done()
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{t.topic}})
+	if err != nil {
+		return nil, err
+	}
+	var reqs []kafka.OffsetRequest
+	for _, tp := range md.Topics {
+		if tp.Name != t.topic {
+			continue
+		}
+		if tp.Error != nil {
+			return nil, tp.Error
+		}
+		for _, p := range tp.Partitions {
+			reqs = append(reqs, kafka.FirstOffsetOf(p.ID), kafka.LastOffsetOf(p.ID))
+		}
+	}
+	if len(reqs) == 0 {
+		return nil, fmt.Errorf("topic %q has no partitions in metadata", t.topic)
+	}
+	offs, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{t.topic: reqs}})
+	if err != nil {
+		return nil, err
+	}
+	var out []Record
+	for _, po := range offs.Topics[t.topic] {
+		if po.Error != nil {
+			return nil, fmt.Errorf("partition %d offsets: %w", po.Partition, po.Error)
+		}
+		from := max(t.next[po.Partition], po.FirstOffset)
+		recs, err := readPartition(ctx, client, t.topic, po.Partition, from, po.LastOffset)
+		if err != nil {
+			return nil, fmt.Errorf("partition %d: %w", po.Partition, err)
+		}
+		out = append(out, recs...)
+		t.next[po.Partition] = max(from, po.LastOffset)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Partition != out[j].Partition {
+			return out[i].Partition < out[j].Partition
+		}
+		return out[i].Offset < out[j].Offset
+	})
+	return out, nil
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,5 +144,47 @@ func TestStartInProcessFixedPort(t *testing.T) {
 	topic := CreateTopic(t, addrs, 2)
 	if got := ReadAll(t, addrs, topic, 10*time.Second); len(got) != 0 {
 		t.Fatalf("new topic holds %d records", len(got))
+	}
+}
+
+// Tail returns each record once: what was there, then only what came after.
+func TestTailReadsOnlyWhatIsNew(t *testing.T) {
+	t.Parallel()
+	brokers := Brokers(t)
+	topic := CreateTopic(t, brokers, 2)
+	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, Balancer: &kafka.RoundRobin{}, BatchSize: 1}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tail := NewTail(brokers, topic)
+	write := func(vals ...string) {
+		for _, v := range vals {
+			if err := w.WriteMessages(ctx, kafka.Message{Value: []byte(v)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	read := func() []string {
+		recs, err := tail.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range recs {
+			out = append(out, string(r.Value))
+		}
+		sort.Strings(out)
+		return out
+	}
+	write("a", "b", "c")
+	if got := read(); strings.Join(got, ",") != "a,b,c" {
+		t.Fatalf("first Next = %v, want a,b,c", got)
+	}
+	if got := read(); len(got) != 0 {
+		t.Fatalf("Next with nothing new = %v, want nothing", got)
+	}
+	write("d", "e")
+	if got := read(); strings.Join(got, ",") != "d,e" {
+		t.Fatalf("Next after two more = %v, want d,e", got)
 	}
 }
