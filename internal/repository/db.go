@@ -6,6 +6,7 @@ package repository
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -141,6 +142,13 @@ func (t *Transactor) Transact(ctx context.Context, fn func(ctx context.Context, 
 			OrderProjections: &OrderProjections{db: tx},
 		})
 	})
+	if errors.Is(err, sql.ErrTxDone) && ctx.Err() != nil {
+		// database/sql rolls a transaction back by itself when its context
+		// ends, and then reports the commit (or the next statement) as
+		// ErrTxDone. That is the deadline: nothing was committed, and the
+		// caller must see it as one (503), not as an unmapped error (500).
+		err = fmt.Errorf("%w: %w", ctx.Err(), err)
+	}
 	return mapError(err)
 }
 

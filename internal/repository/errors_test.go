@@ -63,3 +63,27 @@ func TestDataRejectionsAreMappedAndSystemFailuresAreNot(t *testing.T) {
 		t.Fatalf("a valid event after the rejections: %v", err)
 	}
 }
+
+// A transaction whose context ends while it runs is rolled back by
+// database/sql itself, which then reports the commit as sql.ErrTxDone. That
+// is the deadline, not a bug: the caller must see ErrStoreUnavailable (503
+// with Retry-After, nothing done), as for any other deadline, never an
+// unmapped error (500). The fault suite met it under load: phase 1 of a
+// charge outlived its lock-bounded context.
+func TestTransactionWhoseContextEndsIsStoreUnavailable(t *testing.T) {
+	t.Parallel()
+	_, tx := openDB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	err := tx.Transact(ctx, func(ctx context.Context, r app.Repos) error {
+		if _, _, err := r.Idempotency.Get(ctx, app.IdempotencyScope{ClientID: "c", Key: "k"}); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		time.Sleep(50 * time.Millisecond) // database/sql's rollback on ctx end runs meanwhile
+		return nil                        // the work "succeeded": commit
+	})
+	if !errors.Is(err, app.ErrStoreUnavailable) {
+		t.Fatalf("Transact after its context ended: %v, want ErrStoreUnavailable", err)
+	}
+}
