@@ -1,0 +1,578 @@
+//go:build fault
+
+package fault
+
+// The harness: one PostgreSQL cluster, one Kafka broker, the HTTP sandbox
+// provider in this process (its ledger outlives every service process the
+// tests kill), a fault proxy in front of it, and replicas of the real
+// payment-service binary, each behind a fault proxy of its own.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/example/payment-service/db/migrations"
+	"github.com/example/payment-service/internal/faultproxy"
+	"github.com/example/payment-service/internal/kafkatest"
+	"github.com/example/payment-service/internal/pgtemp"
+	"github.com/example/payment-service/internal/sandboxprovider"
+)
+
+var (
+	binary string
+
+	raceBinary = flag.Bool("race-binary", true, "build the service under test with -race")
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "fault-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "payment-service")
+	args := []string{"build"}
+	if *raceBinary {
+		args = append(args, "-race")
+	}
+	args = append(args, "-o", binary, "github.com/example/payment-service/cmd/payment-service")
+	build := exec.Command("go", args...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// The API clients every replica knows.
+const (
+	clientID    = "fault-client"
+	apiKey      = "fault-secret"
+	otherClient = "other-client"
+	otherKey    = "other-secret"
+)
+
+// Timings of every replica. The lock is as short as the configuration
+// allows, so that a crashed claim is taken over within a second; the
+// provider call is bounded by half of it, as the configuration demands.
+const (
+	lockTimeout     = time.Second
+	providerTimeout = 500 * time.Millisecond
+	// slowDelay makes a slow_ answer come after the service stopped
+	// waiting for it.
+	slowDelay = 800 * time.Millisecond
+)
+
+type stackOptions struct {
+	replicas int
+	provider sandboxprovider.Config
+	// brokers: nil starts an in-process kfake cluster (or uses
+	// KAFKA_BROKERS, as every Kafka test here does).
+	brokers []string
+	// env is added to every replica's environment, after the defaults.
+	env []string
+}
+
+// stack is one system under test.
+type stack struct {
+	t        testing.TB
+	pg       *pgtemp.Cluster
+	dsn      string
+	db       *pgxpool.Pool
+	provider *sandboxprovider.Server
+	// toProvider is the link from every replica to the provider.
+	toProvider *faultproxy.Proxy
+	brokers    []string
+	topic      string // payment events
+	orderTopic string
+	dltTopic   string
+	replicas   []*replica
+	env        []string
+	logDir     string
+}
+
+func newStack(t testing.TB, opts stackOptions) *stack {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := &stack{t: t, logDir: t.TempDir()}
+
+	pg, err := pgtemp.Start(ctx, pgtemp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Stop)
+	s.pg, s.dsn = pg, pg.DSN("postgres")
+	if err := migrations.Up(ctx, s.dsn); err != nil {
+		t.Fatal(err)
+	}
+	s.db, err = pgxpool.New(ctx, s.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.db.Close)
+
+	if opts.provider.SlowDelay == 0 {
+		opts.provider.SlowDelay = slowDelay
+	}
+	s.provider, err = sandboxprovider.Start("127.0.0.1:0", opts.provider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.provider.Close() })
+	s.toProvider, err = faultproxy.New("tcp", strings.TrimPrefix(s.provider.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.toProvider.Close)
+
+	s.brokers = opts.brokers
+	if len(s.brokers) == 0 {
+		s.brokers = kafkatest.Brokers(t)
+	}
+	s.topic = kafkatest.CreateTopic(t, s.brokers, 3)
+	s.orderTopic = kafkatest.CreateTopic(t, s.brokers, 3)
+	s.dltTopic = kafkatest.CreateTopic(t, s.brokers, 1)
+
+	s.env = append([]string{
+		"PATH=" + os.Getenv("PATH"),
+		"GORACE=halt_on_error=0",
+		"DATABASE_URL=" + s.dsn,
+		"DATABASE_MAX_CONNS=16",
+		"API_KEYS=" + clientID + ":" + apiKey + "," + otherClient + ":" + otherKey,
+		"SANDBOX_PROVIDER_URL=http://" + s.toProvider.Addr(),
+		"IDEMPOTENCY_LOCK_TIMEOUT=" + lockTimeout.String(),
+		"PROVIDER_TIMEOUT=" + providerTimeout.String(),
+		"PROVIDER_CONNECT_TIMEOUT=200ms",
+		"SHUTDOWN_TIMEOUT=2s",
+		// The completer runs every second and takes a claim one second
+		// after its lock expired: an abandoned charge ends within seconds.
+		"CHARGE_COMPLETER_CRON=* * * * * *",
+		"CHARGE_COMPLETER_GRACE=1s",
+		"LOG_LEVEL=warn",
+		"KAFKA_BROKERS=" + strings.Join(s.brokers, ","),
+		"PAYMENT_EVENTS_TOPIC=" + s.topic,
+		"ORDER_EVENTS_TOPIC=" + s.orderTopic,
+		"ORDER_EVENTS_DLT_TOPIC=" + s.dltTopic,
+		"ORDER_CONSUMER_GROUP=fault-" + filepath.Base(s.logDir),
+		"OUTBOX_POLL_INTERVAL=500ms",
+		"KAFKA_CONSUMER_SESSION_TIMEOUT=6s",
+		"KAFKA_CONSUMER_HEARTBEAT_INTERVAL=1s",
+		"KAFKA_CONSUMER_MAX_WAIT=200ms",
+	}, opts.env...)
+
+	for i := range opts.replicas {
+		s.replicas = append(s.replicas, s.newReplica(fmt.Sprintf("r%d", i)))
+	}
+	// Start them side by side: each start is a process and a readiness wait.
+	var wg sync.WaitGroup
+	errs := make([]error, len(s.replicas))
+	for i, r := range s.replicas {
+		wg.Go(func() { errs[i] = r.start() })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.stopAll)
+	return s
+}
+
+// replica is one payment-service process, restartable on the same address,
+// reached by clients through its front proxy.
+type replica struct {
+	s     *stack
+	name  string
+	addr  string // the process's own listener
+	front *faultproxy.Proxy
+	url   string // through the front proxy
+	log   string // output of every run, appended
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	starts int
+}
+
+func (s *stack) newReplica(name string) *replica {
+	s.t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	front, err := faultproxy.New("tcp", addr)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(front.Close)
+	return &replica{s: s, name: name, addr: addr, front: front, url: "http://" + front.Addr(),
+		log: filepath.Join(s.logDir, name+".log")}
+}
+
+// start runs the binary and waits until /readyz answers 200 (30 s at most).
+// The database must be up.
+func (r *replica) start() error {
+	out, err := os.OpenFile(r.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	cmd := exec.Command(binary, "serve")
+	cmd.Env = append(append([]string{}, r.s.env...), "HTTP_ADDR="+r.addr)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	r.mu.Lock()
+	r.cmd, r.exited = cmd, exited
+	r.starts++
+	r.mu.Unlock()
+
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			return fmt.Errorf("replica %s exited during start-up:\n%s", r.name, r.tail(40))
+		default:
+		}
+		if resp, err := http.Get("http://" + r.addr + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("replica %s not ready within 30s:\n%s", r.name, r.tail(40))
+}
+
+// running reports whether the process is alive.
+func (r *replica) running() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.exited == nil {
+		return false
+	}
+	select {
+	case <-r.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// kill sends SIGKILL: no shutdown, no deferred work, connections reset by
+// the kernel. It returns once the process is gone.
+func (r *replica) kill() {
+	r.mu.Lock()
+	cmd, exited := r.cmd, r.exited
+	r.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		r.s.t.Errorf("replica %s still running 10s after SIGKILL", r.name)
+	}
+}
+
+func (s *stack) stopAll() {
+	for _, r := range s.replicas {
+		r.kill()
+	}
+	// A data race in the service is a failure of whichever test ran it.
+	for _, r := range s.replicas {
+		b, _ := os.ReadFile(r.log)
+		if bytes.Contains(b, []byte("WARNING: DATA RACE")) {
+			s.t.Errorf("replica %s reported a data race:\n%s", r.name, b)
+		} else if s.t.Failed() {
+			s.t.Logf("replica %s (%d starts), its errors other than 503s:\n%s", r.name, r.starts, r.errors(30))
+		}
+	}
+}
+
+// errors returns up to n error lines of the replica's log, leaving out the
+// expected ones (the 503s of a fault).
+func (r *replica) errors(n int) string {
+	b, _ := os.ReadFile(r.log)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, `"level":"ERROR"`) && !strings.Contains(l, `"status":503`) && !strings.Contains(l, "-unavailable") && !strings.Contains(l, "outcome-unknown") {
+			out = append(out, l)
+		}
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return strings.Join(out, "\n")
+}
+
+func (r *replica) tail(n int) string {
+	b, _ := os.ReadFile(r.log)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// running returns the replicas whose process is alive.
+func (s *stack) running() []*replica {
+	var out []*replica
+	for _, r := range s.replicas {
+		if r.running() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// heal puts every link back to normal and every replica back up; the
+// database must be up.
+func (s *stack) heal() {
+	s.t.Helper()
+	must(s.t, s.toProvider.SetMode(faultproxy.Pass))
+	s.toProvider.SetDelay(0)
+	for _, r := range s.replicas {
+		must(s.t, r.front.SetMode(faultproxy.Pass))
+		r.front.SetDelay(0)
+	}
+	var wg sync.WaitGroup
+	for _, r := range s.replicas {
+		if !r.running() {
+			wg.Go(func() {
+				if err := r.start(); err != nil {
+					s.t.Error(err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if s.t.Failed() {
+		s.t.FailNow()
+	}
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// addOrder puts an order into the projection, as the order consumer would.
+func (s *stack) addOrder(o op) {
+	s.t.Helper()
+	_, err := s.db.Exec(context.Background(),
+		`INSERT INTO order_projection (order_id, customer_id, amount, currency) VALUES ($1, $2, $3, 'RUB')`,
+		o.order, o.customer, o.amount)
+	must(s.t, err)
+}
+
+// op is one business operation of a careful client: one charge, one
+// idempotency key, one external payment.
+type op struct {
+	key      string
+	order    int64
+	customer int64
+	amount   string
+	ext      string
+	// apiKey is the client's credential; empty means the fault client.
+	apiKey string
+}
+
+func (o op) body() []byte {
+	b, _ := json.Marshal(map[string]any{
+		"orderId": o.order, "customerId": o.customer, "amount": o.amount, "currency": "RUB",
+		"paymentProvider": "sandbox", "externalPaymentId": o.ext,
+	})
+	return b
+}
+
+// client is the API client the op is made by.
+func (o op) client() string {
+	if o.apiKey == otherKey {
+		return otherClient
+	}
+	return clientID
+}
+
+// providerKey is the key the service charges the op under at the provider.
+func (o op) providerKey() string { return "sandbox:" + o.ext }
+
+// answer is one HTTP exchange as the client saw it.
+type answer struct {
+	replica    string
+	client     string
+	key        string
+	status     int
+	code       string // the problem's code, for errors
+	body       []byte
+	retryAfter string
+	replayed   bool
+	err        error // the request got no answer
+}
+
+func (a answer) String() string {
+	if a.err != nil {
+		return fmt.Sprintf("%s key %s: no answer: %v", a.replica, a.key, a.err)
+	}
+	return fmt.Sprintf("%s key %s: %d %s", a.replica, a.key, a.status, bytes.TrimSpace(a.body))
+}
+
+// final reports an answer that is the key's stored outcome.
+func (a answer) final() bool {
+	if a.err != nil {
+		return false
+	}
+	switch a.status {
+	case http.StatusOK, http.StatusCreated, http.StatusPaymentRequired:
+		return true
+	case http.StatusConflict:
+		return a.code == "external-payment-conflict" || a.code == "order-already-paid"
+	}
+	return false
+}
+
+// retryable reports an answer that asks the client to come back with the
+// same key: no answer at all, in progress, or one of the three 503s.
+func (a answer) retryable() bool {
+	switch {
+	case a.err != nil:
+		return true
+	case a.status == http.StatusConflict:
+		return a.code == "request-in-progress" && a.retryAfter != ""
+	case a.status == http.StatusServiceUnavailable:
+		return a.retryAfter != "" &&
+			(a.code == "outcome-unknown" || a.code == "provider-unavailable" || a.code == "service-unavailable")
+	}
+	return false
+}
+
+var httpClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}}
+
+// charge sends one POST /payments through the replica's front proxy,
+// bounded by timeout.
+func (r *replica) charge(o op, timeout time.Duration) answer {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	a := answer{replica: r.name, client: o.client(), key: o.key}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url+"/payments", bytes.NewReader(o.body()))
+	if err != nil {
+		a.err = err
+		return a
+	}
+	// One request is one attempt: net/http would otherwise resend it by
+	// itself on a broken keep-alive connection, hiding the fault.
+	req.GetBody = nil
+	key := o.apiKey
+	if key == "" {
+		key = apiKey
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", o.key)
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		a.err = err
+		return a
+	}
+	defer resp.Body.Close()
+	a.body, a.err = io.ReadAll(resp.Body)
+	if a.err != nil {
+		return a
+	}
+	a.status = resp.StatusCode
+	a.retryAfter = resp.Header.Get("Retry-After")
+	a.replayed = resp.Header.Get("Idempotent-Replayed") == "true"
+	if resp.StatusCode >= 400 {
+		var p struct {
+			Code string `json:"code"`
+		}
+		_ = json.Unmarshal(a.body, &p)
+		a.code = p.Code
+	}
+	return a
+}
+
+// settle is the careful client: it sends the op again and again with the
+// same key and body, to whichever replica is up, until the answer is final.
+// It polls every 50 ms rather than waiting out Retry-After, which makes it
+// a harsher client than a polite one, and fails the test if no final answer
+// comes before the deadline. Every answer it saw is returned, the final one
+// last.
+func (s *stack) settle(o op, within time.Duration) []answer {
+	s.t.Helper()
+	var seen []answer
+	deadline := time.Now().Add(within)
+	for i := 0; time.Now().Before(deadline); i++ {
+		up := s.running()
+		if len(up) == 0 {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		a := up[i%len(up)].charge(o, 3*time.Second)
+		seen = append(seen, a)
+		if a.final() {
+			return seen
+		}
+		if !a.retryable() {
+			s.t.Errorf("op %s: answer neither final nor retryable: %s", o.key, a)
+			return seen
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	last := "none"
+	if len(seen) > 0 {
+		last = seen[len(seen)-1].String()
+	}
+	s.t.Errorf("op %s: no final answer within %s after %d attempts; last: %s", o.key, within, len(seen), last)
+	return seen
+}
+
+// waitFor polls cond every 50 ms until it holds or the deadline passes.
+func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// count runs a count query on the database.
+func (s *stack) count(query string, args ...any) int {
+	s.t.Helper()
+	var n int
+	must(s.t, s.db.QueryRow(context.Background(), query, args...).Scan(&n))
+	return n
+}

@@ -1,0 +1,359 @@
+//go:build fault
+
+package fault
+
+// The invariants every fault test checks, against the ground truth of each
+// layer: the provider's ledger (money), the payment, idempotency_record and
+// outbox_event tables, and the events on the topic.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/example/payment-service/internal/kafkatest"
+	"github.com/example/payment-service/internal/sandboxprovider"
+)
+
+// checker holds what the topic has shown so far, so that a long run reads
+// each event once.
+type checker struct {
+	s    *stack
+	tail *kafkatest.Tail
+	// events: payment id -> event id -> event type, as read from the topic.
+	events map[int64]map[string]string
+	// redeliveries counts records whose eventId had been seen before: at
+	// least once delivery allows them; consumers dedup on eventId.
+	redeliveries int
+}
+
+func newChecker(s *stack) *checker {
+	return &checker{s: s, tail: kafkatest.NewTail(s.brokers, s.topic), events: map[int64]map[string]string{}}
+}
+
+type paymentRow struct {
+	id     int64
+	order  int64
+	client string
+	ext    string
+	status string
+	amount decimal.Decimal
+}
+
+type recordRow struct {
+	status     string
+	httpStatus *int
+	response   *string
+	paymentID  *int64
+}
+
+type scope struct{ client, key string }
+
+// violations collects what is wrong, to report all of it at once.
+type violations []string
+
+func (v *violations) add(format string, args ...any) { *v = append(*v, fmt.Sprintf(format, args...)) }
+
+// check verifies, for the orders of ops (each op is one business operation
+// of a client; several ops may share an order, as a careless client's do)
+// and every answer the clients saw for them:
+//
+//   - no idempotency record is IN_PROGRESS and no payment PENDING;
+//   - an order has at most one SUCCEEDED payment (one paid order is paid
+//     once);
+//   - for every external payment the clients named, the provider's ledger
+//     and the payment table agree: a charge at the provider has its payment
+//     row with the same decision and amount (nothing lost), and a decided
+//     payment has its charge (nothing recorded that was not charged);
+//   - every answer a client saw is either the key's stored outcome, byte
+//     for byte, or a retryable 409/503 (or no answer at all);
+//   - every decided payment has exactly one outbox row, published, and on
+//     the topic exactly one distinct eventId, the outbox row's, of the type
+//     its status says.
+//
+// It waits (bounded) for the relay to publish. It returns what is wrong.
+func (c *checker) check(ops []op, answers []answer) violations {
+	var v violations
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s := c.s
+
+	orders := map[int64]bool{}
+	exts := map[string]bool{}
+	var orderIDs []int64
+	var scopes []scope
+	for _, o := range ops {
+		if !orders[o.order] {
+			orders[o.order] = true
+			orderIDs = append(orderIDs, o.order)
+		}
+		exts[o.ext] = true
+		scopes = append(scopes, scope{o.client(), o.key})
+	}
+
+	// The payment table.
+	payments := map[string]paymentRow{} // by external id
+	byOrder := map[int64][]paymentRow{}
+	rows, err := s.db.Query(ctx, `SELECT id, order_id, client_id, external_payment_id, status, amount FROM payment WHERE order_id = ANY($1)`, orderIDs)
+	if err != nil {
+		v.add("read payments: %v", err)
+		return v
+	}
+	for rows.Next() {
+		var p paymentRow
+		if err := rows.Scan(&p.id, &p.order, &p.client, &p.ext, &p.status, &p.amount); err != nil {
+			v.add("scan payment: %v", err)
+			return v
+		}
+		payments[p.ext] = p
+		byOrder[p.order] = append(byOrder[p.order], p)
+		if !exts[p.ext] {
+			v.add("payment %d for order %d has external id %q that no client sent", p.id, p.order, p.ext)
+		}
+	}
+	rows.Close()
+	for order, ps := range byOrder {
+		succeeded := 0
+		for _, p := range ps {
+			switch p.status {
+			case "PENDING":
+				v.add("payment %d (order %d, %s) is still PENDING", p.id, order, p.ext)
+			case "SUCCEEDED":
+				succeeded++
+			}
+		}
+		if succeeded > 1 {
+			v.add("order %d has %d SUCCEEDED payments: paid more than once", order, succeeded)
+		}
+	}
+
+	// The provider's ledger against the payment table, per external payment.
+	for ext := range exts {
+		charge, charged := s.provider.Lookup("sandbox:" + ext)
+		p, recorded := payments[ext]
+		switch {
+		case charged && !recorded:
+			v.add("the provider charged %s (%s %s) and the service has no payment for it: a lost charge", ext, charge.Status, charge.Amount)
+		case charged && recorded:
+			want := map[sandboxprovider.ChargeStatus]string{sandboxprovider.StatusSucceeded: "SUCCEEDED", sandboxprovider.StatusDeclined: "DECLINED"}[charge.Status]
+			if p.status != want {
+				v.add("payment %d (%s) is %s but the provider says %s", p.id, ext, p.status, charge.Status)
+			}
+			if !p.amount.Equal(charge.Amount) {
+				v.add("payment %d (%s) is for %s but the provider charged %s", p.id, ext, p.amount, charge.Amount)
+			}
+		case !charged && recorded && p.status != "PENDING":
+			v.add("payment %d (%s) is %s but the provider has no charge for it", p.id, ext, p.status)
+		}
+	}
+
+	// The idempotency records.
+	records := map[scope]recordRow{}
+	for _, sc := range scopes {
+		var r recordRow
+		err := s.db.QueryRow(ctx, `SELECT status, http_status, response::text, payment_id FROM idempotency_record WHERE client_id = $1 AND idempotency_key = $2`,
+			sc.client, sc.key).Scan(&r.status, &r.httpStatus, &r.response, &r.paymentID)
+		if err != nil {
+			continue // no record: the key was released, or never reached the service
+		}
+		records[sc] = r
+		if r.status != "COMPLETED" {
+			v.add("key %s/%s is still %s", sc.client, sc.key, r.status)
+		}
+	}
+
+	// Every answer: the stored outcome, byte for byte, or retryable.
+	for _, a := range answers {
+		switch {
+		case a.final():
+			r, ok := records[scope{a.client, a.key}]
+			switch {
+			case !ok:
+				v.add("%s: a final answer, but the key has no record", a)
+			case r.httpStatus == nil || *r.httpStatus != a.status || r.response == nil || !bytes.Equal([]byte(*r.response), a.body):
+				v.add("%s: differs from the key's stored outcome (%v %v)", a, deref(r.httpStatus), derefs(r.response))
+			}
+		case !a.retryable():
+			v.add("%s: neither the stored outcome nor a retryable answer", a)
+		}
+		if a.status == http.StatusCreated || a.status == http.StatusPaymentRequired {
+			var body struct {
+				ExternalPaymentID string `json:"externalPaymentId"`
+				Status            string `json:"status"`
+				Payment           *struct {
+					ExternalPaymentID string `json:"externalPaymentId"`
+				} `json:"payment"`
+			}
+			_ = json.Unmarshal(a.body, &body)
+			ext := body.ExternalPaymentID
+			if body.Payment != nil {
+				ext = body.Payment.ExternalPaymentID
+			}
+			if p, ok := payments[ext]; !ok || (a.status == http.StatusCreated) != (p.status == "SUCCEEDED") {
+				v.add("%s: the payment table says %+v", a, p)
+			}
+		}
+	}
+
+	// The outbox and the topic: one event per decided payment.
+	decided := map[int64]string{} // payment id -> status
+	for _, p := range payments {
+		if p.status == "SUCCEEDED" || p.status == "DECLINED" {
+			decided[p.id] = p.status
+		}
+	}
+	outboxEvents := map[int64][]string{}
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		outboxEvents = map[int64][]string{}
+		unpublished := 0
+		rows, err := s.db.Query(ctx, `SELECT (payload->>'paymentId')::bigint, event_id::text, published_at IS NULL FROM outbox_event
+			WHERE (payload->>'orderId')::bigint = ANY($1)`, orderIDs)
+		if err != nil {
+			v.add("read outbox: %v", err)
+			return v
+		}
+		for rows.Next() {
+			var id int64
+			var eventID string
+			var pending bool
+			if err := rows.Scan(&id, &eventID, &pending); err != nil {
+				v.add("scan outbox: %v", err)
+				return v
+			}
+			outboxEvents[id] = append(outboxEvents[id], eventID)
+			if pending {
+				unpublished++
+			}
+		}
+		rows.Close()
+		if unpublished == 0 && c.readTopic(ctx, &v) && c.seenAll(decided) {
+			break
+		}
+		if time.Now().After(deadline) {
+			v.add("after 45s: %d outbox rows of these orders unpublished, or events missing from the topic", unpublished)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for id, ids := range outboxEvents {
+		if _, ok := decided[id]; !ok {
+			v.add("outbox rows %v for payment %d, which is not decided", ids, id)
+		}
+	}
+	for id, status := range decided {
+		ids := outboxEvents[id]
+		if len(ids) != 1 {
+			v.add("payment %d (%s): %d outbox rows, want 1", id, status, len(ids))
+			continue
+		}
+		seen := c.events[id]
+		if len(seen) != 1 {
+			v.add("payment %d (%s): %d distinct eventIds on the topic (%v), want 1", id, status, len(seen), seen)
+			continue
+		}
+		wantType := map[string]string{"SUCCEEDED": "PaymentSucceeded.v1", "DECLINED": "PaymentDeclined.v1"}[status]
+		if typ, ok := seen[ids[0]]; !ok || typ != wantType {
+			v.add("payment %d (%s): the topic has %v, want eventId %s of type %s", id, status, seen, ids[0], wantType)
+		}
+	}
+	return v
+}
+
+// readTopic takes in what the topic gained; false if it could not be read.
+func (c *checker) readTopic(ctx context.Context, v *violations) bool {
+	recs, err := c.tail.Next(ctx)
+	if err != nil {
+		return false
+	}
+	for _, r := range recs {
+		var e struct {
+			EventID   string `json:"eventId"`
+			EventType string `json:"eventType"`
+			PaymentID int64  `json:"paymentId"`
+		}
+		if err := json.Unmarshal(r.Value, &e); err != nil || e.EventID == "" || e.PaymentID == 0 {
+			v.add("unreadable event at partition %d offset %d: %s", r.Partition, r.Offset, r.Value)
+			continue
+		}
+		if c.events[e.PaymentID] == nil {
+			c.events[e.PaymentID] = map[string]string{}
+		}
+		if _, dup := c.events[e.PaymentID][e.EventID]; dup {
+			c.redeliveries++
+		}
+		c.events[e.PaymentID][e.EventID] = e.EventType
+	}
+	return true
+}
+
+func (c *checker) seenAll(decided map[int64]string) bool {
+	for id := range decided {
+		if len(c.events[id]) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// checkGlobal compares the whole ledger with the whole payment table, and
+// finds anything unfinished. It is exact only while no request is in
+// flight: every charge the provider made is one SUCCEEDED payment, every
+// decline one DECLINED payment, and nothing is IN_PROGRESS or PENDING.
+func (c *checker) checkGlobal() violations {
+	var v violations
+	s := c.s
+	l := s.provider.Ledger().Counters
+	succeeded := s.count(`SELECT count(*) FROM payment WHERE status = 'SUCCEEDED'`)
+	declined := s.count(`SELECT count(*) FROM payment WHERE status = 'DECLINED'`)
+	if l.Charges != succeeded {
+		v.add("the provider made %d charges and the service has %d SUCCEEDED payments", l.Charges, succeeded)
+	}
+	if l.Declines != declined {
+		v.add("the provider declined %d charges and the service has %d DECLINED payments", l.Declines, declined)
+	}
+	if n := s.count(`SELECT count(*) FROM payment WHERE status = 'PENDING'`); n != 0 {
+		v.add("%d payments PENDING", n)
+	}
+	if n := s.count(`SELECT count(*) FROM idempotency_record WHERE status = 'IN_PROGRESS'`); n != 0 {
+		v.add("%d idempotency records IN_PROGRESS", n)
+	}
+	return v
+}
+
+// require fails the test with every violation.
+func require(t interface {
+	Helper()
+	Fatalf(string, ...any)
+}, v violations, context string) {
+	t.Helper()
+	if len(v) == 0 {
+		return
+	}
+	sort.Strings(v)
+	msg := ""
+	for _, s := range v {
+		msg += "\n  - " + s
+	}
+	t.Fatalf("%s: %d invariant violations:%s", context, len(v), msg)
+}
+
+func deref(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func derefs(p *string) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}

@@ -1,0 +1,238 @@
+//go:build fault
+
+package fault
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/example/payment-service/internal/faultproxy"
+)
+
+// kill -9 of a replica in the middle of a burst, at each point of a charge
+// where a crash leaves something behind:
+//
+//   - between the claim and the provider call: the key is claimed and the
+//     payment reserved, and the provider has seen nothing (the provider link
+//     is a black hole, so requests are stuck before it);
+//   - during the call: the provider has charged and the answer is on its way
+//     (slow_ references: the answer comes late);
+//   - between the call and the record: the provider has answered and phase 3
+//     waits for a row lock the test holds on the key's record.
+//
+// Then the careful client retries half of the operations with the same key
+// on the surviving replicas, and the other half are never retried: the
+// completer must finish those. In the end every operation is charged
+// exactly once, has one final payment, one stored answer and one event, and
+// nothing is IN_PROGRESS or PENDING.
+func TestKillMidBurst(t *testing.T) {
+	s := newStack(t, stackOptions{replicas: 3})
+	c := newChecker(s)
+	victim := s.replicas[0]
+
+	const perPhase = 10
+	phases := []struct {
+		name string
+		ref  string // external payment id prefix
+		// arm prepares the fault before the burst; it returns what undoes it.
+		arm func() func()
+		// ready reports that the burst has reached the kill point.
+		ready func(ops []op) bool
+	}{
+		{
+			name: "between claim and provider call",
+			ref:  "pi_kc",
+			arm: func() func() {
+				must(t, s.toProvider.SetMode(faultproxy.Blackhole))
+				return func() {}
+			},
+			ready: func(ops []op) bool {
+				return s.claimed(ops) == len(ops) && s.provider.Ledger().Counters.Requests == 0
+			},
+		},
+		{
+			name: "during the provider call",
+			ref:  "slow_kd",
+			arm:  func() func() { return func() {} },
+			ready: func(ops []op) bool {
+				for _, o := range ops {
+					if _, ok := s.provider.Lookup(o.providerKey()); !ok {
+						return false
+					}
+				}
+				return s.claimed(ops) == len(ops) && s.completed(ops) == 0
+			},
+		},
+		{
+			name: "between provider call and record",
+			ref:  "pi_kr",
+			arm: func() func() {
+				// The provider's answer takes 2 x 150 ms through the link:
+				// time for the test to lock the claimed records.
+				s.toProvider.SetDelay(150 * time.Millisecond)
+				return func() {}
+			},
+			ready: func(ops []op) bool {
+				for _, o := range ops {
+					if _, ok := s.provider.Lookup(o.providerKey()); !ok {
+						return false
+					}
+				}
+				return s.waitingOnLocks() == len(ops)
+			},
+		},
+	}
+
+	var all []op
+	var mu sync.Mutex
+	for pi, ph := range phases {
+		var answers []answer
+		t.Logf("phase %d: kill -9 %s", pi, ph.name)
+		var ops []op
+		for i := range perPhase {
+			o := op{key: fmt.Sprintf("kill-%d-%d", pi, i), order: int64(2000 + 100*pi + i), customer: 9,
+				amount: fmt.Sprintf("%d.50", 20+i), ext: fmt.Sprintf("%s_%d", ph.ref, i)}
+			s.addOrder(o)
+			ops = append(ops, o)
+		}
+		all = append(all, ops...)
+		undo := ph.arm()
+
+		// The burst: every op to the victim, and a duplicate of each to
+		// another replica a moment later.
+		var wg sync.WaitGroup
+		for i, o := range ops {
+			wg.Go(func() {
+				a := victim.charge(o, 5*time.Second)
+				mu.Lock()
+				answers = append(answers, a)
+				mu.Unlock()
+			})
+			wg.Go(func() {
+				time.Sleep(20 * time.Millisecond)
+				a := s.replicas[1+i%2].charge(o, 5*time.Second)
+				mu.Lock()
+				answers = append(answers, a)
+				mu.Unlock()
+			})
+		}
+
+		var locks *lockedRecords
+		if pi == 2 {
+			// Lock each record as soon as it is claimed, before the
+			// provider's delayed answer arrives and phase 3 runs.
+			waitFor(t, 5*time.Second, "claims", func() bool { return s.claimed(ops) == len(ops) })
+			locks = s.lockRecords(ops)
+		}
+		waitFor(t, 5*time.Second, "the kill point: "+ph.name, func() bool { return ph.ready(ops) })
+		victim.kill()
+		if locks != nil {
+			// PostgreSQL notices a dead client only when it next talks to
+			// it, so the killed replica's phase 3 statements would run to
+			// their end once the lock goes. Their sessions are ended first,
+			// as a server's keepalive (or client_connection_check_interval)
+			// ends a crashed client's: the crash lands before the record.
+			s.count(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%idempotency_record%'`)
+			waitFor(t, 5*time.Second, "the killed replica's statements to end", func() bool { return s.waitingOnLocks() == 0 })
+			locks.release()
+		}
+		undo()
+		wg.Wait()
+		s.heal()
+
+		// What the crash left: every op claimed, its payment PENDING.
+		if n := s.count(`SELECT count(*) FROM payment WHERE status = 'PENDING' AND external_payment_id LIKE $1`, ph.ref+"%"); n == 0 {
+			t.Fatalf("%s: the kill left no PENDING payment: it missed the point", ph.name)
+		}
+
+		// Half the ops: the careful client retries them. The other half:
+		// nobody does, and the completer must.
+		var settle sync.WaitGroup
+		for i, o := range ops {
+			if i%2 == 1 {
+				continue
+			}
+			settle.Go(func() {
+				seen := s.settle(o, 20*time.Second)
+				mu.Lock()
+				answers = append(answers, seen...)
+				mu.Unlock()
+			})
+		}
+		settle.Wait()
+		waitFor(t, 30*time.Second, "the completer finishing the abandoned charges", func() bool {
+			return s.count(`SELECT count(*) FROM idempotency_record WHERE status = 'IN_PROGRESS'`) == 0 &&
+				s.count(`SELECT count(*) FROM payment WHERE status = 'PENDING'`) == 0
+		})
+		require(t, c.check(ops, answers), ph.name)
+		require(t, c.checkGlobal(), ph.name)
+		// The abandoned half was finished by the completer, not by a client.
+		if n := s.completed(ops); n != len(ops) {
+			t.Fatalf("%s: %d of %d keys completed", ph.name, n, len(ops))
+		}
+	}
+	if got := s.provider.Ledger().Counters.Charges; got != len(all) {
+		t.Fatalf("the provider made %d charges for %d operations", got, len(all))
+	}
+}
+
+// claimed counts the ops whose key is claimed with a reserved payment.
+func (s *stack) claimed(ops []op) int {
+	keys := make([]string, len(ops))
+	for i, o := range ops {
+		keys[i] = o.key
+	}
+	return s.count(`SELECT count(*) FROM idempotency_record WHERE idempotency_key = ANY($1) AND payment_id IS NOT NULL`, keys)
+}
+
+// completed counts the ops whose key holds a final answer.
+func (s *stack) completed(ops []op) int {
+	keys := make([]string, len(ops))
+	for i, o := range ops {
+		keys[i] = o.key
+	}
+	return s.count(`SELECT count(*) FROM idempotency_record WHERE idempotency_key = ANY($1) AND status = 'COMPLETED'`, keys)
+}
+
+// waitingOnLocks counts the service's statements waiting for a row lock.
+func (s *stack) waitingOnLocks() int {
+	return s.count(`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%idempotency_record%'`)
+}
+
+// lockedRecords holds row locks on idempotency records in an open
+// transaction, so that the service's phase 3 waits for them.
+type lockedRecords struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (s *stack) lockRecords(ops []op) *lockedRecords {
+	s.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	tx, err := s.db.Begin(ctx)
+	must(s.t, err)
+	keys := make([]string, len(ops))
+	for i, o := range ops {
+		keys[i] = o.key
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM idempotency_record WHERE idempotency_key = ANY($1) FOR UPDATE`, keys); err != nil {
+		cancel()
+		s.t.Fatal(err)
+	}
+	l := &lockedRecords{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		<-ctx.Done()
+		_ = tx.Rollback(context.Background())
+		close(l.done)
+	}()
+	s.t.Cleanup(l.release) // before the pool closes: it waits for this connection
+	return l
+}
+
+func (l *lockedRecords) release() {
+	l.cancel()
+	<-l.done
+}
