@@ -324,6 +324,11 @@ func (c *checker) checkGlobal() violations {
 	if n := s.count(`SELECT count(*) FROM idempotency_record WHERE status = 'IN_PROGRESS'`); n != 0 {
 		v.add("%d idempotency records IN_PROGRESS", n)
 	}
+	// Every payment was reserved with a claim, as its recovery point; one
+	// that no record points at was left half-made.
+	if n := s.count(`SELECT count(*) FROM payment p WHERE NOT EXISTS (SELECT 1 FROM idempotency_record r WHERE r.payment_id = p.id)`); n != 0 {
+		v.add("%d payments that no idempotency record holds: partial state", n)
+	}
 	return v
 }
 

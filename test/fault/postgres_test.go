@@ -1,0 +1,122 @@
+//go:build fault
+
+package fault
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/example/payment-service/internal/pgtemp"
+)
+
+// PostgreSQL stopped and started in the middle of traffic, twice: a fast
+// shutdown, then a crash-like immediate one (the restart replays the WAL).
+// While it is down the replicas answer 503 and /readyz says not ready; they
+// are never restarted, and come back on their own; every operation then
+// ends exactly once, with no partial state left (no payment without its
+// claim, nothing IN_PROGRESS or PENDING).
+func TestPostgresOutage(t *testing.T) {
+	s := newStack(t, stackOptions{replicas: 3})
+	c := newChecker(s)
+
+	var (
+		mu      sync.Mutex
+		ops     []op
+		answers []answer
+		down    atomic.Bool
+		// answers that came while the database was down
+		whileDown = map[string]int{}
+	)
+	const orders = 200
+	for i := range orders {
+		o := op{key: fmt.Sprintf("pg-%d", i), order: int64(4000 + i), customer: 13, amount: fmt.Sprintf("%d.75", 40+i%50), ext: fmt.Sprintf("pi_pg_%d", i)}
+		if i%7 == 3 {
+			o.ext = fmt.Sprintf("decline_pg_%d", i)
+		}
+		s.addOrder(o)
+		ops = append(ops, o)
+	}
+
+	// Four senders walk through the operations, one attempt each, while the
+	// database goes away and comes back.
+	var next atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				i := int(next.Add(1)-1) % orders
+				a := s.replicas[(i+w)%3].charge(ops[i], 3*time.Second)
+				mu.Lock()
+				answers = append(answers, a)
+				if down.Load() {
+					whileDown[fmt.Sprintf("%d %s", a.status, a.code)]++
+				}
+				mu.Unlock()
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+	for _, mode := range []pgtemp.HaltMode{pgtemp.HaltFast, pgtemp.HaltImmediate} {
+		time.Sleep(700 * time.Millisecond)
+		must(t, s.pg.Halt(mode))
+		down.Store(true)
+		time.Sleep(300 * time.Millisecond)
+		waitFor(t, 5*time.Second, "every replica not ready", func() bool {
+			for _, r := range s.replicas {
+				if s.ready(r) {
+					return false
+				}
+			}
+			return true
+		})
+		time.Sleep(500 * time.Millisecond)
+		down.Store(false)
+		must(t, s.pg.Resume(t.Context()))
+		waitFor(t, 15*time.Second, "every replica ready again on its own", func() bool {
+			for _, r := range s.replicas {
+				if !s.ready(r) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+
+	t.Logf("answers while the database was down: %v", whileDown)
+	if whileDown["503 service-unavailable"] == 0 {
+		t.Fatalf("no 503 service-unavailable while the database was down (%v): the outage was not met", whileDown)
+	}
+	for _, r := range s.replicas {
+		if r.starts != 1 {
+			t.Fatalf("replica %s was started %d times; it must recover by itself", r.name, r.starts)
+		}
+	}
+	for _, o := range ops {
+		answers = append(answers, s.settle(o, 20*time.Second)...)
+	}
+	require(t, c.check(ops, answers), "after two outages")
+	require(t, c.checkGlobal(), "after two outages")
+}
+
+// ready asks the replica's own /readyz (not through its front proxy).
+func (s *stack) ready(r *replica) bool {
+	resp, err := http.Get("http://" + r.addr + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
