@@ -59,9 +59,12 @@ func TestLostAnswers(t *testing.T) {
 			charged: true, // busy_ excepted, below
 		},
 		{
-			name:    "both links at once",
-			refs:    []string{"pi_lb", "drop_lb"},
-			fault:   func() { s.forEachFront(faultproxy.LoseResponses); must(t, s.toProvider.SetMode(faultproxy.LoseResponses)) },
+			name: "both links at once",
+			refs: []string{"pi_lb", "drop_lb"},
+			fault: func() {
+				s.forEachFront(faultproxy.LoseResponses)
+				must(t, s.toProvider.SetMode(faultproxy.LoseResponses))
+			},
 			first:   func(t *testing.T, a answer) { wantNoAnswer(t, a) },
 			charged: true,
 		},
