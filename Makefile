@@ -3,7 +3,7 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN         ?= bin
 
-.PHONY: dev demo test test-kafka lint build migrate bench bench-api bench-tracing docs-screenshot help model model-mutants model-deep \
+.PHONY: dev demo test test-kafka test-fault test-fault-long fuzz lint build migrate bench bench-api bench-tracing docs-screenshot help model model-mutants model-deep \
 	model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease
 
 help:
@@ -11,6 +11,9 @@ help:
 	@echo "make demo     publish an order event, charge it twice and with a changed body, show rows and events (needs make dev or compose)"
 	@echo "make test     run every test with -race against real PostgreSQL (and a Kafka-protocol broker)"
 	@echo "make test-kafka  run the Kafka tests again against a real Apache Kafka broker (scripts/kafka-local.sh)"
+	@echo "make test-fault  the fault suite (test/fault): replicas, kill -9, lossy links, database and broker outages, seeded rounds"
+	@echo "make test-fault-long  10,000 seeded fault rounds (about an hour; FAULT_FLAGS=\"-seed N\" to pick the seed)"
+	@echo "make fuzz     each fuzz target for FUZZTIME (default 20s); the corpus is in testdata/fuzz"
 	@echo "make lint     gofmt, go vet, staticcheck, and the dependency rule (docs/architecture.md)"
 	@echo "make build    static binaries in $(BIN)/: payment-service, sandbox-provider"
 	@echo "make migrate  apply migrations to DATABASE_URL"
@@ -43,10 +46,42 @@ test-kafka:
 	$(GO) test -race -count=1 -timeout 20m $(KAFKA_TEST_PACKAGES); status=$$?; \
 	scripts/kafka-local.sh stop; exit $$status
 
+# The fault suite (docs/reliability.md): real processes on loopback, faults
+# on purpose, invariants checked against the provider's ledger, the tables
+# and the topic. Its tests carry the build tag "fault", so `make test` does
+# not run them. First everything on an in-process Kafka-protocol broker,
+# then the broker outage against real Apache Kafka (scripts/kafka-local.sh,
+# on ports of its own so it never meets test-kafka's broker).
+FAULT_FLAGS ?=
+FAULT_KAFKA_PORTS = KAFKA_PORT=19192 KAFKA_CONTROLLER_PORT=19193
+test-fault:
+	$(GO) test -race -tags fault -count=1 -timeout 15m -v -skip 'TestBrokerOutage' ./test/fault/ $(FAULT_FLAGS)
+	@out=$$($(FAULT_KAFKA_PORTS) scripts/kafka-local.sh start) || { echo "test-fault: could not start Apache Kafka" >&2; exit 1; }; \
+	export "$$out"; echo "$$out"; \
+	$(FAULT_KAFKA_PORTS) FAULT_KAFKA_SCRIPT=$(CURDIR)/scripts/kafka-local.sh \
+	  $(GO) test -race -tags fault -count=1 -timeout 10m -v -run 'TestBrokerOutage' ./test/fault/; status=$$?; \
+	$(FAULT_KAFKA_PORTS) scripts/kafka-local.sh stop; exit $$status
+
+# The long seeded run whose result docs/reliability.md reports. The service
+# is built without -race here, to get through the rounds in about an hour.
+test-fault-long:
+	$(GO) test -tags fault -count=1 -timeout 3h -v -run 'TestSeededFaultRounds' ./test/fault/ -rounds 10000 -race-binary=false $(FAULT_FLAGS)
+
+# Each fuzz target for FUZZTIME; the corpus grows in testdata/fuzz. Without
+# -fuzz the same targets run over their corpus in `make test`.
+FUZZTIME ?= 20s
+FUZZ_TARGETS = ./internal/http:FuzzDecodeCharge ./internal/app:FuzzCommandHash ./internal/consumer:FuzzDecodeOrderEvent
+fuzz:
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+	  echo "== $$name ($$pkg, $(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags fault ./test/...
 	$(GO) run $(STATICCHECK) ./...
+	$(GO) run $(STATICCHECK) -tags fault ./test/...
 	@# The domain imports only the standard library, decimal and uuid.
 	@bad=$$($(GO) list -f '{{join .Imports "\n"}}' ./internal/domain/ | grep '\.' | grep -v -e '^github.com/shopspring/decimal$$' -e '^github.com/google/uuid$$'); \
 	  if [ -n "$$bad" ]; then echo "internal/domain must not import:"; echo "$$bad"; exit 1; fi

@@ -387,6 +387,19 @@ func must(t testing.TB, err error) {
 	}
 }
 
+// haltDB stops PostgreSQL, keeping its data.
+func (s *stack) haltDB(mode pgtemp.HaltMode) error { return s.pg.Halt(mode) }
+
+// resumeDB starts PostgreSQL again and drops the test's own pooled
+// connections, which died with the server.
+func (s *stack) resumeDB(ctx context.Context) error {
+	if err := s.pg.Resume(ctx); err != nil {
+		return err
+	}
+	s.db.Reset()
+	return nil
+}
+
 // addOrder puts an order into the projection, as the order consumer would.
 func (s *stack) addOrder(o op) {
 	s.t.Helper()
@@ -524,7 +537,7 @@ func (r *replica) charge(o op, timeout time.Duration) answer {
 
 // settle is the careful client: it sends the op again and again with the
 // same key and body, to whichever replica is up, until the answer is final.
-// It polls every 50 ms rather than waiting out Retry-After, which makes it
+// It polls every 20 ms rather than waiting out Retry-After, which makes it
 // a harsher client than a polite one, and fails the test if no final answer
 // comes before the deadline. Every answer it saw is returned, the final one
 // last.
@@ -547,7 +560,7 @@ func (s *stack) settle(o op, within time.Duration) []answer {
 			s.t.Errorf("op %s: answer neither final nor retryable: %s", o.key, a)
 			return seen
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 	last := "none"
 	if len(seen) > 0 {
@@ -557,7 +570,7 @@ func (s *stack) settle(o op, within time.Duration) []answer {
 	return seen
 }
 
-// waitFor polls cond every 50 ms until it holds or the deadline passes.
+// waitFor polls cond every 20 ms until it holds or the deadline passes.
 func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -565,7 +578,7 @@ func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within %s", what, within)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

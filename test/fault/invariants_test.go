@@ -240,7 +240,7 @@ func (c *checker) check(ops []op, answers []answer) violations {
 			v.add("after 45s: %d outbox rows of these orders unpublished, or events missing from the topic", unpublished)
 			break
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 	for id, ids := range outboxEvents {
 		if _, ok := decided[id]; !ok {
@@ -309,7 +309,7 @@ func (c *checker) seenAll(decided map[int64]string) bool {
 func (c *checker) checkGlobal() violations {
 	var v violations
 	s := c.s
-	l := s.provider.Ledger().Counters
+	l := s.provider.Counters()
 	succeeded := s.count(`SELECT count(*) FROM payment WHERE status = 'SUCCEEDED'`)
 	declined := s.count(`SELECT count(*) FROM payment WHERE status = 'DECLINED'`)
 	if l.Charges != succeeded {

@@ -68,7 +68,7 @@ func TestPostgresOutage(t *testing.T) {
 	}
 	for _, mode := range []pgtemp.HaltMode{pgtemp.HaltFast, pgtemp.HaltImmediate} {
 		time.Sleep(700 * time.Millisecond)
-		must(t, s.pg.Halt(mode))
+		must(t, s.haltDB(mode))
 		down.Store(true)
 		time.Sleep(300 * time.Millisecond)
 		waitFor(t, 5*time.Second, "every replica not ready", func() bool {
@@ -81,7 +81,7 @@ func TestPostgresOutage(t *testing.T) {
 		})
 		time.Sleep(500 * time.Millisecond)
 		down.Store(false)
-		must(t, s.pg.Resume(t.Context()))
+		must(t, s.resumeDB(t.Context()))
 		waitFor(t, 15*time.Second, "every replica ready again on its own", func() bool {
 			for _, r := range s.replicas {
 				if !s.ready(r) {

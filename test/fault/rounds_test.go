@@ -1,0 +1,366 @@
+//go:build fault
+
+package fault
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/example/payment-service/internal/faultproxy"
+	"github.com/example/payment-service/internal/pgtemp"
+)
+
+var (
+	flagSeed   = flag.Uint64("seed", 0, "seed of the fault rounds; 0 picks one from the clock (it is printed)")
+	flagRounds = flag.Int("rounds", 60, "how many seeded fault rounds to run")
+	flagRound  = flag.Int("round", -1, "run only this round of -seed (to reproduce a failure)")
+)
+
+// Seeded fault rounds: a bounded loop in which every round draws, from the
+// seed and its number, a few business operations and a mix of faults, runs
+// them against three replicas, heals everything, lets the careful clients
+// (and, for abandoned operations, the completer) finish, and checks every
+// invariant before the next round. Each round uses its own orders and keys,
+// so one round can be run alone: a failure prints its seed and round, and
+//
+//	go test -tags fault -run TestSeededFaultRounds ./test/fault/ -seed S -round R
+//
+// replays that round's plan (the plan, not the scheduling of goroutines,
+// which the machine decides).
+//
+// A round's faults, each drawn with its own probability: concurrent
+// duplicates on several replicas (always), a provider fault by reference
+// (declined, charged then dropped, charged then a gateway's 502, charged
+// then too slow, refused as busy), lost answers or a dead link between
+// client and service and between service and provider, kill -9 of a
+// replica, lock expiry under a running charge (the claim's locked_until
+// moved to the past, as a stalled process would see it), a careless client
+// (a new key and a new external payment for the same order), abandoned
+// operations (no retry: the completer must finish them), and a PostgreSQL
+// restart (fast or crash-like).
+func TestSeededFaultRounds(t *testing.T) {
+	seed := *flagSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	first, last := 0, *flagRounds
+	if *flagRound >= 0 {
+		first, last = *flagRound, *flagRound+1
+	}
+	reproduce := fmt.Sprintf("go test -tags fault -run TestSeededFaultRounds ./test/fault/ -seed %d -rounds %d", seed, *flagRounds)
+	fmt.Printf("fault rounds: seed %d, rounds %d..%d; rerun: %s\n", seed, first, last-1, reproduce)
+
+	s := newStack(t, stackOptions{replicas: 3})
+	c := newChecker(s)
+	faults := map[string]int{}
+	started := time.Now()
+	for r := first; r < last; r++ {
+		p := newPlan(seed, r)
+		for _, k := range p.kinds() {
+			faults[k]++
+		}
+		ops, answers := s.runRound(t, p)
+		v := c.check(ops, answers)
+		v = append(v, c.checkGlobal()...)
+		require(t, v, fmt.Sprintf("seed %d round %d (%s); reproduce: go test -tags fault -run TestSeededFaultRounds ./test/fault/ -seed %d -round %d",
+			seed, r, p, seed, r))
+		if (r+1)%500 == 0 {
+			fmt.Printf("fault rounds: %d done in %s\n", r+1-first, time.Since(started).Round(time.Second))
+		}
+	}
+	kinds := make([]string, 0, len(faults))
+	for k, n := range faults {
+		kinds = append(kinds, fmt.Sprintf("%s=%d", k, n))
+	}
+	sort.Strings(kinds)
+	l := s.provider.Counters()
+	fmt.Printf("fault rounds: seed %d, %d rounds, %s, violations 0; provider: %d charges, %d declines, %d replays, %d in-progress refusals; events redelivered: %d\n"+
+		"fault rounds: faults injected: %s\n",
+		seed, last-first, time.Since(started).Round(time.Second), l.Charges, l.Declines, l.Replays, l.InProgressRefusals, c.redeliveries,
+		strings.Join(kinds, " "))
+}
+
+// plan is what one round does, drawn from the seed and the round number.
+type plan struct {
+	round int
+	ops   []plannedOp
+	// Faults during the burst; delays are from the burst's start.
+	kill         int // replica index to kill -9, or -1
+	killAfter    time.Duration
+	expireLocks  bool
+	expireAfter  time.Duration
+	providerLink string // "", "lose", "reset", "blackhole", "refuse", "delay"
+	frontLink    string // "", "lose", "reset", "blackhole"
+	frontReplica int
+	dbRestart    string // "", "fast", "immediate"
+	dbAfter      time.Duration
+	dbDown       time.Duration
+}
+
+type plannedOp struct {
+	op
+	senders   []int // replica of each concurrent first attempt
+	abandoned bool  // no retry after the burst: the completer's
+	careless  bool  // a second client attempt with a new key and a new external payment
+}
+
+// refPrefixes are the provider's behaviours by reference, with weights.
+var refPrefixes = []struct {
+	prefix string
+	weight int
+}{
+	{"pi", 70}, {"decline_", 10}, {"drop_", 5}, {"gw502_", 5}, {"slow_", 4}, {"busy_", 6},
+}
+
+func newPlan(seed uint64, round int) plan {
+	rng := rand.New(rand.NewPCG(seed, uint64(round)))
+	p := plan{round: round, kill: -1}
+	n := 1 + rng.IntN(5)
+	for i := range n {
+		prefix := pick(rng)
+		o := plannedOp{op: op{
+			key:      fmt.Sprintf("round-%d-%d", round, i),
+			order:    int64(1_000_000 + round*10 + i),
+			customer: int64(1 + rng.IntN(1000)),
+			amount:   fmt.Sprintf("%d.%02d", 1+rng.IntN(5000), rng.IntN(100)),
+			ext:      fmt.Sprintf("%s_round_%d_%d", prefix, round, i),
+		}}
+		for range 1 + rng.IntN(4) {
+			o.senders = append(o.senders, rng.IntN(3))
+		}
+		o.abandoned = rng.Float64() < 0.06
+		o.careless = prefix == "pi" && rng.Float64() < 0.08
+		p.ops = append(p.ops, o)
+	}
+	if rng.Float64() < 0.04 {
+		p.kill, p.killAfter = rng.IntN(3), time.Duration(rng.IntN(40))*time.Millisecond
+	}
+	if rng.Float64() < 0.15 {
+		p.expireLocks, p.expireAfter = true, time.Duration(rng.IntN(30))*time.Millisecond
+	}
+	if rng.Float64() < 0.2 {
+		p.providerLink = []string{"lose", "reset", "blackhole", "refuse", "delay"}[rng.IntN(5)]
+	}
+	if rng.Float64() < 0.15 {
+		p.frontLink, p.frontReplica = []string{"lose", "reset", "blackhole"}[rng.IntN(3)], rng.IntN(3)
+	}
+	if rng.Float64() < 0.02 {
+		p.dbRestart = []string{"fast", "immediate"}[rng.IntN(2)]
+		p.dbAfter = time.Duration(rng.IntN(30)) * time.Millisecond
+		p.dbDown = time.Duration(100+rng.IntN(300)) * time.Millisecond
+	}
+	return p
+}
+
+func pick(rng *rand.Rand) string {
+	total := 0
+	for _, p := range refPrefixes {
+		total += p.weight
+	}
+	n := rng.IntN(total)
+	for _, p := range refPrefixes {
+		if n < p.weight {
+			return p.prefix
+		}
+		n -= p.weight
+	}
+	return "pi"
+}
+
+// kinds names every fault the round injects, for the run's totals.
+func (p plan) kinds() []string {
+	var k []string
+	dups := 0
+	for _, o := range p.ops {
+		if len(o.senders) > 1 {
+			dups++
+		}
+		if prefix, _, _ := strings.Cut(o.ext, "_round"); prefix != "pi" {
+			k = append(k, "provider:"+strings.TrimSuffix(prefix, "_"))
+		}
+		if o.abandoned {
+			k = append(k, "abandoned")
+		}
+		if o.careless {
+			k = append(k, "careless-client")
+		}
+	}
+	if dups > 0 {
+		k = append(k, "concurrent-duplicates")
+	}
+	if p.kill >= 0 {
+		k = append(k, "kill-9")
+	}
+	if p.expireLocks {
+		k = append(k, "lock-expiry")
+	}
+	if p.providerLink != "" {
+		k = append(k, "provider-link:"+p.providerLink)
+	}
+	if p.frontLink != "" {
+		k = append(k, "client-link:"+p.frontLink)
+	}
+	if p.dbRestart != "" {
+		k = append(k, "db-restart:"+p.dbRestart)
+	}
+	return k
+}
+
+func (p plan) String() string {
+	var b strings.Builder
+	for i, o := range p.ops {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s %s senders %v", o.key, o.ext, o.senders)
+		if o.abandoned {
+			b.WriteString(" abandoned")
+		}
+		if o.careless {
+			b.WriteString(" +careless")
+		}
+	}
+	fmt.Fprintf(&b, " | kill %d after %s, expire locks %v after %s, provider link %q, client link %q on r%d, db %q after %s for %s",
+		p.kill, p.killAfter, p.expireLocks, p.expireAfter, p.providerLink, p.frontLink, p.frontReplica, p.dbRestart, p.dbAfter, p.dbDown)
+	return b.String()
+}
+
+// runRound runs one round's plan and returns every operation (the careless
+// client's included) and every answer the clients saw, once the round is
+// quiet: every careful operation has its final answer, and nothing of the
+// round is IN_PROGRESS or PENDING any more.
+func (s *stack) runRound(t *testing.T, p plan) ([]op, []answer) {
+	t.Helper()
+	var (
+		mu      sync.Mutex
+		ops     []op
+		answers []answer
+	)
+	record := func(a ...answer) {
+		mu.Lock()
+		answers = append(answers, a...)
+		mu.Unlock()
+	}
+	for _, o := range p.ops {
+		s.addOrder(o.op)
+		ops = append(ops, o.op)
+	}
+	careless := map[string]op{}
+	for i, o := range p.ops {
+		if o.careless {
+			c := o.op
+			c.key, c.ext = fmt.Sprintf("round-%d-%d-careless", p.round, i), fmt.Sprintf("pi_round_%d_%d_careless", p.round, i)
+			careless[o.key] = c
+			ops = append(ops, c)
+		}
+	}
+
+	// Arm the link faults, then the burst and the timed faults together.
+	switch p.providerLink {
+	case "lose":
+		must(t, s.toProvider.SetMode(faultproxy.LoseResponses))
+	case "reset":
+		must(t, s.toProvider.SetMode(faultproxy.Reset))
+	case "blackhole":
+		must(t, s.toProvider.SetMode(faultproxy.Blackhole))
+	case "refuse":
+		must(t, s.toProvider.SetMode(faultproxy.Refuse))
+	case "delay":
+		s.toProvider.SetDelay(200 * time.Millisecond)
+	}
+	front := s.replicas[p.frontReplica].front
+	switch p.frontLink {
+	case "lose":
+		must(t, front.SetMode(faultproxy.LoseResponses))
+	case "reset":
+		must(t, front.SetMode(faultproxy.Reset))
+	case "blackhole":
+		must(t, front.SetMode(faultproxy.Blackhole))
+	}
+
+	var wg sync.WaitGroup
+	for _, o := range p.ops {
+		for _, r := range o.senders {
+			wg.Go(func() { record(s.replicas[r].charge(o.op, 500*time.Millisecond)) })
+		}
+		if c, ok := careless[o.key]; ok {
+			wg.Go(func() {
+				time.Sleep(5 * time.Millisecond)
+				record(s.replicas[o.senders[0]].charge(c, 500*time.Millisecond))
+			})
+		}
+	}
+	if p.kill >= 0 {
+		wg.Go(func() {
+			time.Sleep(p.killAfter)
+			s.replicas[p.kill].kill()
+		})
+	}
+	if p.expireLocks {
+		wg.Go(func() {
+			time.Sleep(p.expireAfter)
+			keys := make([]string, len(ops))
+			for i, o := range ops {
+				keys[i] = o.key
+			}
+			// A stalled owner's lock runs out under it: the next request
+			// takes the claim over while the owner may still be working.
+			_, _ = s.db.Exec(context.Background(), `UPDATE idempotency_record SET locked_until = clock_timestamp() - interval '1 millisecond'
+				WHERE status = 'IN_PROGRESS' AND idempotency_key = ANY($1)`, keys)
+		})
+	}
+	dbDone := make(chan struct{})
+	if p.dbRestart != "" {
+		go func() {
+			defer close(dbDone)
+			time.Sleep(p.dbAfter)
+			mode := pgtemp.HaltFast
+			if p.dbRestart == "immediate" {
+				mode = pgtemp.HaltImmediate
+			}
+			if err := s.haltDB(mode); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(p.dbDown)
+			if err := s.resumeDB(context.Background()); err != nil {
+				t.Error(err)
+			}
+		}()
+	} else {
+		close(dbDone)
+	}
+	wg.Wait()
+	<-dbDone
+	if t.Failed() {
+		t.FailNow()
+	}
+	s.heal()
+
+	// The careful clients finish their operations; the abandoned ones and
+	// the careless client's are left to the completer.
+	var settle sync.WaitGroup
+	for _, o := range p.ops {
+		if !o.abandoned {
+			settle.Go(func() { record(s.settle(o.op, 30*time.Second)...) })
+		}
+	}
+	settle.Wait()
+	keys := make([]string, len(ops))
+	orders := make([]int64, len(ops))
+	for i, o := range ops {
+		keys[i], orders[i] = o.key, o.order
+	}
+	waitFor(t, 30*time.Second, fmt.Sprintf("round %d quiet (the completer finishing what nobody retried)", p.round), func() bool {
+		return s.count(`SELECT count(*) FROM idempotency_record WHERE status = 'IN_PROGRESS' AND idempotency_key = ANY($1)`, keys) == 0 &&
+			s.count(`SELECT count(*) FROM payment WHERE status = 'PENDING' AND order_id = ANY($1)`, orders) == 0
+	})
+	return ops, answers
+}
