@@ -10,6 +10,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"time"
@@ -196,6 +197,9 @@ func isUnavailable(err error) bool {
 	return errors.As(err, &connectErr) ||
 		errors.As(err, &netErr) ||
 		errors.Is(err, driver.ErrBadConn) ||
+		// The connection ended in the middle of a statement: the server
+		// crashed or was shut down immediately.
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
 		errors.Is(err, context.DeadlineExceeded) ||
 		pgconn.SafeToRetry(err) ||
 		pgconn.Timeout(err)
