@@ -1,0 +1,318 @@
+// Package paymentclient is the reference Go client of payment-service's
+// POST /payments, for teams that charge through it. It follows rule
+// R-DIST-IDEM-X3 of the idempotency style guide: one Idempotency-Key per
+// business operation, reused on every retry, and retries only where a retry
+// cannot charge twice.
+//
+// The rules it keeps, and why:
+//
+//   - The key belongs to the business operation, not to the HTTP request.
+//     Make it once, when you decide to charge (NewIdempotencyKey), store it
+//     with the order or payment intent it charges, and pass the same key
+//     and the same ChargeRequest on every call for that operation, also
+//     after your own process restarts. A new key for a retry turns the
+//     service's first layer of protection off; a new externalPaymentId
+//     turns off the second. The service's third layer (one paid order is
+//     paid once) still refuses the second charge, but only for the same
+//     order.
+//   - Charge retries by itself only what is safe and may still succeed: no
+//     answer at all (the request may or may not have been processed),
+//     503 (the database or the provider is unavailable, or the outcome is
+//     unknown: the charge may have gone through, and the retry with the
+//     same key asks again), and 409 request-in-progress (another attempt
+//     with this key is running). Every other 4xx is final for this request
+//     and is returned as an error at once.
+//   - Between attempts it waits a capped exponential backoff with jitter,
+//     and never less than the service's Retry-After. It stops when the
+//     caller's context ends, or after RetryPolicy.MaxAttempts.
+//   - Errors are typed: use errors.Is with the Err* values (ErrDeclined,
+//     ErrKeyReused, ErrOrderAlreadyPaid, ...) and errors.As with *Problem,
+//     *DeclinedError or *GaveUpError for the details.
+//
+// A *GaveUpError whose OutcomeUnknown is true (errors.Is(err,
+// ErrOutcomeUnknown)) means the charge may have been made: call Charge again
+// later with the same key and request to learn how it ended. Never start
+// over with a new key or a new external payment id.
+package paymentclient
+
+import (
+	"bytes"
+	"context"
+	crand "crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config configures a Client.
+type Config struct {
+	// BaseURL is the service's address, such as https://payments.internal.
+	BaseURL string
+	// APIKey is the client's key, sent as a bearer token.
+	APIKey string
+	// HTTPClient makes the requests; nil means a client of its own with
+	// keep-alive connections. Its Timeout, if any, bounds each attempt.
+	HTTPClient *http.Client
+	// AttemptTimeout bounds one attempt, answer included; zero means 15 s.
+	// An attempt that times out is retried like any request that got no
+	// answer.
+	AttemptTimeout time.Duration
+	// Retry is the retry policy; its zero value is DefaultRetryPolicy.
+	Retry RetryPolicy
+}
+
+// RetryPolicy says how often and how fast Charge retries.
+type RetryPolicy struct {
+	// InitialBackoff is the pause after the first failed attempt; it
+	// doubles with each attempt up to MaxBackoff. Zero means 100 ms.
+	InitialBackoff time.Duration
+	// MaxBackoff caps the backoff (not a longer Retry-After, which is
+	// always honoured). Zero means 5 s.
+	MaxBackoff time.Duration
+	// MaxAttempts bounds the attempts; zero means no bound but the
+	// caller's context, which should then have a deadline.
+	MaxAttempts int
+}
+
+// DefaultRetryPolicy is the policy of a zero RetryPolicy.
+var DefaultRetryPolicy = RetryPolicy{InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second}
+
+// Client charges through payment-service. It is safe for concurrent use.
+type Client struct {
+	paymentsURL string
+	apiKey      string
+	http        *http.Client
+	attempt     time.Duration
+	retry       RetryPolicy
+	// sleep waits d or until ctx ends; tests replace it.
+	sleep func(ctx context.Context, d time.Duration) error
+	// jitter returns a random duration in [0, d); tests replace it.
+	jitter func(d time.Duration) time.Duration
+}
+
+// New returns a client for cfg.
+func New(cfg Config) (*Client, error) {
+	u, err := url.Parse(cfg.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("paymentclient: BaseURL %q must be http(s)://host[:port]", cfg.BaseURL)
+	}
+	if cfg.APIKey == "" {
+		return nil, errors.New("paymentclient: APIKey is required")
+	}
+	c := &Client{
+		paymentsURL: u.JoinPath("payments").String(),
+		apiKey:      cfg.APIKey,
+		http:        cfg.HTTPClient,
+		attempt:     cfg.AttemptTimeout,
+		retry:       cfg.Retry,
+		sleep:       sleep,
+		jitter:      func(d time.Duration) time.Duration { return rand.N(d) },
+	}
+	if c.http == nil {
+		c.http = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}}
+	}
+	if c.attempt <= 0 {
+		c.attempt = 15 * time.Second
+	}
+	if c.retry.InitialBackoff <= 0 {
+		c.retry.InitialBackoff = DefaultRetryPolicy.InitialBackoff
+	}
+	if c.retry.MaxBackoff <= 0 {
+		c.retry.MaxBackoff = DefaultRetryPolicy.MaxBackoff
+	}
+	c.retry.MaxBackoff = max(c.retry.MaxBackoff, c.retry.InitialBackoff)
+	return c, nil
+}
+
+// NewIdempotencyKey returns a new random key (a UUID v4) for one business
+// operation. Store it with the operation before the first attempt, so that
+// every retry, also from another process, sends the same key.
+func NewIdempotencyKey() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// ChargeRequest is the body of POST /payments.
+type ChargeRequest struct {
+	OrderID    int64 `json:"orderId"`
+	CustomerID int64 `json:"customerId"`
+	// Amount is a decimal string, such as "100.50": never a float.
+	Amount          string `json:"amount"`
+	Currency        string `json:"currency"`
+	PaymentProvider string `json:"paymentProvider"`
+	// ExternalPaymentID is the provider's payment (intent) id. Like the
+	// idempotency key, it belongs to the operation: reuse it on retries.
+	ExternalPaymentID string `json:"externalPaymentId"`
+}
+
+// Payment is a payment as the service records it.
+type Payment struct {
+	ID                int64     `json:"id"`
+	OrderID           int64     `json:"orderId"`
+	CustomerID        int64     `json:"customerId"`
+	Amount            string    `json:"amount"`
+	Currency          string    `json:"currency"`
+	PaymentProvider   string    `json:"paymentProvider"`
+	ExternalPaymentID string    `json:"externalPaymentId"`
+	Status            string    `json:"status"` // SUCCEEDED or DECLINED
+	CreatedAt         time.Time `json:"createdAt"`
+}
+
+// Result is a successful charge.
+type Result struct {
+	Payment Payment
+	// Created is true for 201 (this operation made the payment) and false
+	// for 200 (the external payment was already recorded as this very
+	// charge, under another key).
+	Created bool
+	// Replayed is true when the answer is the one stored for the key by an
+	// earlier attempt (the Idempotent-Replayed header).
+	Replayed bool
+	// Attempts is how many requests it took.
+	Attempts int
+}
+
+// Charge charges req as the business operation named by key, retrying what
+// is safe to retry (see the package documentation) until a final answer,
+// the end of ctx, or RetryPolicy.MaxAttempts.
+//
+// It returns the payment, or an error to switch on with errors.Is:
+// ErrDeclined (also a *DeclinedError, with the declined payment),
+// ErrKeyReused, ErrOrderAlreadyPaid, ErrExternalPaymentConflict,
+// ErrValidation, ErrUnauthorized, ErrOrderNotFound, ErrOrderMismatch (each
+// also a *Problem), or a *GaveUpError when it stopped retrying; that one
+// Is ErrOutcomeUnknown when the charge may have been made, and wraps the
+// context's error when the context ended.
+func (c *Client) Charge(ctx context.Context, key string, req ChargeRequest) (Result, error) {
+	if key == "" {
+		return Result{}, errors.New("paymentclient: an idempotency key is required (NewIdempotencyKey, stored with the operation)")
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return Result{}, fmt.Errorf("paymentclient: encode request: %w", err)
+	}
+	giveUp := &GaveUpError{}
+	for attempt := 1; ; attempt++ {
+		res, retryAfter, err := c.once(ctx, key, body)
+		giveUp.Attempts, giveUp.Last = attempt, err
+		if err == nil {
+			res.Attempts = attempt
+			return res, nil
+		}
+		if !retryable(err) {
+			return Result{}, err
+		}
+		if mayHaveCharged(err) {
+			giveUp.OutcomeUnknown = true
+		}
+		if ctx.Err() != nil {
+			giveUp.Err = ctx.Err()
+			return Result{}, giveUp
+		}
+		if c.retry.MaxAttempts > 0 && attempt >= c.retry.MaxAttempts {
+			return Result{}, giveUp
+		}
+		wait := max(c.backoff(attempt), retryAfter)
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
+			// The next attempt could not start before the caller's
+			// deadline: give up now rather than sleep into it.
+			giveUp.Err = context.DeadlineExceeded
+			return Result{}, giveUp
+		}
+		if err := c.sleep(ctx, wait); err != nil {
+			giveUp.Err = err
+			return Result{}, giveUp
+		}
+	}
+}
+
+// backoff is the pause after attempt n (1-based): half of the capped
+// exponential step, plus a random part of up to the other half, so that
+// clients that failed together do not retry together.
+func (c *Client) backoff(n int) time.Duration {
+	d := c.retry.InitialBackoff
+	for i := 1; i < n && d < c.retry.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, c.retry.MaxBackoff)
+	return d/2 + c.jitter(d/2+1)
+}
+
+// once makes one attempt. It returns the Retry-After the service asked for
+// (zero if none).
+func (c *Client) once(ctx context.Context, key string, body []byte) (Result, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.attempt)
+	defer cancel()
+	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.paymentsURL, bytes.NewReader(body))
+	if err != nil {
+		return Result{}, 0, fmt.Errorf("paymentclient: %w", err)
+	}
+	// One call is one attempt: net/http would otherwise resend a request
+	// with an Idempotency-Key by itself when a kept-alive connection
+	// breaks, unseen by this loop and its backoff.
+	httpReq.GetBody = nil
+	httpReq.Header.Set("Authorization", "Bearer "+c.apiKey)
+	httpReq.Header.Set("Content-Type", "application/json")
+	httpReq.Header.Set("Idempotency-Key", key)
+	resp, err := c.http.Do(httpReq)
+	if err != nil {
+		return Result{}, 0, &NoAnswerError{Err: err}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return Result{}, 0, &NoAnswerError{Err: err}
+	}
+	retryAfter := parseRetryAfter(resp.Header.Get("Retry-After"))
+	switch resp.StatusCode {
+	case http.StatusOK, http.StatusCreated:
+		var p Payment
+		if err := json.Unmarshal(b, &p); err != nil {
+			// The charge went through but its answer is garbled on the
+			// way: ask again, the service replays it.
+			return Result{}, 0, &NoAnswerError{Err: fmt.Errorf("unreadable %d answer: %w", resp.StatusCode, err)}
+		}
+		return Result{Payment: p, Created: resp.StatusCode == http.StatusCreated,
+			Replayed: resp.Header.Get("Idempotent-Replayed") == "true"}, 0, nil
+	}
+	p := &Problem{Status: resp.StatusCode, RetryAfter: retryAfter}
+	if err := json.Unmarshal(b, p); err != nil || p.Code == "" {
+		// Not the service's problem+json: a proxy's or gateway's page.
+		p.Code, p.Title = "http-"+strconv.Itoa(resp.StatusCode), http.StatusText(resp.StatusCode)
+		p.Detail = strings.TrimSpace(string(b[:min(len(b), 200)]))
+	}
+	if p.Code == codeDeclined && p.Payment != nil {
+		return Result{}, 0, &DeclinedError{Payment: *p.Payment, Problem: p}
+	}
+	return Result{}, retryAfter, p
+}
+
+// parseRetryAfter reads delay-seconds; an HTTP date or garbage is ignored.
+func parseRetryAfter(v string) time.Duration {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return time.Duration(n) * time.Second
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
