@@ -70,9 +70,10 @@ func TestConcurrentDuplicatesAcrossReplicas(t *testing.T) {
 		}
 	}
 	t.Logf("answers to %d concurrent requests: %v", len(answers), counts)
-	// The test must have made duplicates meet: some were turned away while
-	// the first was running, some replayed its stored answer.
-	if counts["409 request-in-progress"] == 0 || counts["replayed"] == 0 {
+	// The test must have made duplicates meet: turned away while the first
+	// was running, or answered its stored outcome (how many of each depends
+	// on the machine's speed).
+	if counts["409 request-in-progress"]+counts["replayed"] == 0 {
 		t.Fatalf("no duplicate met a running or finished charge (%v): the test did not test", counts)
 	}
 	if counts["no answer"] > 0 {
