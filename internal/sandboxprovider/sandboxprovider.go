@@ -181,7 +181,8 @@ type Provider struct {
 	mu       sync.Mutex
 	rng      *rand.Rand
 	byKey    map[string]*entry
-	refused  map[string]bool // keys a busy_ fault has already refused once
+	byRef    map[string][]string // reference -> keys of its charges
+	refused  map[string]bool     // keys a busy_ fault has already refused once
 	nextID   int
 	counters Counters
 	now      func() time.Time
@@ -196,6 +197,7 @@ func New(cfg Config) *Provider {
 		cfg:      cfg,
 		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		byKey:    map[string]*entry{},
+		byRef:    map[string][]string{},
 		refused:  map[string]bool{},
 		counters: Counters{Faults: map[Fault]int{}},
 		now:      time.Now,
@@ -231,6 +233,19 @@ func (p *Provider) Counters() Counters {
 		c.Faults[f] = n
 	}
 	return c
+}
+
+// ChargesFor returns every charge (succeeded or declined) made for a
+// reference, under any idempotency key: more than one succeeded charge for
+// a payment's reference is a double charge, whatever keys were used.
+func (p *Provider) ChargesFor(reference string) []Charge {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []Charge
+	for _, key := range p.byRef[reference] {
+		out = append(out, *p.byKey[key].charge)
+	}
+	return out
 }
 
 // Lookup returns the charge made under key, if any.
@@ -312,6 +327,7 @@ func (p *Provider) decide(key string, req chargeRequest) Charge {
 	}
 	e := p.byKey[key]
 	e.charge, e.pending = c, false
+	p.byRef[req.Reference] = append(p.byRef[req.Reference], key)
 	return *c
 }
 

@@ -24,8 +24,9 @@ import (
 // a broker it can stop: `make test-fault` starts one with
 // scripts/kafka-local.sh and names the script in FAULT_KAFKA_SCRIPT). First
 // a clean shutdown in the middle of consuming a batch of order events, with
-// charges going on meanwhile (their events wait in the outbox); then a
-// crash (kill -9) while the relay publishes that backlog and the consumers
+// charges going on meanwhile (their events wait in the outbox, and the
+// relay's publishes fail: the broker stays down longer than they wait);
+// then a crash (kill -9) while the relay publishes that backlog and the consumers
 // read a second batch.
 //
 // Nothing is lost: every order event is projected and every payment's
@@ -63,6 +64,7 @@ func TestBrokerOutage(t *testing.T) {
 	produceOrders(t, brokers, s.orderTopic, first)
 	waitFor(t, 30*time.Second, "the consumers to start on batch 1", func() bool { return s.projected(first) > 0 })
 	kafkaScript(t, script, "pause")
+	paused := time.Now()
 	atPause := s.projectedOps(first)
 	if len(atPause) == len(first) {
 		t.Fatal("every order of batch 1 was projected before the broker went away: the outage missed the consumption")
@@ -75,6 +77,9 @@ func TestBrokerOutage(t *testing.T) {
 	}
 	t.Logf("broker down: %d of %d orders projected, %d charged, %d events waiting in the outbox",
 		len(atPause), len(first), len(charged), s.count(`SELECT count(*) FROM outbox_event WHERE published_at IS NULL`))
+	// Down for longer than the relay's publish timeout (30 s), so that its
+	// publishes fail, rather than wait, and are retried.
+	time.Sleep(time.Until(paused.Add(35 * time.Second)))
 	kafkaScript(t, script, "resume")
 
 	// Outage 2, a crash: while the relay publishes that backlog and the
