@@ -218,7 +218,7 @@ func (c *checker) check(ops []op, answers []answer) violations {
 			decided[p.id] = p.status
 		}
 	}
-	outboxEvents := map[int64][]string{}
+	var outboxEvents map[int64][]string
 	deadline := time.Now().Add(45 * time.Second)
 	for {
 		outboxEvents = map[int64][]string{}
