@@ -43,7 +43,7 @@ func TestBrokerOutage(t *testing.T) {
 	}
 	// Small consumer batches and outbox batches, so that an outage lands
 	// in the middle of a run of them.
-	s := newStack(t, stackOptions{replicas: 2, brokers: brokers, env: []string{"KAFKA_CONSUMER_BATCH_SIZE=20", "OUTBOX_BATCH_SIZE=5"}})
+	s := newStack(t, stackOptions{replicas: 2, brokers: brokers, env: []string{"KAFKA_CONSUMER_BATCH_SIZE=5", "OUTBOX_BATCH_SIZE=5"}})
 	c := newChecker(s)
 
 	batch := func(b, n int) []op {
@@ -60,7 +60,7 @@ func TestBrokerOutage(t *testing.T) {
 	// Outage 1, clean: the broker goes away while the consumers work
 	// through a batch of order events. Charges go on meanwhile (the API
 	// needs PostgreSQL only); their events wait in the outbox.
-	first := batch(0, 400)
+	first := batch(0, 1000)
 	produceOrders(t, brokers, s.orderTopic, first)
 	waitFor(t, 30*time.Second, "the consumers to start on batch 1", func() bool { return s.projected(first) > 0 })
 	kafkaScript(t, script, "pause")
