@@ -160,9 +160,22 @@ func produceOrders(t *testing.T, brokers []string, topic string, ops []op) {
 			msgs = append(msgs, kafka.Message{Key: []byte(strconv.FormatInt(o.order, 10)), Value: v})
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	must(t, w.WriteMessages(ctx, msgs...))
+	// Right after a restart the broker may not have elected the topic's
+	// leaders yet: retry for a while. A partly written batch written again
+	// only adds copies with the same eventIds, which the consumer drops.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := w.WriteMessages(ctx, msgs...)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("producing order events: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // projected counts the ops whose order is in the projection.
