@@ -144,11 +144,16 @@ func NewIdempotencyKey() string {
 
 // ChargeRequest is the body of POST /payments.
 type ChargeRequest struct {
-	OrderID    int64 `json:"orderId"`
+	// OrderID is the order to pay; the service checks it against the
+	// order as it knows it.
+	OrderID int64 `json:"orderId"`
+	// CustomerID is the order's customer.
 	CustomerID int64 `json:"customerId"`
 	// Amount is a decimal string, such as "100.50": never a float.
-	Amount          string `json:"amount"`
-	Currency        string `json:"currency"`
+	Amount string `json:"amount"`
+	// Currency is the ISO 4217 code, such as "RUB".
+	Currency string `json:"currency"`
+	// PaymentProvider names the provider, such as "sandbox".
 	PaymentProvider string `json:"paymentProvider"`
 	// ExternalPaymentID is the provider's payment (intent) id. Like the
 	// idempotency key, it belongs to the operation: reuse it on retries.
@@ -156,16 +161,20 @@ type ChargeRequest struct {
 }
 
 // Payment is a payment as the service records it.
+// Its fields are the request's, plus what the service assigned.
 type Payment struct {
-	ID                int64     `json:"id"`
-	OrderID           int64     `json:"orderId"`
-	CustomerID        int64     `json:"customerId"`
-	Amount            string    `json:"amount"`
-	Currency          string    `json:"currency"`
-	PaymentProvider   string    `json:"paymentProvider"`
-	ExternalPaymentID string    `json:"externalPaymentId"`
-	Status            string    `json:"status"` // SUCCEEDED or DECLINED
-	CreatedAt         time.Time `json:"createdAt"`
+	// ID is the service's payment id (GET /payments/{id}).
+	ID                int64  `json:"id"`
+	OrderID           int64  `json:"orderId"`
+	CustomerID        int64  `json:"customerId"`
+	Amount            string `json:"amount"`
+	Currency          string `json:"currency"`
+	PaymentProvider   string `json:"paymentProvider"`
+	ExternalPaymentID string `json:"externalPaymentId"`
+	// Status is SUCCEEDED or DECLINED.
+	Status string `json:"status"`
+	// CreatedAt is when the payment was reserved.
+	CreatedAt time.Time `json:"createdAt"`
 }
 
 // Result is a successful charge.

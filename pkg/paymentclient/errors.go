@@ -63,8 +63,10 @@ type Problem struct {
 	// Code is the service's stable problem code, such as
 	// "order-already-paid"; "http-<status>" for an answer that was not the
 	// service's own (a gateway's page).
-	Code   string `json:"code"`
-	Title  string `json:"title"`
+	Code string `json:"code"`
+	// Title is a short human summary of the problem type.
+	Title string `json:"title"`
+	// Detail says what happened to this request and what to do next.
 	Detail string `json:"detail"`
 	// Errors names the invalid fields of a validation failure.
 	Errors []FieldError `json:"errors"`
@@ -76,7 +78,9 @@ type Problem struct {
 
 // FieldError is one invalid request field.
 type FieldError struct {
-	Field   string `json:"field"`
+	// Field is the JSON name of the field, such as "amount".
+	Field string `json:"field"`
+	// Message says what is wrong with it.
 	Message string `json:"message"`
 }
 
@@ -120,7 +124,9 @@ func (p *Problem) Is(target error) bool {
 
 // DeclinedError is a declined charge: the payment as recorded (DECLINED).
 type DeclinedError struct {
+	// Payment is the declined payment.
 	Payment Payment
+	// Problem is the service's 402 answer.
 	Problem *Problem
 }
 
@@ -136,7 +142,10 @@ func (e *DeclinedError) Unwrap() error { return e.Problem }
 
 // NoAnswerError is an attempt that got no answer: the connection failed,
 // broke, or timed out. The request may have been processed.
-type NoAnswerError struct{ Err error }
+type NoAnswerError struct {
+	// Err is the transport's error.
+	Err error
+}
 
 func (e *NoAnswerError) Error() string { return "payment-service: no answer: " + e.Err.Error() }
 
