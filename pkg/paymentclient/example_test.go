@@ -35,6 +35,6 @@ func ExampleClient_Charge() {
 	case errors.Is(err, paymentclient.ErrOutcomeUnknown):
 		log.Print("may have been charged: call Charge again later with the same key and request")
 	default:
-		log.Printf("not charged: %v", err)
+		log.Printf("refused (see the error; a *GaveUpError without ErrOutcomeUnknown charged nothing): %v", err)
 	}
 }
