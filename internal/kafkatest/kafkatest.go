@@ -250,54 +250,10 @@ func ReadAll(t testing.TB, brokers []string, topic string, timeout time.Duration
 	return recs
 }
 
+// readAll is a Tail's first look: everything from each partition's earliest
+// offset.
 func readAll(ctx context.Context, brokers []string, topic string) ([]Record, error) {
-	client, done := newClient(brokers)
-	defer done()
-
-	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
-	if err != nil {
-		return nil, err
-	}
-	var reqs []kafka.OffsetRequest
-	for _, tp := range md.Topics {
-		if tp.Name != topic {
-			continue
-		}
-		if tp.Error != nil {
-			return nil, tp.Error
-		}
-		for _, p := range tp.Partitions {
-			reqs = append(reqs, kafka.FirstOffsetOf(p.ID), kafka.LastOffsetOf(p.ID))
-		}
-	}
-	if len(reqs) == 0 {
-		return nil, fmt.Errorf("topic %q has no partitions in metadata", topic)
-	}
-	offs, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{
-		Topics: map[string][]kafka.OffsetRequest{topic: reqs},
-	})
-	if err != nil {
-		return nil, err
-	}
-
-	var out []Record
-	for _, po := range offs.Topics[topic] {
-		if po.Error != nil {
-			return nil, fmt.Errorf("partition %d offsets: %w", po.Partition, po.Error)
-		}
-		recs, err := readPartition(ctx, client, topic, po.Partition, po.FirstOffset, po.LastOffset)
-		if err != nil {
-			return nil, fmt.Errorf("partition %d: %w", po.Partition, err)
-		}
-		out = append(out, recs...)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Partition != out[j].Partition {
-			return out[i].Partition < out[j].Partition
-		}
-		return out[i].Offset < out[j].Offset
-	})
-	return out, nil
+	return NewTail(brokers, topic).Next(ctx)
 }
 
 // readPartition fetches [from, hwm) of one partition.
