@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,9 +42,10 @@ func TestBrokerOutage(t *testing.T) {
 		t.Fatal("TestBrokerOutage needs a real Apache Kafka broker it can stop and start: " +
 			"run it with `make test-fault` (KAFKA_BROKERS and FAULT_KAFKA_SCRIPT=scripts/kafka-local.sh)")
 	}
-	// Small consumer batches and outbox batches, so that an outage lands
-	// in the middle of a run of them.
-	s := newStack(t, stackOptions{replicas: 2, brokers: brokers, env: []string{"KAFKA_CONSUMER_BATCH_SIZE=5", "OUTBOX_BATCH_SIZE=5"}})
+	// Small consumer batches, so that an outage lands in the middle of a
+	// run of them; one outbox row per publish, so that publishing the
+	// backlog lasts long enough (about a second) for the crash to land in it.
+	s := newStack(t, stackOptions{replicas: 2, brokers: brokers, env: []string{"KAFKA_CONSUMER_BATCH_SIZE=5", "OUTBOX_BATCH_SIZE=1"}})
 	c := newChecker(s)
 
 	batch := func(b, n int) []op {
@@ -55,26 +57,30 @@ func TestBrokerOutage(t *testing.T) {
 		}
 		return out
 	}
-	const charges = 40 // per outage
+	const (
+		charges     = 40  // charged after the outages, from batch 2
+		backlog     = 150 // charged while the broker is down: the relay's backlog
+		chargers    = 4   // clients charging the backlog at once
+		pauseAfter  = 200 // orders of batch 1 projected when the broker goes away
+		batch1Size  = 1000
+		batch2Size  = 100
+		crashWithin = 90 * time.Second
+	)
 
 	// Outage 1, clean: the broker goes away while the consumers work
 	// through a batch of order events. Charges go on meanwhile (the API
 	// needs PostgreSQL only); their events wait in the outbox.
-	first := batch(0, 1000)
+	first := batch(0, batch1Size)
 	produceOrders(t, brokers, s.orderTopic, first)
-	waitFor(t, 30*time.Second, "the consumers to start on batch 1", func() bool { return s.projected(first) > 0 })
+	waitFor(t, 60*time.Second, "the consumers to work through batch 1", func() bool { return s.projected(first) >= pauseAfter })
 	kafkaScript(t, script, "pause")
 	paused := time.Now()
 	atPause := s.projectedOps(first)
 	if len(atPause) == len(first) {
 		t.Fatal("every order of batch 1 was projected before the broker went away: the outage missed the consumption")
 	}
-	var charged []op
-	var answers []answer
-	for _, o := range atPause[:min(charges, len(atPause))] {
-		answers = append(answers, s.settle(o, 20*time.Second)...)
-		charged = append(charged, o)
-	}
+	charged := slices.Clone(atPause[:min(backlog, len(atPause))])
+	answers := s.settleAll(charged, chargers, 30*time.Second)
 	t.Logf("broker down: %d of %d orders projected, %d charged, %d events waiting in the outbox",
 		len(atPause), len(first), len(charged), s.count(`SELECT count(*) FROM outbox_event WHERE published_at IS NULL`))
 	// Down for longer than the relay's publish timeout (30 s), so that its
@@ -83,12 +89,19 @@ func TestBrokerOutage(t *testing.T) {
 	kafkaScript(t, script, "resume")
 
 	// Outage 2, a crash: while the relay publishes that backlog and the
-	// consumers read a second batch.
-	second := batch(1, 100)
-	produceOrders(t, brokers, s.orderTopic, second)
-	waitFor(t, 90*time.Second, "the relay to start on the backlog", func() bool {
-		return s.count(`SELECT count(*) FROM outbox_event WHERE published_at IS NOT NULL`) > 0
-	})
+	// consumers read a second batch. The second batch is produced beside
+	// the watch for the relay's first publish (the relay's backoff decides
+	// when that comes), and the broker is killed as soon as it is seen.
+	second := batch(1, batch2Size)
+	produced := make(chan error, 1)
+	go func() { produced <- tryProduceOrders(brokers, s.orderTopic, second) }()
+	deadline := time.Now().Add(crashWithin)
+	for s.count(`SELECT count(*) FROM outbox_event WHERE published_at IS NOT NULL`) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay did not start on the backlog within %s of the broker's return", crashWithin)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 	kafkaScript(t, script, "pause", "kill")
 	left := s.count(`SELECT count(*) FROM outbox_event WHERE published_at IS NULL`)
 	t.Logf("broker crashed with %d events still to publish, %d of %d orders projected", left, s.projected(append(first, second...)), len(first)+len(second))
@@ -97,6 +110,9 @@ func TestBrokerOutage(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second)
 	kafkaScript(t, script, "resume")
+	if err := <-produced; err != nil {
+		t.Fatalf("producing batch 2 across the crash: %v", err)
+	}
 
 	// Nothing lost, nothing applied twice: every order projected, with its
 	// first copy's amount, and one processed_event row per distinct event.
@@ -115,10 +131,8 @@ func TestBrokerOutage(t *testing.T) {
 
 	// Charge some of batch 2 too; every payment's event reaches the topic
 	// with one distinct eventId.
-	for _, o := range second[:charges] {
-		answers = append(answers, s.settle(o, 20*time.Second)...)
-		charged = append(charged, o)
-	}
+	charged = append(charged, second[:charges]...)
+	answers = append(answers, s.settleAll(second[:charges], chargers, 30*time.Second)...)
 	require(t, c.check(charged, answers), "after two broker outages")
 	require(t, c.checkGlobal(), "after two broker outages")
 	t.Logf("events redelivered after the outages (same eventId, deduplicated by consumers): %d", c.redeliveries)
@@ -142,6 +156,14 @@ func kafkaScript(t *testing.T, script string, args ...string) {
 // that applying it would show.
 func produceOrders(t *testing.T, brokers []string, topic string, ops []op) {
 	t.Helper()
+	if err := tryProduceOrders(brokers, topic, ops); err != nil {
+		t.Fatalf("producing order events: %v", err)
+	}
+}
+
+// tryProduceOrders is produceOrders for a goroutine of the test: it returns
+// its error rather than failing the test.
+func tryProduceOrders(brokers []string, topic string, ops []op) error {
 	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll, BatchTimeout: 10 * time.Millisecond}
 	defer w.Close()
 	now := time.Now().UTC()
@@ -161,7 +183,7 @@ func produceOrders(t *testing.T, brokers []string, topic string, ops []op) {
 		}
 	}
 	// Right after a restart the broker may not have elected the topic's
-	// leaders yet: retry for a while. A partly written batch written again
+	// leaders yet, or it may be killed while this writes: retry for a while. A partly written batch written again
 	// only adds copies with the same eventIds, which the consumer drops.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -169,10 +191,10 @@ func produceOrders(t *testing.T, brokers []string, topic string, ops []op) {
 		err := w.WriteMessages(ctx, msgs...)
 		cancel()
 		if err == nil {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("producing order events: %v", err)
+			return err
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -184,9 +206,23 @@ func (s *stack) projected(ops []op) int {
 }
 
 func (s *stack) projectedOps(ops []op) []op {
+	ids := make([]int64, len(ops))
+	for i, o := range ops {
+		ids[i] = o.order
+	}
+	rows, err := s.db.Query(context.Background(), `SELECT order_id FROM order_projection WHERE order_id = ANY($1)`, ids)
+	must(s.t, err)
+	defer rows.Close()
+	in := map[int64]bool{}
+	for rows.Next() {
+		var id int64
+		must(s.t, rows.Scan(&id))
+		in[id] = true
+	}
+	must(s.t, rows.Err())
 	var out []op
 	for _, o := range ops {
-		if s.count(`SELECT count(*) FROM order_projection WHERE order_id = $1`, o.order) == 1 {
+		if in[o.order] {
 			out = append(out, o)
 		}
 	}

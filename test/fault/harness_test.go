@@ -570,6 +570,34 @@ func (s *stack) settle(o op, within time.Duration) []answer {
 	return seen
 }
 
+// settleAll settles ops with the careful client, workers of them at a time,
+// and returns every answer seen.
+func (s *stack) settleAll(ops []op, workers int, within time.Duration) []answer {
+	s.t.Helper()
+	var (
+		mu      sync.Mutex
+		answers []answer
+		wg      sync.WaitGroup
+		next    = make(chan op)
+	)
+	for range workers {
+		wg.Go(func() {
+			for o := range next {
+				seen := s.settle(o, within)
+				mu.Lock()
+				answers = append(answers, seen...)
+				mu.Unlock()
+			}
+		})
+	}
+	for _, o := range ops {
+		next <- o
+	}
+	close(next)
+	wg.Wait()
+	return answers
+}
+
 // waitFor polls cond every 20 ms until it holds or the deadline passes.
 func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
