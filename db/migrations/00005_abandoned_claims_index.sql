@@ -6,12 +6,18 @@
 -- CONCURRENTLY, so building it on a live table blocks no claim; that needs
 -- the migration to run outside a transaction.
 
+-- A build CONCURRENTLY that fails leaves an invalid index behind, and goose
+-- runs the migration again on the next start: the index is dropped first,
+-- so that rerun builds it anew instead of failing on the name
+-- (db/migrations/migrations_test.go).
+
 -- +goose NO TRANSACTION
 
 -- +goose Up
+DROP INDEX CONCURRENTLY IF EXISTS ix_idempotency_record_abandoned;
 CREATE INDEX CONCURRENTLY ix_idempotency_record_abandoned
     ON idempotency_record (locked_until)
     WHERE status = 'IN_PROGRESS';
 
 -- +goose Down
-DROP INDEX CONCURRENTLY ix_idempotency_record_abandoned;
+DROP INDEX CONCURRENTLY IF EXISTS ix_idempotency_record_abandoned;

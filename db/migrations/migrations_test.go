@@ -1,0 +1,168 @@
+package migrations_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payment-service/db/migrations"
+	"github.com/example/payment-service/internal/testdb"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+// concurrentBuild finds each CREATE [UNIQUE] INDEX CONCURRENTLY statement of
+// a migration's Up section: the index's name and the whole statement.
+var concurrentBuild = regexp.MustCompile(`(?is)CREATE\s+(?:UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)\s+ON\s+(\w+)[^;]*;`)
+
+// A CREATE INDEX CONCURRENTLY that fails (a statement timeout, a lost
+// connection, a deploy killed mid-way) leaves the index behind, marked
+// invalid: PostgreSQL never uses it for reads, yet keeps updating it on
+// every write. goose has not recorded the migration, so the next start runs
+// it again. That rerun must build a valid index: with IF NOT EXISTS it
+// would keep the invalid one and record the migration as applied; with
+// neither IF NOT EXISTS nor a DROP first it would fail on every start.
+//
+// For every migration that builds an index CONCURRENTLY, this makes the
+// build fail for real (it waits for a transaction that holds the table, and
+// its statement timeout ends it after the invalid index exists), then runs
+// the migration and requires every index to be valid.
+func TestAConcurrentIndexBuildThatFailedIsBuiltAgain(t *testing.T) {
+	files, err := filepath.Glob("*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tested := 0
+	for _, file := range files {
+		version, up := upSection(t, file)
+		builds := concurrentBuild.FindAllStringSubmatch(up, -1)
+		if len(builds) == 0 {
+			continue
+		}
+		tested++
+		t.Run(file, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			dsn := testdb.New(t)
+			db, err := sql.Open("pgx", dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			p, err := migrations.NewProvider(db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.DownTo(ctx, version-1); err != nil {
+				t.Fatalf("down to %d: %v", version-1, err)
+			}
+			for _, b := range builds {
+				leaveInvalidIndex(ctx, t, dsn, b[2], b[0])
+				if !exists(ctx, t, db, b[1]) {
+					t.Fatalf("the failed build of %s left no index behind: the test did not set up the failure", b[1])
+				}
+			}
+
+			if _, err := p.UpTo(ctx, version); err != nil {
+				t.Fatalf("running %s again after a failed build: %v", file, err)
+			}
+			for _, b := range builds {
+				if !exists(ctx, t, db, b[1]) {
+					continue // built, then dropped or renamed by the migration itself
+				}
+				var valid bool
+				if err := db.QueryRowContext(ctx, `SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)`, b[1]).Scan(&valid); err != nil {
+					t.Fatal(err)
+				}
+				if !valid {
+					t.Errorf("%s: index %s is still invalid after the migration ran again", file, b[1])
+				}
+			}
+			var invalid int
+			if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_index WHERE NOT indisvalid`).Scan(&invalid); err != nil {
+				t.Fatal(err)
+			}
+			if invalid != 0 {
+				t.Errorf("%s: %d invalid indexes after the migration ran again", file, invalid)
+			}
+			if _, err := p.Up(ctx); err != nil {
+				t.Fatalf("the migrations after %s: %v", file, err)
+			}
+		})
+	}
+	if tested == 0 {
+		t.Fatal("no migration builds an index CONCURRENTLY: the pattern no longer matches the files")
+	}
+}
+
+// upSection returns a migration's version and the text of its Up section.
+func upSection(t *testing.T, file string) (int64, string) {
+	t.Helper()
+	version, err := strconv.ParseInt(strings.SplitN(file, "_", 2)[0], 10, 64)
+	if err != nil {
+		t.Fatalf("%s: no version in the name: %v", file, err)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	_, up, ok := strings.Cut(text, "-- +goose Up")
+	if !ok {
+		t.Fatalf("%s: no Up section", file)
+	}
+	up, _, _ = strings.Cut(up, "-- +goose Down")
+	return version, up
+}
+
+// leaveInvalidIndex runs build so that it fails after creating its index:
+// another transaction holds a lock on the table that the build's wait for
+// older writers cannot get past, and the build's statement timeout ends it.
+func leaveInvalidIndex(ctx context.Context, t *testing.T, dsn, table, build string) {
+	t.Helper()
+	holder, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.Background())
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	// ROW EXCLUSIVE (what any INSERT takes) lets the build register its
+	// index, then holds up the build's wait for writers.
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+table+" IN ROW EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+
+	builder, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer builder.Close(context.Background())
+	if _, err := builder.Exec(ctx, "SET statement_timeout = '500ms'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := builder.Exec(ctx, build); err == nil || !strings.Contains(err.Error(), "statement timeout") {
+		t.Fatalf("the build was meant to time out waiting for the lock holder; got %v", fmt.Sprint(err))
+	}
+}
+
+func exists(ctx context.Context, t *testing.T, db *sql.DB, index string) bool {
+	t.Helper()
+	var found bool
+	if err := db.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL`, index).Scan(&found); err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
