@@ -126,7 +126,8 @@ func TestEveryAlertSaysWhyItExists(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"OutboxBacklogGrowing", "OutboxRelayWithoutLeader", "OrderConsumerStuck",
-		"OrderEventsDeadLettered", "UnknownOutcomesNotResolved", "ChargeCompleterFailing"} {
+		"OrderEventsDeadLettered", "OrderEventsDeadLetterRefused", "BackgroundComponentFailing",
+		"UnknownOutcomesNotResolved", "ChargeCompleterFailing", "RetentionPurgeFailing"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("no alert %s (have %v)", want, names)
 		}
