@@ -134,6 +134,39 @@ func TestEveryAlertSaysWhyItExists(t *testing.T) {
 	}
 }
 
+// alertRow is a row of the README's alert table, whose first cell names a rule.
+var alertRow = regexp.MustCompile("^\\| `(\\w+)` \\|")
+
+// The README's table of what to alert on is what operators read: it names
+// every rule of alerts.yml, and no rule that is not there.
+func TestTheReadmeNamesEveryAlertRule(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(raw), "| rule | signal | meaning | fires |")
+	if !ok {
+		t.Fatal("README.md: no alert table (| rule | signal | meaning | fires |)")
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	var named []string
+	for _, line := range strings.Split(table, "\n") {
+		if m := alertRow.FindStringSubmatch(line); m != nil {
+			named = append(named, m[1])
+		}
+	}
+	var rules []string
+	for _, r := range readAlertRules(t) {
+		rules = append(rules, r.name)
+	}
+	slices.Sort(named)
+	slices.Sort(rules)
+	if !slices.Equal(named, rules) {
+		t.Errorf("README.md's alert table names %v; deploy/prometheus/alerts.yml has %v", named, rules)
+	}
+}
+
 // panel is the part of a Grafana panel the checks read.
 type panel struct {
 	ID         int    `json:"id"`
