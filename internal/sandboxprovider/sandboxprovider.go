@@ -115,7 +115,16 @@ const (
 )
 
 // Charge is one entry of the ledger: one idempotency key, decided once.
+// Its JSON is the answer's fields and the request count, flat.
 type Charge struct {
+	ChargeAnswer
+	// Requests counts every request that carried this key, the first included.
+	Requests int `json:"requests"`
+}
+
+// ChargeAnswer is the body of a 200 answer: the charge as it was decided,
+// byte for byte the same on every replay.
+type ChargeAnswer struct {
 	ID             string          `json:"id"`
 	IdempotencyKey string          `json:"idempotencyKey"`
 	Status         ChargeStatus    `json:"status"`
@@ -123,8 +132,6 @@ type Charge struct {
 	Currency       string          `json:"currency"`
 	Reference      string          `json:"reference"`
 	Created        time.Time       `json:"created"`
-	// Requests counts every request that carried this key, the first included.
-	Requests int `json:"requests"`
 }
 
 // Counters count what the provider did, since it started.
@@ -316,14 +323,16 @@ func (p *Provider) decide(key string, req chargeRequest) Charge {
 	}
 	p.nextID++
 	c := &Charge{
-		ID:             fmt.Sprintf("ch_%08d", p.nextID),
-		IdempotencyKey: key,
-		Status:         status,
-		Amount:         req.Amount,
-		Currency:       req.Currency,
-		Reference:      req.Reference,
-		Created:        p.now().UTC(),
-		Requests:       1,
+		ChargeAnswer: ChargeAnswer{
+			ID:             fmt.Sprintf("ch_%08d", p.nextID),
+			IdempotencyKey: key,
+			Status:         status,
+			Amount:         req.Amount,
+			Currency:       req.Currency,
+			Reference:      req.Reference,
+			Created:        p.now().UTC(),
+		},
+		Requests: 1,
 	}
 	e := p.byKey[key]
 	e.charge, e.pending = c, false

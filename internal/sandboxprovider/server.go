@@ -121,24 +121,7 @@ func (h *handler) createCharge(w http.ResponseWriter, r *http.Request) {
 	if adm == admitReplay {
 		w.Header().Set(headerReplayed, "true")
 	}
-	writeJSON(w, http.StatusOK, answerOf(charge))
-}
-
-// ChargeAnswer is the body of a 200 answer: the charge as it was decided,
-// byte for byte the same on every replay.
-type ChargeAnswer struct {
-	ID             string          `json:"id"`
-	IdempotencyKey string          `json:"idempotencyKey"`
-	Status         ChargeStatus    `json:"status"`
-	Amount         decimal.Decimal `json:"amount"`
-	Currency       string          `json:"currency"`
-	Reference      string          `json:"reference"`
-	Created        time.Time       `json:"created"`
-}
-
-func answerOf(c Charge) ChargeAnswer {
-	return ChargeAnswer{ID: c.ID, IdempotencyKey: c.IdempotencyKey, Status: c.Status, Amount: c.Amount,
-		Currency: c.Currency, Reference: c.Reference, Created: c.Created}
+	writeJSON(w, http.StatusOK, charge.ChargeAnswer)
 }
 
 // wait sleeps for d, or until the server stops or cancel is closed.
@@ -166,7 +149,7 @@ func (h *handler) lookupCharge(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, ErrTypeChargeNotFound, "no charge was made with this idempotency key", nil)
 		return
 	}
-	writeJSON(w, http.StatusOK, answerOf(c))
+	writeJSON(w, http.StatusOK, c.ChargeAnswer)
 }
 
 func parseChargeRequest(body io.Reader) (chargeRequest, error) {
