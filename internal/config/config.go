@@ -276,9 +276,15 @@ func (p *parser) httpURL(name string) string {
 	if v == "" {
 		return ""
 	}
+	return p.checkHTTPURL(name, v, "http://127.0.0.1:8081")
+}
+
+// checkHTTPURL returns v if it is an http:// or https:// URL with a host;
+// otherwise it records the failure, naming example, and returns "".
+func (p *parser) checkHTTPURL(name, v, example string) string {
 	u, err := url.Parse(v)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		p.fail(name, "must be an http:// or https:// URL such as http://127.0.0.1:8081, got %q", v)
+		p.fail(name, "must be an http:// or https:// URL such as %s, got %q", example, v)
 		return ""
 	}
 	return v

@@ -1,9 +1,11 @@
 package config
 
 import (
-	"net/url"
 	"strings"
 )
+
+// otlpExample is the endpoint an error message about an OTLP URL shows.
+const otlpExample = "http://localhost:4318"
 
 // Tracing is the OpenTelemetry tracing configuration, from the standard
 // OTEL_* variables (opentelemetry.io/docs/specs/otel/configuration/sdk-environment-variables).
@@ -68,23 +70,13 @@ func (p *parser) tracing() Tracing {
 	// The signal-specific variable is the URL as it is; the general one is
 	// a base URL that the traces path is appended to.
 	if v := p.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "", false); v != "" {
-		t.Endpoint = p.otlpURL("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", v)
+		t.Endpoint = p.checkHTTPURL("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", v, otlpExample)
 		return t
 	}
 	if v := p.str("OTEL_EXPORTER_OTLP_ENDPOINT", "", false); v != "" {
-		if base := p.otlpURL("OTEL_EXPORTER_OTLP_ENDPOINT", v); base != "" {
+		if base := p.checkHTTPURL("OTEL_EXPORTER_OTLP_ENDPOINT", v, otlpExample); base != "" {
 			t.Endpoint = strings.TrimSuffix(base, "/") + "/v1/traces"
 		}
 	}
 	return t
-}
-
-// otlpURL checks an OTLP endpoint: an http:// or https:// URL with a host.
-func (p *parser) otlpURL(name, v string) string {
-	u, err := url.Parse(v)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		p.fail(name, "must be an http:// or https:// URL such as http://localhost:4318, got %q", v)
-		return ""
-	}
-	return v
 }
