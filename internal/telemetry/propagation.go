@@ -43,17 +43,6 @@ func RemoteSpanContext(fields map[string]string) trace.SpanContext {
 	return trace.SpanContextFromContext(w3c.Extract(context.Background(), propagation.MapCarrier(fields)))
 }
 
-// ContextWithRemoteParent returns ctx with the span context in fields as
-// its remote parent, so that the next span started from it continues that
-// trace. ctx is returned as it is when fields hold no valid span context.
-func ContextWithRemoteParent(ctx context.Context, fields map[string]string) context.Context {
-	sc := RemoteSpanContext(fields)
-	if !sc.IsValid() {
-		return ctx
-	}
-	return trace.ContextWithRemoteSpanContext(ctx, sc)
-}
-
 // Propagator is W3C Trace Context, for instrumentation that takes a
 // propagator (the HTTP server middleware).
 func Propagator() propagation.TextMapPropagator { return w3c }
