@@ -307,16 +307,14 @@ func (r *Relay) relayBatch(ctx context.Context, sess Session, pubs publishers) (
 	// Each row goes to the topic stored in it. Rows of one topic keep their
 	// id order; a key's rows are all in one topic (the topic a replica
 	// writes does not change under it), so per-key order holds.
-	byTopic := map[string][]idempotent.Message{}
-	eventsByTopic := map[string][]Event{}
+	byTopic := map[string][]Event{}
 	var topics []string
 	ids := make([]int64, len(events))
 	for i, e := range events {
 		if _, ok := byTopic[e.Topic]; !ok {
 			topics = append(topics, e.Topic)
 		}
-		byTopic[e.Topic] = append(byTopic[e.Topic], toMessage(e))
-		eventsByTopic[e.Topic] = append(eventsByTopic[e.Topic], e)
+		byTopic[e.Topic] = append(byTopic[e.Topic], e)
 		ids[i] = e.ID
 	}
 	for _, topic := range topics {
@@ -328,7 +326,7 @@ func (r *Relay) relayBatch(ctx context.Context, sess Session, pubs publishers) (
 			}
 			pub, pubs[topic] = p, p
 		}
-		if err := r.publish(ctx, pub, eventsByTopic[topic], byTopic[topic]); err != nil {
+		if err := r.publish(ctx, pub, byTopic[topic]); err != nil {
 			// Nothing of the batch is marked: the topics published before
 			// this one get their rows again with the same eventIds, which
 			// consumers drop (at least once, as after a crash).
@@ -359,9 +357,11 @@ func (r *Relay) relayBatch(ctx context.Context, sess Session, pubs publishers) (
 // links the span that wrote each event, so the trace of a request leads to
 // the publish of its event and back; the records themselves carry the
 // request's trace context (toMessage).
-func (r *Relay) publish(ctx context.Context, pub Publisher, events []Event, msgs []idempotent.Message) error {
+func (r *Relay) publish(ctx context.Context, pub Publisher, events []Event) error {
+	msgs := make([]idempotent.Message, len(events))
 	links := make([]trace.Link, 0, len(events))
-	for _, e := range events {
+	for i, e := range events {
+		msgs[i] = toMessage(e)
 		if sc := telemetry.RemoteSpanContext(e.TraceContext); sc.IsValid() {
 			links = append(links, trace.Link{SpanContext: sc})
 		}
