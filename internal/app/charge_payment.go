@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -201,7 +200,7 @@ func (uc *ChargePayment) Handle(ctx context.Context, cmd ChargeCommand) (ChargeR
 		// takes it over and asks the provider, which answers the same.
 		uc.logger.ErrorContext(ctx, "recording the provider's answer failed; the outcome is unknown to the client",
 			"payment_id", payment.ID, "decision", decision, "err", err)
-		return ChargeResult{}, &OutcomeUnknownError{RetryAfter: uc.remainingLock(claimedAt), Err: err}
+		return ChargeResult{}, &OutcomeUnknownError{RetryAfter: lockRetryAfter(claimedAt.Add(uc.lockTimeout), time.Now()), Err: err}
 	}
 	return ChargeResult{Response: resp}, nil
 }
@@ -260,7 +259,7 @@ func (uc *ChargePayment) providerFailed(ctx context.Context, scope IdempotencySc
 			// The claim and its payment stay until the lock runs out; the
 			// retry then takes the key over and asks the provider again.
 			uc.logger.ErrorContext(ctx, "releasing the key failed", "err", err)
-			return &InProgressError{RetryAfter: uc.remainingLock(claimedAt)}
+			return &InProgressError{RetryAfter: lockRetryAfter(claimedAt.Add(uc.lockTimeout), time.Now())}
 		}
 	}
 
@@ -272,20 +271,12 @@ func (uc *ChargePayment) providerFailed(ctx context.Context, scope IdempotencySc
 	})
 	if err != nil {
 		// The lock runs out on its own; until then a retry is in progress.
-		retryAfter = uc.remainingLock(claimedAt)
+		retryAfter = lockRetryAfter(claimedAt.Add(uc.lockTimeout), time.Now())
 		if !errors.Is(err, ErrLockLost) {
 			uc.logger.ErrorContext(ctx, "ending the lock early failed", "err", err)
 		}
 	}
 	return &OutcomeUnknownError{RetryAfter: retryAfter, Err: callErr}
-}
-
-// remainingLock is how long a lock claimed at claimedAt still blocks a
-// retry, rounded up to whole seconds and at least one (Retry-After has
-// second resolution).
-func (uc *ChargePayment) remainingLock(claimedAt time.Time) time.Duration {
-	left := uc.lockTimeout - time.Since(claimedAt)
-	return max(time.Second, time.Duration(math.Ceil(left.Seconds()))*time.Second)
 }
 
 // claimResult is what phase 1 decided: either response (the key was
