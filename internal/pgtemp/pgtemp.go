@@ -228,18 +228,9 @@ func (c *Cluster) DSN(database string) string {
 // Stop shuts the server down (fast shutdown, then kill after 30 s) and
 // removes its files. It is safe to call more than once.
 func (c *Cluster) Stop() {
-	c.mu.Lock()
-	cmd, exited := c.cmd, c.exited
-	c.mu.Unlock()
-	if cmd != nil && cmd.Process != nil {
-		_ = cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-	}
+	// A server that is not running (never started, halted, crashed) makes
+	// Halt fail at once; its files go all the same.
+	_ = c.Halt(HaltFast)
 	_ = os.RemoveAll(c.dir)
 }
 
