@@ -43,6 +43,7 @@ package sandboxprovider
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -176,9 +177,8 @@ func (r chargeRequest) sameAs(o chargeRequest) bool {
 
 // entry is one key's state: being processed, then decided.
 type entry struct {
-	req     chargeRequest
-	charge  *Charge // nil while processing
-	pending bool
+	req    chargeRequest
+	charge *Charge // nil while processing
 }
 
 // Provider is the sandbox's state and logic, without HTTP (server.go serves it).
@@ -215,11 +215,7 @@ func New(cfg Config) *Provider {
 func (p *Provider) Ledger() Ledger {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	l := Ledger{Counters: p.counters}
-	l.Counters.Faults = make(map[Fault]int, len(p.counters.Faults))
-	for f, n := range p.counters.Faults {
-		l.Counters.Faults[f] = n
-	}
+	l := Ledger{Counters: p.countersLocked()}
 	for _, e := range p.byKey {
 		if e.charge != nil {
 			l.Charges = append(l.Charges, *e.charge)
@@ -234,11 +230,13 @@ func (p *Provider) Ledger() Ledger {
 func (p *Provider) Counters() Counters {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.countersLocked()
+}
+
+// countersLocked copies the counters; p.mu is held.
+func (p *Provider) countersLocked() Counters {
 	c := p.counters
-	c.Faults = make(map[Fault]int, len(p.counters.Faults))
-	for f, n := range p.counters.Faults {
-		c.Faults[f] = n
-	}
+	c.Faults = maps.Clone(p.counters.Faults)
 	return c
 }
 
@@ -272,7 +270,7 @@ const (
 	admitNew        admission = iota // a new key: process it
 	admitReplay                      // a decided key with the same parameters
 	admitConflict                    // a known key with other parameters
-	admitInProgress                  // the key's first request is still being processed
+	admitInProgress                  // the key's first request is still being processed (or a busy_ fault says so)
 	admitRefused                     // a fault refuses the request before any charge
 )
 
@@ -287,7 +285,7 @@ func (p *Provider) begin(key string, req chargeRequest) (admission, Fault, Charg
 	case known && !e.req.sameAs(req):
 		p.counters.ParamConflicts++
 		return admitConflict, FaultNone, Charge{}
-	case known && e.pending:
+	case known && e.charge == nil:
 		p.counters.InProgressRefusals++
 		return admitInProgress, FaultNone, Charge{}
 	}
@@ -296,17 +294,18 @@ func (p *Provider) begin(key string, req chargeRequest) (admission, Fault, Charg
 		p.counters.Faults[fault]++
 	}
 	switch {
-	case fault == FaultNotCharged || fault == FaultBusy:
-		if fault == FaultBusy {
-			p.refused[key] = true
-		}
+	case fault == FaultBusy:
+		// Refused as a provider refuses a key it is still processing.
+		p.refused[key] = true
+		return admitInProgress, fault, Charge{}
+	case fault == FaultNotCharged:
 		return admitRefused, fault, Charge{}
 	case known:
 		e.charge.Requests++
 		p.counters.Replays++
 		return admitReplay, fault, *e.charge
 	}
-	p.byKey[key] = &entry{req: req, pending: true}
+	p.byKey[key] = &entry{req: req}
 	return admitNew, fault, Charge{}
 }
 
@@ -334,8 +333,7 @@ func (p *Provider) decide(key string, req chargeRequest) Charge {
 		},
 		Requests: 1,
 	}
-	e := p.byKey[key]
-	e.charge, e.pending = c, false
+	p.byKey[key].charge = c
 	p.byRef[req.Reference] = append(p.byRef[req.Reference], key)
 	return *c
 }

@@ -90,10 +90,6 @@ func (h *handler) createCharge(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, ErrTypeInProgress, "a request with this idempotency key is being processed", nil)
 		return
 	case admitRefused:
-		if fault == FaultBusy {
-			writeError(w, http.StatusConflict, ErrTypeInProgress, "a request with this idempotency key is being processed", nil)
-			return
-		}
 		notCharged := false
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, ErrTypeUnavailable, "temporarily unavailable; nothing was charged", &notCharged)
