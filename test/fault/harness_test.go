@@ -260,15 +260,22 @@ func (r *replica) start() error {
 			return fmt.Errorf("replica %s exited during start-up:\n%s", r.name, r.tail(40))
 		default:
 		}
-		if resp, err := http.Get("http://" + r.addr + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		if r.ready() {
+			return nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	return fmt.Errorf("replica %s not ready within 30s:\n%s", r.name, r.tail(40))
+}
+
+// ready asks the replica's own /readyz (not through its front proxy).
+func (r *replica) ready() bool {
+	resp, err := http.Get("http://" + r.addr + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // running reports whether the process is alive.
@@ -596,6 +603,15 @@ func (s *stack) settleAll(ops []op, workers int, within time.Duration) []answer 
 	close(next)
 	wg.Wait()
 	return answers
+}
+
+// keysOf returns the ops' idempotency keys.
+func keysOf(ops []op) []string {
+	keys := make([]string, len(ops))
+	for i, o := range ops {
+		keys[i] = o.key
+	}
+	return keys
 }
 
 // waitFor polls cond every 20 ms until it holds or the deadline passes.

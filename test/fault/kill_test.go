@@ -37,26 +37,25 @@ func TestKillMidBurst(t *testing.T) {
 	phases := []struct {
 		name string
 		ref  string // external payment id prefix
-		// arm prepares the fault before the burst; it returns what undoes it.
-		arm func() func()
+		// arm prepares the fault before the burst; s.heal undoes it.
+		arm func()
 		// ready reports that the burst has reached the kill point.
 		ready func(ops []op) bool
 	}{
 		{
 			name: "between claim and provider call",
 			ref:  "pi_kc",
-			arm: func() func() {
+			arm: func() {
 				must(t, s.toProvider.SetMode(faultproxy.Blackhole))
-				return func() {}
 			},
 			ready: func(ops []op) bool {
-				return s.claimed(ops) == len(ops) && s.provider.Ledger().Counters.Requests == 0
+				return s.claimed(ops) == len(ops) && s.provider.Counters().Requests == 0
 			},
 		},
 		{
 			name: "during the provider call",
 			ref:  "slow_kd",
-			arm:  func() func() { return func() {} },
+			arm:  func() {},
 			ready: func(ops []op) bool {
 				for _, o := range ops {
 					if _, ok := s.provider.Lookup(o.providerKey()); !ok {
@@ -69,11 +68,10 @@ func TestKillMidBurst(t *testing.T) {
 		{
 			name: "between provider call and record",
 			ref:  "pi_kr",
-			arm: func() func() {
+			arm: func() {
 				// The provider's answer takes 2 x 150 ms through the link:
 				// time for the test to lock the claimed records.
 				s.toProvider.SetDelay(150 * time.Millisecond)
-				return func() {}
 			},
 			ready: func(ops []op) bool {
 				for _, o := range ops {
@@ -99,7 +97,7 @@ func TestKillMidBurst(t *testing.T) {
 			ops = append(ops, o)
 		}
 		all = append(all, ops...)
-		undo := ph.arm()
+		ph.arm()
 
 		// The burst: every op to the victim, and a duplicate of each to
 		// another replica a moment later.
@@ -139,7 +137,6 @@ func TestKillMidBurst(t *testing.T) {
 			waitFor(t, 5*time.Second, "the killed replica's statements to end", func() bool { return s.waitingOnLocks() == 0 })
 			locks.release()
 		}
-		undo()
 		wg.Wait()
 		s.heal()
 
@@ -174,26 +171,20 @@ func TestKillMidBurst(t *testing.T) {
 			t.Fatalf("%s: %d of %d keys completed", ph.name, n, len(ops))
 		}
 	}
-	if got := s.provider.Ledger().Counters.Charges; got != len(all) {
+	if got := s.provider.Counters().Charges; got != len(all) {
 		t.Fatalf("the provider made %d charges for %d operations", got, len(all))
 	}
 }
 
 // claimed counts the ops whose key is claimed with a reserved payment.
 func (s *stack) claimed(ops []op) int {
-	keys := make([]string, len(ops))
-	for i, o := range ops {
-		keys[i] = o.key
-	}
+	keys := keysOf(ops)
 	return s.count(`SELECT count(*) FROM idempotency_record WHERE idempotency_key = ANY($1) AND payment_id IS NOT NULL`, keys)
 }
 
 // completed counts the ops whose key holds a final answer.
 func (s *stack) completed(ops []op) int {
-	keys := make([]string, len(ops))
-	for i, o := range ops {
-		keys[i] = o.key
-	}
+	keys := keysOf(ops)
 	return s.count(`SELECT count(*) FROM idempotency_record WHERE idempotency_key = ANY($1) AND status = 'COMPLETED'`, keys)
 }
 
@@ -214,10 +205,7 @@ func (s *stack) lockRecords(ops []op) *lockedRecords {
 	ctx, cancel := context.WithCancel(context.Background())
 	tx, err := s.db.Begin(ctx)
 	must(s.t, err)
-	keys := make([]string, len(ops))
-	for i, o := range ops {
-		keys[i] = o.key
-	}
+	keys := keysOf(ops)
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM idempotency_record WHERE idempotency_key = ANY($1) FOR UPDATE`, keys); err != nil {
 		cancel()
 		s.t.Fatal(err)

@@ -4,7 +4,6 @@ package fault
 
 import (
 	"fmt"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -73,7 +72,7 @@ func TestPostgresOutage(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		waitFor(t, 5*time.Second, "every replica not ready", func() bool {
 			for _, r := range s.replicas {
-				if s.ready(r) {
+				if r.ready() {
 					return false
 				}
 			}
@@ -84,7 +83,7 @@ func TestPostgresOutage(t *testing.T) {
 		must(t, s.resumeDB(t.Context()))
 		waitFor(t, 15*time.Second, "every replica ready again on its own", func() bool {
 			for _, r := range s.replicas {
-				if !s.ready(r) {
+				if !r.ready() {
 					return false
 				}
 			}
@@ -109,14 +108,4 @@ func TestPostgresOutage(t *testing.T) {
 	}
 	require(t, c.check(ops, answers), "after two outages")
 	require(t, c.checkGlobal(), "after two outages")
-}
-
-// ready asks the replica's own /readyz (not through its front proxy).
-func (s *stack) ready(r *replica) bool {
-	resp, err := http.Get("http://" + r.addr + "/readyz")
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
 }

@@ -85,7 +85,7 @@ func TestConcurrentDuplicatesAcrossReplicas(t *testing.T) {
 	}
 	require(t, c.check(all, answers), "after the burst")
 	require(t, c.checkGlobal(), "after the burst")
-	if got := s.provider.Ledger().Counters.Charges; got != ops-ops/6 {
+	if got := s.provider.Counters().Charges; got != ops-ops/6 {
 		t.Fatalf("the provider made %d charges, want %d", got, ops-ops/6)
 	}
 	for _, a := range answers {

@@ -306,20 +306,15 @@ func (s *stack) runRound(t *testing.T, p plan) ([]op, []answer) {
 	if p.expireLocks {
 		wg.Go(func() {
 			time.Sleep(p.expireAfter)
-			keys := make([]string, len(ops))
-			for i, o := range ops {
-				keys[i] = o.key
-			}
+			keys := keysOf(ops)
 			// A stalled owner's lock runs out under it: the next request
 			// takes the claim over while the owner may still be working.
 			_, _ = s.db.Exec(context.Background(), `UPDATE idempotency_record SET locked_until = clock_timestamp() - interval '1 millisecond'
 				WHERE status = 'IN_PROGRESS' AND idempotency_key = ANY($1)`, keys)
 		})
 	}
-	dbDone := make(chan struct{})
 	if p.dbRestart != "" {
-		go func() {
-			defer close(dbDone)
+		wg.Go(func() {
 			time.Sleep(p.dbAfter)
 			mode := pgtemp.HaltFast
 			if p.dbRestart == "immediate" {
@@ -333,12 +328,9 @@ func (s *stack) runRound(t *testing.T, p plan) ([]op, []answer) {
 			if err := s.resumeDB(context.Background()); err != nil {
 				t.Error(err)
 			}
-		}()
-	} else {
-		close(dbDone)
+		})
 	}
 	wg.Wait()
-	<-dbDone
 	if t.Failed() {
 		t.FailNow()
 	}
