@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
@@ -59,7 +60,7 @@ func (b *bench) pgbench(ctx context.Context, script string, clients int) (result
 		"-f", filepath.Join(pgbenchDir, script+".pgbench"),
 		"--log", "--log-prefix", prefix,
 	}
-	for _, k := range sortedKeys(pgbenchVars) {
+	for _, k := range slices.Sorted(maps.Keys(pgbenchVars)) {
 		args = append(args, "-D", k+"="+pgbenchVars[k])
 	}
 	args = append(args, strings.TrimPrefix(u.Path, "/"))
@@ -122,15 +123,6 @@ func readPgbenchLogs(prefix string, from time.Time, d time.Duration) (result, er
 		P50:       percentile(latencies, 0.50),
 		P99:       percentile(latencies, 0.99),
 	}, nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // row is one line of the table: medians over the passes.

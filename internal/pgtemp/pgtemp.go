@@ -16,12 +16,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -130,7 +132,7 @@ func (c *Cluster) startServer(ctx context.Context) error {
 		"-c", "max_connections=300",
 		"-c", "fsync=on",
 	)
-	for _, name := range sortedKeys(c.opts.Settings) {
+	for _, name := range slices.Sorted(maps.Keys(c.opts.Settings)) {
 		cmd.Args = append(cmd.Args, "-c", name+"="+c.opts.Settings[name])
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred, Pdeathsig: syscall.SIGINT, Setpgid: true}
@@ -277,15 +279,6 @@ func runAsCredential(dir string) (*syscall.Credential, error) {
 // BinDir is the directory of the PostgreSQL server binaries in use (initdb,
 // postgres, pgbench), found as Start finds it.
 func BinDir() (string, error) { return findBinDir() }
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
 
 func findBinDir() (string, error) {
 	has := func(dir string) bool {
