@@ -65,7 +65,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -77,6 +76,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/example/payment-service/internal/app"
+	"github.com/example/payment-service/internal/backoff"
 	"github.com/example/payment-service/internal/domain"
 	"github.com/example/payment-service/internal/kafka/idempotent"
 )
@@ -307,7 +307,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			c.logger.Warn("fetching order events failed", "err", err)
 			if len(batch) == 0 {
 				c.setState(fmt.Errorf("order events consumer: fetching: %w", err))
-				if c.sleep(ctx, c.cfg.RetryBackoff) != nil {
+				if c.sleep(ctx, backoff.Jitter(c.cfg.RetryBackoff)) != nil {
 					return nil
 				}
 				continue
@@ -547,7 +547,7 @@ func (c *Consumer) renewDeadLetterProducer(cause error) {
 // every other failure is retried without limit. It returns ctx's error if
 // ctx ends first.
 func (c *Consumer) retry(ctx context.Context, what string, final func(error) bool, maxFinal int, fn func() error) error {
-	wait := c.cfg.RetryBackoff
+	pause := backoff.New(c.cfg.RetryBackoff, c.cfg.MaxRetryBackoff)
 	finals := 0
 	for {
 		err := fn()
@@ -562,16 +562,15 @@ func (c *Consumer) retry(ctx context.Context, what string, final func(error) boo
 			}
 		}
 		c.metrics.retries.WithLabelValues(what).Inc()
+		wait := pause.Next()
 		c.logger.Warn(what+" failed; retrying", "err", err, "backoff", wait)
 		if err := c.sleep(ctx, wait); err != nil {
 			return err
 		}
-		wait = min(2*wait, c.cfg.MaxRetryBackoff)
 	}
 }
 
 func (c *Consumer) sleep(ctx context.Context, d time.Duration) error {
-	d = d/2 + rand.N(d/2+1) // jitter, so replicas do not retry in step
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/example/payment-service/internal/backoff"
 	"github.com/example/payment-service/internal/kafka/idempotent"
 	"github.com/example/payment-service/internal/telemetry"
 )
@@ -221,7 +221,7 @@ func (r *Relay) retryPause() time.Duration { return min(r.cfg.PollInterval, time
 func (r *Relay) lead(ctx context.Context, sess Session) error {
 	pubs := publishers{}
 	defer pubs.closeAll()
-	pause := newBackoff(r.cfg.RetryBackoff, r.cfg.MaxRetryBackoff)
+	pause := backoff.New(r.cfg.RetryBackoff, r.cfg.MaxRetryBackoff)
 	for {
 		n, err := r.relayBatch(ctx, sess, pubs)
 		var pubErr *publishError
@@ -232,7 +232,7 @@ func (r *Relay) lead(ctx context.Context, sess Session) error {
 			// (see Config.NewPublisher), and the pause grows with each
 			// failure in a row: a broker outage of an hour costs a few
 			// hundred attempts, not thousands of producers.
-			wait := pause.next()
+			wait := pause.Next()
 			r.setState(fmt.Errorf("outbox relay: publishing: %w", err))
 			r.cfg.Logger.WarnContext(ctx, "outbox relay: publish failed; retrying the batch", "topic", pubErr.topic, "err", err, "backoff", wait)
 			if errors.Is(err, idempotent.ErrFatal) || errors.Is(err, idempotent.ErrClosed) {
@@ -245,7 +245,7 @@ func (r *Relay) lead(ctx context.Context, sess Session) error {
 		case err != nil:
 			return err
 		}
-		pause.reset()
+		pause.Reset()
 		r.setState(nil)
 		if n == r.cfg.BatchSize {
 			continue // a full batch: there may be more
@@ -407,27 +407,6 @@ func toMessage(e Event) idempotent.Message {
 	}
 	return idempotent.Message{Key: e.Key, Value: e.Payload, Headers: headers}
 }
-
-// backoff is the relay's pause after failed publishes: exponential from
-// first to max, with jitter in [d/2, d] so replicas that fail together do
-// not retry together.
-type backoff struct {
-	first, max, planned time.Duration
-}
-
-func newBackoff(first, max time.Duration) *backoff {
-	return &backoff{first: first, max: max, planned: first}
-}
-
-// next returns the pause to take now and plans a longer one.
-func (b *backoff) next() time.Duration {
-	d := b.planned
-	b.planned = min(2*b.planned, b.max)
-	return d/2 + rand.N(d/2+1)
-}
-
-// reset starts over after a success.
-func (b *backoff) reset() { b.planned = b.first }
 
 // sleep waits d or until ctx ends; it reports whether ctx is still alive.
 func sleep(ctx context.Context, d time.Duration) bool {

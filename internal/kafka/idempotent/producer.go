@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"slices"
 	"sync"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
+
+	"github.com/example/payment-service/internal/backoff"
 )
 
 // Config configures a Producer. Only Brokers and Topic are required.
@@ -561,23 +562,22 @@ func (p *Producer) setFatal(err error) {
 	}
 }
 
-// backoff is an exponential backoff with full jitter in [d/2, d].
-type backoff struct {
-	next, max time.Duration
-	closed    <-chan struct{} // the producer's: Close ends every retry loop
+// retryPause is a retry loop's pause between attempts: an exponential
+// backoff with jitter, that the producer's Close ends.
+type retryPause struct {
+	pauses *backoff.Backoff
+	closed <-chan struct{} // the producer's: Close ends every retry loop
 }
 
-func (p *Producer) newBackoff() *backoff {
-	return &backoff{next: p.cfg.RetryBackoff, max: p.cfg.MaxRetryBackoff, closed: p.closed}
+func (p *Producer) newBackoff() *retryPause {
+	return &retryPause{pauses: backoff.New(p.cfg.RetryBackoff, p.cfg.MaxRetryBackoff), closed: p.closed}
 }
 
 // wait pauses before the next attempt, or returns ctx's error, or
 // ErrClosed once the producer is closed (its transport then fails every
 // request, so retrying until ctx ends would only hide the reason).
-func (b *backoff) wait(ctx context.Context) error {
-	d := b.next/2 + rand.N(b.next/2+1)
-	b.next = min(2*b.next, b.max)
-	t := time.NewTimer(d)
+func (b *retryPause) wait(ctx context.Context) error {
+	t := time.NewTimer(b.pauses.Next())
 	defer t.Stop()
 	select {
 	case <-t.C:
