@@ -141,7 +141,7 @@ type Config struct {
 
 	// Tracer, if set, traces each batch and continues the trace of each
 	// record that carries a W3C traceparent header (tracing.go). Nil: a
-	// no-op tracer.
+	// no-op tracer, and the records' trace headers are not even read.
 	Tracer trace.Tracer
 }
 
@@ -162,6 +162,7 @@ type Consumer struct {
 	dltConfig idempotent.Config
 	apply     Applier
 	decoder   decoder
+	traced    bool // Config.Tracer was set: read the records' trace context
 	metrics   *metrics
 	logger    *slog.Logger
 
@@ -202,7 +203,8 @@ func New(cfg Config, apply Applier, reg prometheus.Registerer, logger *slog.Logg
 	if cfg.Dialer == nil {
 		cfg.Dialer = &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true}
 	}
-	if cfg.Tracer == nil {
+	traced := cfg.Tracer != nil
+	if !traced {
 		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
 
@@ -225,6 +227,7 @@ func New(cfg Config, apply Applier, reg prometheus.Registerer, logger *slog.Logg
 		dltConfig: dltConfig,
 		apply:     apply,
 		decoder:   decoder{defaultCurrency: cfg.DefaultCurrency, maxSkew: cfg.MaxClockSkew, now: time.Now},
+		traced:    traced,
 		metrics:   m,
 		logger:    logger.With("component", "order-events-consumer", "topic", cfg.Topic, "group", cfg.GroupID),
 		state:     errNotRunning,

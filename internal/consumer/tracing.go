@@ -31,11 +31,17 @@ type batchSpan struct {
 }
 
 func (c *Consumer) traceBatch(ctx context.Context, msgs []kafka.Message) (context.Context, *batchSpan) {
-	parents := make([]trace.SpanContext, len(msgs))
-	links := make([]trace.Link, 0, len(msgs))
-	for i, m := range msgs {
-		if parents[i] = recordSpanContext(m); parents[i].IsValid() {
-			links = append(links, trace.Link{SpanContext: parents[i]})
+	// With tracing off the spans are no-ops: the records' headers are not
+	// read, and no span per record is started (below).
+	var parents []trace.SpanContext
+	var links []trace.Link
+	if c.traced {
+		parents = make([]trace.SpanContext, len(msgs))
+		links = make([]trace.Link, 0, len(msgs))
+		for i, m := range msgs {
+			if parents[i] = recordSpanContext(m); parents[i].IsValid() {
+				links = append(links, trace.Link{SpanContext: parents[i]})
+			}
 		}
 	}
 	ctx, batch := c.cfg.Tracer.Start(ctx, "consume "+c.cfg.Topic, trace.WithSpanKind(trace.SpanKindConsumer),

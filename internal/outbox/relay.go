@@ -109,14 +109,16 @@ type Config struct {
 	// Logger gets the relay's leadership changes and failures.
 	Logger *slog.Logger
 	// Tracer, if set, makes each batch's publish a producer span linked to
-	// the requests that wrote its events. Nil: a no-op tracer.
+	// the requests that wrote its events. Nil: a no-op tracer, and no links
+	// are made.
 	Tracer trace.Tracer
 }
 
 // Relay publishes the outbox. Run it in every replica: only the leader
 // publishes, the others wait to take over.
 type Relay struct {
-	cfg Config
+	cfg    Config
+	traced bool // Config.Tracer was set: link each publish to its events' traces
 
 	mu    sync.Mutex
 	state error // see Health
@@ -171,10 +173,11 @@ func New(cfg Config) (*Relay, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Tracer == nil {
+	traced := cfg.Tracer != nil
+	if !traced {
 		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
-	return &Relay{cfg: cfg, state: errRelayNotRunning}, nil
+	return &Relay{cfg: cfg, traced: traced, state: errRelayNotRunning}, nil
 }
 
 // Run relays until ctx ends and returns nil then. Losing the leadership or
@@ -359,9 +362,12 @@ func (r *Relay) relayBatch(ctx context.Context, sess Session, pubs publishers) (
 // request's trace context (toMessage).
 func (r *Relay) publish(ctx context.Context, pub Publisher, events []Event) error {
 	msgs := make([]idempotent.Message, len(events))
-	links := make([]trace.Link, 0, len(events))
+	var links []trace.Link
 	for i, e := range events {
 		msgs[i] = toMessage(e)
+		if !r.traced {
+			continue
+		}
 		if sc := telemetry.RemoteSpanContext(e.TraceContext); sc.IsValid() {
 			links = append(links, trace.Link{SpanContext: sc})
 		}

@@ -35,6 +35,6 @@ func newOrderConsumer(cfg config.Config, tx app.Transactor, reg prometheus.Regis
 		RetryBackoff:      c.RetryBackoff,
 		MaxRetryBackoff:   c.MaxRetryBackoff,
 		MaxAttempts:       c.MaxAttempts,
-		Tracer:            tracing.Tracer("github.com/example/payment-service/internal/consumer"),
+		Tracer:            tracing.TracerIfEnabled("github.com/example/payment-service/internal/consumer"),
 	}, app.NewApplyOrderEvents(tx, c.Group), reg, logger)
 }

@@ -35,6 +35,6 @@ func newOutboxRelay(cfg config.Config, logger *slog.Logger, reg prometheus.Regis
 		PollInterval: cfg.OutboxPollInterval,
 		Metrics:      outbox.NewMetrics(reg, cfg.PaymentEventsTopic),
 		Logger:       logger,
-		Tracer:       tracing.Tracer("github.com/example/payment-service/internal/outbox"),
+		Tracer:       tracing.TracerIfEnabled("github.com/example/payment-service/internal/outbox"),
 	})
 }

@@ -107,6 +107,17 @@ func (t *Tracing) TracerProvider() trace.TracerProvider { return t.provider }
 // import path.
 func (t *Tracing) Tracer(name string) trace.Tracer { return t.provider.Tracer(name) }
 
+// TracerIfEnabled is Tracer while tracing is on, and nil while it is off:
+// for instrumentation that does work of its own before it starts a span
+// (the consumer and the relay read every record's trace context to link
+// it), which a nil tracer tells to skip that work.
+func (t *Tracing) TracerIfEnabled(name string) trace.Tracer {
+	if !t.enabled {
+		return nil
+	}
+	return t.Tracer(name)
+}
+
 // Shutdown exports the spans still buffered and stops the SDK; a no-op when
 // tracing is off or the provider belongs to the caller.
 func (t *Tracing) Shutdown(ctx context.Context) error {

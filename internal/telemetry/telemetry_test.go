@@ -43,6 +43,9 @@ func TestNewExportsOverOTLPHTTP(t *testing.T) {
 	if !tr.Enabled() {
 		t.Fatal("tracing with an endpoint is not enabled")
 	}
+	if tr.TracerIfEnabled("test") == nil {
+		t.Fatal("TracerIfEnabled is nil with tracing on")
+	}
 	_, span := tr.Tracer("test").Start(context.Background(), "test-span")
 	span.End()
 	if err := tr.Shutdown(context.Background()); err != nil {
@@ -66,6 +69,9 @@ func TestNewWithoutEndpointIsOff(t *testing.T) {
 	}
 	if tr.Enabled() {
 		t.Fatal("tracing without an endpoint is enabled")
+	}
+	if tr.TracerIfEnabled("test") != nil {
+		t.Fatal("TracerIfEnabled is a tracer with tracing off: the consumer and the relay would read every record's trace context for nothing")
 	}
 	if _, ok := tr.TracerProvider().(*sdktrace.TracerProvider); ok {
 		t.Fatal("tracing off built the SDK")
