@@ -2,12 +2,10 @@ package http_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,18 +19,19 @@ import (
 	"github.com/example/payment-service/internal/kafkatest"
 	"github.com/example/payment-service/internal/sandboxprovider"
 	"github.com/example/payment-service/internal/service"
+	"github.com/example/payment-service/internal/servicetest"
 	"github.com/example/payment-service/internal/testdb"
 )
 
 // tracedService runs the service with tracing on, its spans going to an
 // in-memory exporter (synchronously, so a span is there once it ended),
 // and its log captured.
-func tracedService(t *testing.T, env map[string]string) (*testService, *tracetest.InMemoryExporter, *syncBuffer) {
+func tracedService(t *testing.T, env map[string]string) (*testService, *tracetest.InMemoryExporter, *servicetest.LogBuffer) {
 	t.Helper()
 	exporter := tracetest.NewInMemoryExporter()
 	provider := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))
 	t.Cleanup(func() { _ = provider.Shutdown(context.Background()) })
-	logs := &syncBuffer{}
+	logs := &servicetest.LogBuffer{}
 	s := startServiceWith(t, testdb.New(t), env, sandboxprovider.Config{}, func(o *startOptions) {
 		o.service = append(o.service, service.WithTracerProvider(provider))
 		o.logs = logs
@@ -140,7 +139,7 @@ func TestOneChargeIsOneTraceIntoTheEventHeaders(t *testing.T) {
 	}
 
 	// The request's log line names its trace and span.
-	line := logs.line(t, `"msg":"http request"`)
+	line := logLine(t, logs, `"msg":"http request"`)
 	if line["trace_id"] != caller.TraceID().String() || line["span_id"] != server.SpanContext.SpanID().String() {
 		t.Errorf("request log line %v: want trace_id %s span_id %s", line, caller.TraceID(), server.SpanContext.SpanID())
 	}
@@ -300,24 +299,10 @@ func traceIDOf(traceparent string) string {
 	return parts[1]
 }
 
-// syncBuffer is a log destination the service's goroutines can share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// line returns the first JSON log line containing substr.
-func (b *syncBuffer) line(t *testing.T, substr string) map[string]any {
+// logLine returns the first JSON log line in logs containing substr.
+func logLine(t *testing.T, logs *servicetest.LogBuffer, substr string) map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
+	sc := bufio.NewScanner(strings.NewReader(logs.String()))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		if strings.Contains(sc.Text(), substr) {

@@ -1,94 +1,25 @@
 package service_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
-	"log/slog"
+	"maps"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/example/payment-service/internal/config"
 	"github.com/example/payment-service/internal/sandboxprovider"
-	"github.com/example/payment-service/internal/service"
+	"github.com/example/payment-service/internal/servicetest"
 	"github.com/example/payment-service/internal/testdb"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
-const apiKey = "demo-secret"
-
-// syncBuffer is a log sink the service and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-type running struct {
-	url  string
-	stop func() (time.Time, error) // cancels Run, waits for it; when it returned, and its error
-}
-
-func run(t *testing.T, dsn string, logs io.Writer, envs ...map[string]string) *running {
-	t.Helper()
-	vars := map[string]string{
-		"DATABASE_URL": dsn,
-		"HTTP_ADDR":    "127.0.0.1:0",
-		"API_KEYS":     "demo-client:" + apiKey,
-	}
-	for _, env := range envs {
-		for k, v := range env {
-			vars[k] = v
-		}
-	}
-	cfg, err := config.Load(func(k string) string { return vars[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	svc, err := service.New(ctx, cfg, slog.New(slog.NewJSONHandler(logs, nil)))
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
-	var once sync.Once
-	var runErr error
-	var returned time.Time
-	stop := func() (time.Time, error) {
-		once.Do(func() {
-			cancel()
-			select {
-			case runErr = <-done:
-				returned = time.Now()
-			case <-time.After(60 * time.Second):
-				t.Fatal("Run did not return within 60s")
-			}
-		})
-		return returned, runErr
-	}
-	t.Cleanup(func() { _, _ = stop() })
-	return &running{url: "http://" + svc.Addr(), stop: stop}
-}
+const apiKey = "demo-secret" // servicetest.BaseEnv's demo-client
 
 func charge(url, key string) (int, string, error) {
 	req, err := http.NewRequest(http.MethodPost, url+"/payments", strings.NewReader(
@@ -140,17 +71,17 @@ func TestShutdownNeverClosesThePoolUnderARunningCharge(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sandbox.Close() })
-	env := map[string]string{"SANDBOX_PROVIDER_URL": sandbox.URL, "IDEMPOTENCY_LOCK_TIMEOUT": "10s", "PROVIDER_TIMEOUT": "5s"}
+	env := map[string]string{"IDEMPOTENCY_LOCK_TIMEOUT": "10s", "PROVIDER_TIMEOUT": "5s"}
 
-	logs := &syncBuffer{}
-	first := run(t, dsn, logs, map[string]string{"SHUTDOWN_TIMEOUT": "1s"}, env)
+	logs := &servicetest.LogBuffer{}
+	first := servicetest.Start(t, servicetest.Options{DSN: dsn, Env: withEnv(env, "SHUTDOWN_TIMEOUT", "1s"), Sandbox: sandbox, Logs: logs})
 	type result struct {
 		status int
 		at     time.Time
 	}
 	answered := make(chan result, 1)
 	go func() {
-		status, _, _ := charge(first.url, "slow-key")
+		status, _, _ := charge(first.URL, "slow-key")
 		answered <- result{status, time.Now()}
 	}()
 	// Phase 2: the key is claimed and the payment reserved; the provider
@@ -165,7 +96,8 @@ func TestShutdownNeverClosesThePoolUnderARunningCharge(t *testing.T) {
 
 	// Run says the shutdown ran out of time (the exit status tells the
 	// orchestrator), and has cleaned up after it.
-	returned, runErr := first.stop()
+	runErr := first.Stop()
+	returned := time.Now()
 	if !errors.Is(runErr, context.DeadlineExceeded) {
 		t.Errorf("Run = %v, want the HTTP shutdown's deadline error", runErr)
 	}
@@ -196,10 +128,10 @@ func TestShutdownNeverClosesThePoolUnderARunningCharge(t *testing.T) {
 	// (at once if the aborted charge could end its lock early, else when
 	// the lock expires) and asks the provider again with the same provider
 	// key, which is in progress or answers the charge it made.
-	second := run(t, dsn, io.Discard, env)
+	second := servicetest.Start(t, servicetest.Options{DSN: dsn, Env: env, Sandbox: sandbox})
 	deadline = time.Now().Add(30 * time.Second)
 	for {
-		status, body, err := charge(second.url, "slow-key")
+		status, body, err := charge(second.URL, "slow-key")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,4 +155,11 @@ func TestShutdownNeverClosesThePoolUnderARunningCharge(t *testing.T) {
 	if n := count(`SELECT count(*) FROM idempotency_record WHERE status = 'COMPLETED'`); n != 1 {
 		t.Errorf("completed records = %d, want 1", n)
 	}
+}
+
+// withEnv returns env with name set to value, leaving env as it was.
+func withEnv(env map[string]string, name, value string) map[string]string {
+	out := maps.Clone(env)
+	out[name] = value
+	return out
 }

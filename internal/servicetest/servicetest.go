@@ -3,13 +3,17 @@
 // through config.Load from an environment, over a database of the test's
 // own, charging through a sandbox provider on another loopback port. Tests
 // talk to it over real HTTP, look at its database, and count charges in the
-// provider's ledger. It stops, and the provider with it, when the test ends.
+// provider's ledger. It stops when the test calls Stop or when the test ends,
+// and the provider it started with it.
 package servicetest
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +33,9 @@ type Options struct {
 	Env map[string]string
 	// Provider configures the sandbox provider Start runs.
 	Provider sandboxprovider.Config
+	// Sandbox, if set, is the provider to charge through instead: one that
+	// outlives this service, for a test that runs several in turn.
+	Sandbox *sandboxprovider.Server
 	// Logs receives the service's JSON log; nil discards it.
 	Logs io.Writer
 	// Service are options of service.New, such as a tracer provider.
@@ -51,15 +58,53 @@ type Service struct {
 	DB *pgxpool.Pool
 	// Provider is the sandbox provider the service charges through.
 	Provider *sandboxprovider.Server
+
+	wait          func() error // cancels Run, waits for it (once), returns its error
+	stoppedByTest bool
+}
+
+// stopWithin bounds how long Stop waits for Run to return.
+const stopWithin = 15 * time.Second
+
+// Stop cancels Run's context and waits for Run to return; it returns Run's
+// error. The test's end stops a service the test did not stop, and fails
+// the test if Run returned an error then.
+func (s *Service) Stop() error {
+	s.stoppedByTest = true
+	return s.wait()
+}
+
+// LogBuffer is a log destination the service's goroutines and the test can
+// share (Options.Logs).
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was logged so far.
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // Start runs the service until the test ends; a failure to start or to
 // stop cleanly fails the test.
 func Start(t testing.TB, o Options) *Service {
 	t.Helper()
-	provider, err := sandboxprovider.Start("127.0.0.1:0", o.Provider)
-	if err != nil {
-		t.Fatal(err)
+	provider, closeProvider := o.Sandbox, func() {}
+	if provider == nil {
+		var err error
+		if provider, err = sandboxprovider.Start("127.0.0.1:0", o.Provider); err != nil {
+			t.Fatal(err)
+		}
+		closeProvider = func() { _ = provider.Close() }
 	}
 	vars := map[string]string{
 		"DATABASE_URL":         o.DSN,
@@ -74,7 +119,7 @@ func Start(t testing.TB, o Options) *Service {
 	}
 	cfg, err := config.Load(func(k string) string { return vars[k] })
 	if err != nil {
-		_ = provider.Close()
+		closeProvider()
 		t.Fatal(err)
 	}
 	logs := o.Logs
@@ -85,7 +130,7 @@ func Start(t testing.TB, o Options) *Service {
 	svc, err := service.New(ctx, cfg, slog.New(slog.NewJSONHandler(logs, nil)), o.Service...)
 	if err != nil {
 		cancel()
-		_ = provider.Close()
+		closeProvider()
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -94,18 +139,28 @@ func Start(t testing.TB, o Options) *Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("service stopped with error: %v", err)
+	var (
+		once   sync.Once
+		runErr error
+	)
+	s := &Service{URL: "http://" + svc.Addr(), DB: pool, Provider: provider, wait: func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case runErr = <-done:
+			case <-time.After(stopWithin):
+				runErr = errors.New("the service did not stop within " + stopWithin.String())
 			}
-		case <-time.After(15 * time.Second):
-			t.Error("service did not stop within 15s")
+		})
+		return runErr
+	}}
+	t.Cleanup(func() {
+		// A Run error the test asked for (by Stop) is the test's to check.
+		if err := s.wait(); err != nil && !s.stoppedByTest {
+			t.Errorf("service stopped with error: %v", err)
 		}
 		pool.Close()
-		_ = provider.Close()
+		closeProvider()
 	})
-	return &Service{URL: "http://" + svc.Addr(), DB: pool, Provider: provider}
+	return s
 }
