@@ -22,6 +22,11 @@ type result struct {
 	P50        time.Duration `json:"p50"`
 	P99        time.Duration `json:"p99"`
 	FirstError string        `json:"firstError,omitempty"`
+	// CPUPerRequest is the service's CPU time (user and system, from
+	// /proc) over the measured part of the run, per request: what a request
+	// costs the service, which the machine's noise moves far less than
+	// requests/s. Zero for pgbench.
+	CPUPerRequest time.Duration `json:"cpuPerRequest,omitempty"`
 }
 
 // request builds the i-th request of client c.

@@ -46,10 +46,15 @@ import (
 
 const (
 	apiKey = "bench-secret"
-	// serviceOrders are charged by the service, pgbenchOrders by pgbench:
-	// each charge needs an order of its own (one paid order is paid once).
-	serviceOrders = 3_000_000
+	// pgbenchOrders are charged by pgbench, the service's (options.
+	// serviceOrders) before them: each charge needs an order of its own
+	// (one paid order is paid once).
 	pgbenchOrders = 2_000_000
+	// maxChargesPerSecond bounds how fast the service could charge here,
+	// several times what it does: each run of new charges gets that many
+	// orders per second of the run, per load generator thread.
+	maxChargesPerSecond = 10_000
+	maxLoadThreads      = 2
 	// replayKeys are charged once before the replays, then replayed; their
 	// idempotency keys are numbers from firstReplayKey.
 	replayKeys     = 1000
@@ -66,6 +71,7 @@ type options struct {
 	ceiling          bool
 	loadgen          string // "wrk" or "go"
 	serviceBin       string // a prebuilt binary; empty: build ./cmd/payment-service
+	compareBin       string // another binary measured in the same passes; empty: none
 }
 
 func main() {
@@ -81,6 +87,7 @@ func main() {
 	flag.StringVar(&o.profileRun, "profile", "create 64", `the run -cpuprofile profiles: "create C" or "replay C"`)
 	flag.BoolVar(&o.ceiling, "ceiling", true, "run pgbench for the ceilings")
 	flag.StringVar(&o.serviceBin, "service-bin", "", "run this payment-service binary instead of building ./cmd/payment-service (to measure another version against the same ceiling)")
+	flag.StringVar(&o.compareBin, "compare-bin", "", "also run this payment-service binary in every pass, right after the service, against the same ceiling: a before-and-after in one run, which the machine's noise cannot tell apart from a change")
 	flag.StringVar(&o.loadgen, "loadgen", "", `the load generator: "wrk" (the default when it is installed) or "go" (this program's own)`)
 	flag.Parse()
 	var err error
@@ -109,6 +116,21 @@ func main() {
 	}
 }
 
+// serviceOrders is how many orders the service's runs need: the replay
+// keys' and a slice for each run of new charges, on each binary.
+func (o options) serviceOrders() int64 {
+	binaries := 1
+	if o.compareBin != "" {
+		binaries = 2
+	}
+	return replayKeys + int64(o.passes*binaries*len(o.createC))*maxLoadThreads*o.ordersPerThread()
+}
+
+// ordersPerThread is one load generator thread's slice of orders for a run.
+func (o options) ordersPerThread() int64 {
+	return int64(maxChargesPerSecond * (o.warmup + o.duration).Seconds())
+}
+
 func ints(s string) ([]int, error) {
 	var out []int
 	for f := range strings.SplitSeq(s, ",") {
@@ -131,6 +153,8 @@ type bench struct {
 	tmp      string
 	orders   atomic.Int64 // next order the service charges
 	provider *sandboxprovider.Server
+	// servicePID is the running service's process, for its CPU time.
+	servicePID int
 }
 
 func run(ctx context.Context, o options) error {
@@ -164,6 +188,7 @@ func run(ctx context.Context, o options) error {
 	if err := migrations.Up(ctx, b.dsn); err != nil {
 		return err
 	}
+	serviceOrders := o.serviceOrders()
 	logf("seeding %d orders", serviceOrders+pgbenchOrders)
 	if err := exec1(ctx, b.dsn, `INSERT INTO order_projection (order_id, customer_id, amount, currency)
 		SELECT g, 42, 10.00, 'RUB' FROM generate_series(1, $1::bigint) g`, serviceOrders+pgbenchOrders); err != nil {
@@ -182,11 +207,20 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer b.provider.Close()
-	stopService, err := b.startService(ctx)
+	serviceBin := o.serviceBin
+	if serviceBin == "" {
+		serviceBin = filepath.Join(b.tmp, "payment-service")
+		build := exec.CommandContext(ctx, "go", "build", "-o", serviceBin, "./cmd/payment-service")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("build the service: %w", err)
+		}
+	}
+	stopService, err := b.startService(ctx, serviceBin)
 	if err != nil {
 		return err
 	}
-	defer stopService()
+	defer func() { stopService() }()
 	logf("charging %d orders once, to replay them", replayKeys)
 	for i := range replayKeys {
 		order := b.orders.Add(1)
@@ -201,21 +235,42 @@ func run(ctx context.Context, o options) error {
 		profiled := func(workload string, c int) bool {
 			return pass == 1 && o.cpuProfile != "" && o.profileRun == fmt.Sprintf("%s %d", workload, c)
 		}
-		for _, c := range o.createC {
-			r, err := b.serviceRun(ctx, "create", c, profiled("create", c))
-			if err != nil {
-				return err
+		measure := func(who string, profile bool) error {
+			for _, w := range []struct {
+				workload string
+				cs       []int
+			}{{"create", o.createC}, {"replay", o.replayC}} {
+				for _, c := range w.cs {
+					r, err := b.serviceRun(ctx, w.workload, c, profile && profiled(w.workload, c))
+					if err != nil {
+						return err
+					}
+					runs[name(who, w.workload, c)] = append(runs[name(who, w.workload, c)], r)
+					report(pass, name(who, w.workload, c), r)
+				}
 			}
-			runs[name("service", "create", c)] = append(runs[name("service", "create", c)], r)
-			report(pass, name("service", "create", c), r)
+			return nil
 		}
-		for _, c := range o.replayC {
-			r, err := b.serviceRun(ctx, "replay", c, profiled("replay", c))
-			if err != nil {
-				return err
+		if err := measure("service", true); err != nil {
+			return err
+		}
+		if o.compareBin != "" {
+			// The same workloads on the other binary, then back, so that the
+			// next pass starts as this one did.
+			for _, next := range []struct {
+				bin     string
+				measure bool
+			}{{o.compareBin, true}, {serviceBin, false}} {
+				stopService()
+				if stopService, err = b.startService(ctx, next.bin); err != nil {
+					return err
+				}
+				if next.measure {
+					if err := measure("compare", false); err != nil {
+						return err
+					}
+				}
 			}
-			runs[name("service", "replay", c)] = append(runs[name("service", "replay", c)], r)
-			report(pass, name("service", "replay", c), r)
 		}
 		if !o.ceiling {
 			continue
@@ -253,24 +308,21 @@ func run(ctx context.Context, o options) error {
 func name(who, what string, c int) string { return fmt.Sprintf("%s %s C=%d", who, what, c) }
 
 func report(pass int, name string, r result) {
-	logf("pass %d  %-24s %8.0f req/s  p50 %7.2f ms  p99 %7.2f ms  errors %d %s",
-		pass, name, r.PerSecond, ms(r.P50), ms(r.P99), r.Errors, r.FirstError)
+	cpu := ""
+	if r.CPUPerRequest > 0 {
+		cpu = fmt.Sprintf("  CPU %5.0f µs/req", us(r.CPUPerRequest))
+	}
+	logf("pass %d  %-24s %8.0f req/s  p50 %7.2f ms  p99 %7.2f ms%s  errors %d %s",
+		pass, name, r.PerSecond, ms(r.P50), ms(r.P99), cpu, r.Errors, r.FirstError)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// startService builds cmd/payment-service and runs it with its defaults,
-// as an operator would, its JSON log going to a file.
-func (b *bench) startService(ctx context.Context) (stop func(), err error) {
-	bin := b.o.serviceBin
-	if bin == "" {
-		bin = filepath.Join(b.tmp, "payment-service")
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/payment-service")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return nil, fmt.Errorf("build the service: %w", err)
-		}
-	}
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// startService runs the payment-service binary bin with its defaults, as
+// an operator would, its JSON log going to a file.
+func (b *bench) startService(ctx context.Context, bin string) (stop func(), err error) {
 	httpPort, err := freePort()
 	if err != nil {
 		return nil, err
@@ -281,7 +333,7 @@ func (b *bench) startService(ctx context.Context) (stop func(), err error) {
 	}
 	b.api = "http://127.0.0.1:" + strconv.Itoa(httpPort)
 	b.debug = "http://127.0.0.1:" + strconv.Itoa(debugPort)
-	logFile, err := os.Create(filepath.Join(b.tmp, "service.log"))
+	logFile, err := os.OpenFile(filepath.Join(b.tmp, "service.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -298,6 +350,7 @@ func (b *bench) startService(ctx context.Context) (stop func(), err error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
+	b.servicePID = cmd.Process.Pid
 	stop = func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
@@ -325,8 +378,8 @@ func (b *bench) startService(ctx context.Context) (stop func(), err error) {
 func (b *bench) serviceRun(ctx context.Context, workload string, clients int, profile bool) (result, error) {
 	next := func(c, i int) (*http.Request, int) {
 		order := b.orders.Add(1)
-		if order > serviceOrders {
-			panic("bench-api: out of orders for the service; raise serviceOrders")
+		if order > b.o.serviceOrders() {
+			panic("bench-api: out of orders for the service; options.serviceOrders counts too few")
 		}
 		id := strconv.FormatInt(order, 10)
 		return chargeRequest(b.api, apiKey, "create-"+id, chargeBody(order, "pi_"+id)), http.StatusCreated
@@ -348,7 +401,20 @@ func (b *bench) serviceRun(ctx context.Context, workload string, clients int, pr
 	if b.o.loadgen == "wrk" {
 		r, err = b.wrkRun(ctx, workload, clients)
 	} else {
+		// The CPU time is read on timers at the measured part's start and
+		// end: to a few milliseconds, of a run of seconds.
+		cpu := make(chan time.Duration, 2)
+		go func() {
+			for _, wait := range []time.Duration{b.o.warmup, b.o.duration} {
+				time.Sleep(wait)
+				t, _ := processCPU(b.servicePID)
+				cpu <- t
+			}
+		}()
 		r = closedLoop(ctx, clients, b.o.warmup, b.o.duration, next)
+		if before, after := <-cpu, <-cpu; r.Requests > 0 && after > before {
+			r.CPUPerRequest = (after - before) / time.Duration(r.Requests)
+		}
 	}
 	if err != nil {
 		return r, err

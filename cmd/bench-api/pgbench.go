@@ -132,6 +132,9 @@ type row struct {
 	Service     result  `json:"service"`
 	Ceiling     *result `json:"ceiling,omitempty"`
 	Ratio       float64 `json:"ratio,omitempty"` // service / ceiling requests per second
+	// Compare is -compare-bin's binary, measured in the same passes.
+	Compare      *result `json:"compare,omitempty"`
+	CompareRatio float64 `json:"compareRatio,omitempty"` // compare / ceiling requests per second
 }
 
 type table struct {
@@ -146,11 +149,18 @@ func summarize(o options, runs map[string][]result) table {
 	add := func(workload string, cs []int) {
 		for _, c := range cs {
 			r := row{Workload: workload, Concurrency: c, Service: median(runs[name("service", workload, c)])}
+			if cmp, ok := runs[name("compare", workload, c)]; ok {
+				m := median(cmp)
+				r.Compare = &m
+			}
 			if ceil, ok := runs[name("pgbench", workload, c)]; ok {
 				m := median(ceil)
 				r.Ceiling = &m
 				if m.PerSecond > 0 {
 					r.Ratio = r.Service.PerSecond / m.PerSecond
+					if r.Compare != nil {
+						r.CompareRatio = r.Compare.PerSecond / m.PerSecond
+					}
 				}
 			}
 			t.Rows = append(t.Rows, r)
@@ -180,21 +190,38 @@ func median(rs []result) result {
 	m.P99 = time.Duration(pick(func(r result) float64 { return float64(r.P99) }))
 	m.Requests = int(pick(func(r result) float64 { return float64(r.Requests) }))
 	m.Errors = int(pick(func(r result) float64 { return float64(r.Errors) }))
+	m.CPUPerRequest = time.Duration(pick(func(r result) float64 { return float64(r.CPUPerRequest) }))
 	return m
 }
 
 func (t table) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Medians of %d passes, %s each, load from %s:\n\n", t.Passes, t.Duration, t.LoadGenerator)
-	b.WriteString("| workload | C | service req/s | p50 ms | p99 ms | pgbench tx/s | p50 ms | p99 ms | ratio |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	compare := len(t.Rows) > 0 && t.Rows[0].Compare != nil
+	b.WriteString("| workload | C | service req/s | p50 ms | p99 ms | CPU µs/req | pgbench tx/s | p50 ms | p99 ms | ratio |")
+	if compare {
+		b.WriteString(" compare req/s | CPU µs/req | ratio |")
+	}
+	b.WriteString("\n|---|---|---|---|---|---|---|---|---|---|")
+	if compare {
+		b.WriteString("---|---|---|")
+	}
+	b.WriteString("\n")
 	for _, r := range t.Rows {
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f | %.2f |", r.Workload, r.Concurrency, r.Service.PerSecond, ms(r.Service.P50), ms(r.Service.P99))
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f | %.2f | %.0f |", r.Workload, r.Concurrency,
+			r.Service.PerSecond, ms(r.Service.P50), ms(r.Service.P99), us(r.Service.CPUPerRequest))
 		if r.Ceiling != nil {
-			fmt.Fprintf(&b, " %.0f | %.2f | %.2f | %.2f |\n", r.Ceiling.PerSecond, ms(r.Ceiling.P50), ms(r.Ceiling.P99), r.Ratio)
+			fmt.Fprintf(&b, " %.0f | %.2f | %.2f | %.2f |", r.Ceiling.PerSecond, ms(r.Ceiling.P50), ms(r.Ceiling.P99), r.Ratio)
 		} else {
-			b.WriteString(" – | – | – | – |\n")
+			b.WriteString(" – | – | – | – |")
 		}
+		switch {
+		case r.Compare != nil:
+			fmt.Fprintf(&b, " %.0f | %.0f | %.2f |", r.Compare.PerSecond, us(r.Compare.CPUPerRequest), r.CompareRatio)
+		case compare:
+			b.WriteString(" – | – | – |")
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }

@@ -64,17 +64,17 @@ func (b *bench) wrkRun(ctx context.Context, workload string, clients int) (resul
 	if err := os.WriteFile(script, []byte(wrkScript), 0o644); err != nil {
 		return result{}, err
 	}
-	threads := min(clients, 2)
-	// Enough orders for each thread of this run at 10,000 new charges a
+	threads := min(clients, maxLoadThreads)
+	// Enough orders for each thread of this run at maxChargesPerSecond new charges a
 	// second, several times what the service makes here. A thread that ran
 	// past its slice would charge another thread's orders: the third
 	// layer's 409s would then show as errors.
-	span := int64(10_000 * (b.o.warmup + b.o.duration).Seconds())
+	span := b.o.ordersPerThread()
 	var first int64
 	if workload == "create" {
 		first = b.orders.Add(span*int64(threads)) - span*int64(threads) + 1
-		if first+span*int64(threads) > serviceOrders {
-			return result{}, fmt.Errorf("out of orders for the service; raise serviceOrders")
+		if first+span*int64(threads) > b.o.serviceOrders()+1 {
+			return result{}, fmt.Errorf("out of orders for the service; options.serviceOrders counts too few")
 		}
 	}
 	run := func(d time.Duration, offset int64) (string, error) {
@@ -92,11 +92,23 @@ func (b *bench) wrkRun(ctx context.Context, workload string, clients int) (resul
 	if _, err := run(b.o.warmup, span/2); err != nil {
 		return result{}, err
 	}
+	cpuBefore, err := processCPU(b.servicePID)
+	if err != nil {
+		return result{}, err
+	}
 	out, err := run(b.o.duration, 0)
 	if err != nil {
 		return result{}, err
 	}
-	return parseWrk(out, b.o.duration)
+	cpuAfter, err := processCPU(b.servicePID)
+	if err != nil {
+		return result{}, err
+	}
+	r, err := parseWrk(out, b.o.duration)
+	if err == nil && r.Requests > 0 {
+		r.CPUPerRequest = (cpuAfter - cpuBefore) / time.Duration(r.Requests)
+	}
+	return r, err
 }
 
 var (
