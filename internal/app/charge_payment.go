@@ -25,12 +25,14 @@ import (
 // runs in three atomic phases (the Stripe-style design), so that no
 // provider call ever happens inside a database transaction:
 //
-//  1. claim: one transaction, one statement, reserves a PENDING payment
-//     row and claims the key (insert-if-absent, never find-then-save)
-//     linked to it, checking the order. A duplicate sees the claim and gets
-//     409 request-in-progress or the stored response; it never runs the
-//     command. The rare answers (the order does not match, a payment is in
-//     the way) take further statements in the same transaction.
+//  1. claim: one statement, committed on its own, reserves a PENDING
+//     payment row and claims the key (insert-if-absent, never
+//     find-then-save) linked to it, checking the order. A duplicate sees
+//     the claim and gets 409 request-in-progress or the stored response; it
+//     never runs the command. The rare answers (the key is held, the order
+//     does not match, a payment is in the way) roll the statement back,
+//     and it runs again in a transaction, where they take further
+//     statements.
 //  2. call: the provider is called with an idempotency key of its own,
 //     derived from the external payment, so calling it again is safe.
 //  3. record: one statement, atomic on its own, sets the payment's final
@@ -153,12 +155,16 @@ func (uc *ChargePayment) Handle(ctx context.Context, cmd ChargeCommand) (ChargeR
 
 	token := uuid.New()
 	claimedAt := time.Now()
-	var phase1 claimResult
 	claimCtx, span := uc.startPhase(ctx, "charge claim", cmd)
-	err = uc.tx.Transact(claimCtx, func(ctx context.Context, r Repos) (err error) {
-		phase1, err = uc.claim(ctx, r, cmd, hash, token)
-		return err
-	})
+	phase1, err := uc.claimAtOnce(claimCtx, cmd, hash, token)
+	if errors.Is(err, ErrClaimNeedsTransaction) {
+		// A rare answer: the statement rolled back. It runs again in a
+		// transaction, where that answer takes further statements.
+		err = uc.tx.Transact(claimCtx, func(ctx context.Context, r Repos) (err error) {
+			phase1, err = uc.claim(ctx, r, cmd, hash, token)
+			return err
+		})
+	}
 	endPhase(span, err)
 	var held *keyHeldError
 	switch {
@@ -305,14 +311,30 @@ func takeable(rec IdempotencyRecord, hash string) bool {
 	return rec.CommandHash == hash && rec.Status == RecordInProgress && !rec.LockedUntil.After(time.Now())
 }
 
+// chargeClaim is phase 1's statement's input.
+func (uc *ChargePayment) chargeClaim(cmd ChargeCommand, hash string, token uuid.UUID) ChargeClaim {
+	return ChargeClaim{Scope: cmd.Scope, CommandHash: hash, Token: token, LockFor: uc.lockTimeout, Charge: cmd.Charge}
+}
+
+// claimAtOnce is phase 1 in one round trip: the statement commits on its
+// own when its answer is the usual one, the key claimed with a PENDING
+// payment to charge (reserved now, or resumed after a takeover). Every other
+// answer is ErrClaimNeedsTransaction, with nothing committed.
+func (uc *ChargePayment) claimAtOnce(ctx context.Context, cmd ChargeCommand, hash string, token uuid.UUID) (claimResult, error) {
+	res, err := uc.store.ClaimAndReserve(ctx, uc.chargeClaim(cmd, hash, token))
+	if err != nil {
+		return claimResult{}, err
+	}
+	if !res.Claimed || res.Payment == nil {
+		return claimResult{}, fmt.Errorf("phase 1 committed without a payment to charge (claimed %v)", res.Claimed)
+	}
+	return claimResult{payment: *res.Payment, saga: res.SagaID, resumed: !res.Reserved}, nil
+}
+
+// claim is phase 1 inside a transaction, for the answers claimAtOnce does
+// not commit.
 func (uc *ChargePayment) claim(ctx context.Context, r Repos, cmd ChargeCommand, hash string, token uuid.UUID) (claimResult, error) {
-	res, err := r.Charges.ClaimAndReserve(ctx, ChargeClaim{
-		Scope:       cmd.Scope,
-		CommandHash: hash,
-		Token:       token,
-		LockFor:     uc.lockTimeout,
-		Charge:      cmd.Charge,
-	})
+	res, err := r.Charges.ClaimAndReserve(ctx, uc.chargeClaim(cmd, hash, token))
 	if err != nil {
 		return claimResult{}, err
 	}

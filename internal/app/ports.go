@@ -143,6 +143,13 @@ type ClaimAndReserveResult struct {
 type ChargeStore interface {
 	// LookupKey reads a key's record without locking or writing anything.
 	LookupKey(ctx context.Context, scope IdempotencyScope) (rec IdempotencyRecord, found bool, err error)
+	// ClaimAndReserve is phase 1 on its own, Charges.ClaimAndReserve's
+	// statement committed by itself. It commits only the usual answer: the
+	// key claimed, with a PENDING payment to charge that is its recovery
+	// point (Reserved, or a takeover's). For any other answer it commits
+	// nothing and returns ErrClaimNeedsTransaction: run
+	// Charges.ClaimAndReserve in a transaction instead.
+	ClaimAndReserve(ctx context.Context, c ChargeClaim) (ClaimAndReserveResult, error)
 	// RecordOutcome is phase 3: it completes the key with the response,
 	// fenced by the lock token; sets the payment's final status (the
 	// event's payment's status); and appends the event to the outbox: all
@@ -323,6 +330,10 @@ type ResponseEncoder interface {
 	// the outcome, now and on every replay.
 	EncodeChargeOutcome(ChargeOutcome) (StoredResponse, error)
 }
+
+// ErrClaimNeedsTransaction: phase 1's statement on its own found an answer
+// other than "claimed, with a payment to charge", and rolled back.
+var ErrClaimNeedsTransaction = errors.New("phase 1 needs a transaction")
 
 // ErrLockLost: the claim was taken over by another request after it expired.
 var ErrLockLost = errors.New("idempotency lock lost")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/shopspring/decimal"
 	"gorm.io/gorm"
 
@@ -14,10 +15,9 @@ import (
 	"github.com/example/payment-service/internal/domain"
 )
 
-// The hot path of a charge is three statements, one per round trip of
-// work: lookupKeySQL (a replay is answered from it), claimAndReserveSQL
-// (phase 1, between BEGIN and COMMIT) and recordOutcomeSQL (phase 3, atomic
-// on its own). The two writes are data-modifying CTEs: one clause per step,
+// The hot path of a charge is three statements, one round trip each:
+// lookupKeySQL (a replay is answered from it), claimAndReserveSQL (phase 1)
+// and recordOutcomeSQL (phase 3), each atomic on its own. The two writes are data-modifying CTEs: one clause per step,
 // each saying which rule it enforces. Parameters are named (@name),
 // compiled once to $n (namedsql.go); pgbench runs the same statements for
 // the benchmark's ceiling, with :name (pgbench/*.pgbench, kept in step by
@@ -32,10 +32,18 @@ SELECT command_hash, status, http_status, response::text, payment_id, lock_token
   FROM idempotency_record
  WHERE client_id = @client AND idempotency_key = @key`
 
-// claimAndReserveSQL is phase 1 in one statement. It runs inside a
-// transaction, because its answer can still be "roll all of it back" (the
-// key is held by another command; the order does not match; a payment in
-// the way), and then nothing of it may stay.
+// claimAndReserveSQL is phase 1 in one statement. Its answer can be "roll
+// all of it back" (the key is held by another command; the order does not
+// match; a payment in the way), and then nothing of it may stay. So it
+// runs in one of two ways:
+//
+//   - @atomic, on its own (ChargeStore.ClaimAndReserve): the usual answer,
+//     a claimed key with a PENDING payment to charge, commits in one round
+//     trip. Any other answer raises charge_needs_transaction's error
+//     (migration 00012), which rolls the whole statement back;
+//   - inside a transaction (Charges.ClaimAndReserve), after such an error:
+//     it returns every answer, and the rare ones take further statements
+//     before the transaction commits or rolls back.
 //
 // The payment is reserved before the key is claimed, so that the claim's
 // insert can carry the payment's id: a statement cannot update a row that
@@ -100,7 +108,18 @@ SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
        ch.id AS payment_id, ch.client_id, ch.order_id, ch.customer_id, ch.payment_provider,
        ch.external_payment_id, ch.amount, ch.currency, ch.status, ch.created_at
   FROM (SELECT 1) AS one
-  LEFT JOIN charged ch ON true`
+  LEFT JOIN charged ch ON true
+-- On its own (atomic), keep only a claimed key with a PENDING payment,
+-- which is its recovery point; any other answer raises, and the error
+-- rolls back everything above. CASE, because only CASE fixes the order in
+-- which SQL evaluates; coalesce, because a missing payment makes it NULL.
+ WHERE CASE WHEN @atomic AND NOT coalesce(
+                 EXISTS (SELECT 1 FROM claimed)
+             AND ch.status = 'PENDING'
+             AND ch.id = (SELECT payment_id FROM claimed), false)
+            THEN charge_needs_transaction()
+            ELSE true
+       END`
 
 // recordOutcomeSQL is phase 3 in one statement, atomic without a
 // transaction around it: the key's outcome, the payment's final status and
@@ -162,10 +181,18 @@ type Charges struct {
 	db *gorm.DB
 }
 
-// ClaimAndReserve implements app.Charges.
+// ClaimAndReserve implements app.Charges: the statement inside the
+// caller's transaction, returning every answer.
 func (s *Charges) ClaimAndReserve(ctx context.Context, c app.ChargeClaim) (app.ClaimAndReserveResult, error) {
+	return claimAndReserve(ctx, s.db, c, false)
+}
+
+// claimAndReserve runs claimAndReserveSQL; atomic: on its own, keeping only
+// the usual answer.
+func claimAndReserve(ctx context.Context, db *gorm.DB, c app.ChargeClaim, atomic bool) (app.ClaimAndReserveResult, error) {
 	ch := c.Charge
-	row, err := queryRow(ctx, s.db, claimAndReserveStmt, map[string]any{
+	row, err := queryRow(ctx, db, claimAndReserveStmt, map[string]any{
+		"atomic":      atomic,
 		"client":      string(c.Scope.ClientID),
 		"key":         c.Scope.Key,
 		"hash":        c.CommandHash,
@@ -250,6 +277,24 @@ type ChargeStore struct {
 func NewChargeStore(db *gorm.DB, outbox OutboxConfig, gate *Gate) *ChargeStore {
 	return &ChargeStore{db: db, outbox: outbox, gate: gate}
 }
+
+// ClaimAndReserve implements app.ChargeStore: the statement on its own.
+func (s *ChargeStore) ClaimAndReserve(ctx context.Context, c app.ChargeClaim) (app.ClaimAndReserveResult, error) {
+	if err := s.gate.enter(ctx); err != nil {
+		return app.ClaimAndReserveResult{}, err
+	}
+	defer s.gate.leave()
+	res, err := claimAndReserve(ctx, s.db, c, true)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == chargeNeedsTransactionCode {
+		return app.ClaimAndReserveResult{}, app.ErrClaimNeedsTransaction
+	}
+	return res, mapError(err)
+}
+
+// chargeNeedsTransactionCode is the SQLSTATE of charge_needs_transaction's
+// error (migration 00012).
+const chargeNeedsTransactionCode = "PC001"
 
 // LookupKey implements app.ChargeStore.
 func (s *ChargeStore) LookupKey(ctx context.Context, scope app.IdempotencyScope) (app.IdempotencyRecord, bool, error) {

@@ -57,18 +57,18 @@ const pgbenchHeader = `-- Generated from internal/repository/charges.go by
 -- cmd/bench-api runs it with -M prepared and the -D variables it sets.
 `
 
-// chargeScript is a charge as the service makes it: phase 1 (BEGIN,
-// claimAndReserveSQL, COMMIT) and phase 3 (recordOutcomeSQL). pgbench
-// cannot make a UUID or count, so one SELECT more than the service makes
-// draws the lock token, the event id and an order of its own (from a
-// sequence cmd/bench-api creates): the ceiling pays one extra round trip.
+// chargeScript is a charge as the service makes it: phase 1
+// (claimAndReserveSQL on its own, as the usual answer commits) and phase 3
+// (recordOutcomeSQL). pgbench cannot make a UUID or count, so one SELECT
+// more than the service makes draws the lock token, the event id and an
+// order of its own (from a sequence cmd/bench-api creates): the ceiling pays
+// one extra round trip, as the service pays its lookup.
 var chargeScript = pgbenchHeader + `\set key random(1, 9223372036854775806)
+\set atomic true
 SELECT gen_random_uuid() AS token, gen_random_uuid() AS event_id, nextval('pgbench_order') AS "order" \gset
 \set external :order
 \set message_key :order
-BEGIN;
 ` + pgbenchSQL(claimAndReserveSQL) + ` \gset
-COMMIT;
 ` + untraced(pgbenchSQL(recordOutcomeSQL)) + `;
 `
 

@@ -1,0 +1,178 @@
+package repository_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/example/payment-service/internal/app"
+	"github.com/example/payment-service/internal/domain"
+	"github.com/example/payment-service/internal/repository"
+)
+
+// Phase 1 on its own (issue 11) commits in one round trip only the usual
+// answer: the key claimed, with a PENDING payment to charge. Every other
+// answer must leave the tables as they were, reservation and claim alike,
+// and say ErrClaimNeedsTransaction, so that the use case runs it again in
+// a transaction.
+func TestClaimOnItsOwnCommitsOnlyTheUsualAnswer(t *testing.T) {
+	t.Parallel()
+	db, _ := openDB(t)
+	store := repository.NewChargeStore(db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}, nil)
+	ctx := context.Background()
+	claimOnItsOwn := func(key, hash string, token uuid.UUID, lockFor time.Duration, charge domain.Charge) (app.ClaimAndReserveResult, error) {
+		return store.ClaimAndReserve(ctx, app.ChargeClaim{
+			Scope: app.IdempotencyScope{ClientID: "demo-client", Key: key}, CommandHash: hash,
+			Token: token, LockFor: lockFor, Charge: charge,
+		})
+	}
+	mustClaim := func(t *testing.T, key, hash string, lockFor time.Duration, charge domain.Charge) app.ClaimAndReserveResult {
+		t.Helper()
+		res, err := claimOnItsOwn(key, hash, uuid.New(), lockFor, charge)
+		if err != nil {
+			t.Fatalf("claim %s: %v", key, err)
+		}
+		return res
+	}
+
+	for _, tc := range []struct {
+		name string
+		// before makes the tables the case needs, on order; it returns the
+		// payment the claim must go on with (0: the claim must roll back).
+		before   func(t *testing.T, order int64) (key, hash string, charge domain.Charge, resumes int64)
+		reserved bool
+	}{
+		{
+			name: "a new key for a matching order is claimed and reserved",
+			before: func(t *testing.T, order int64) (string, string, domain.Charge, int64) {
+				addOrder(t, db, order, "10.00")
+				return "new", "h", newCharge(t, order, "10.00", "pi_new"), -1
+			},
+			reserved: true,
+		},
+		{
+			name: "an expired claim of the same command is taken over, with its payment",
+			before: func(t *testing.T, order int64) (string, string, domain.Charge, int64) {
+				addOrder(t, db, order, "10.00")
+				charge := newCharge(t, order, "10.00", "pi_takeover")
+				first := mustClaim(t, "takeover", "h", time.Microsecond, charge)
+				time.Sleep(5 * time.Millisecond)
+				return "takeover", "h", charge, int64(first.Payment.ID)
+			},
+		},
+		{
+			name: "an unknown order rolls back",
+			before: func(t *testing.T, order int64) (string, string, domain.Charge, int64) {
+				return "unknown-order", "h", newCharge(t, order, "10.00", "pi_unknown"), 0
+			},
+		},
+		{
+			name: "an order of another amount rolls back",
+			before: func(t *testing.T, order int64) (string, string, domain.Charge, int64) {
+				addOrder(t, db, order, "99.00")
+				return "mismatch", "h", newCharge(t, order, "10.00", "pi_mismatch"), 0
+			},
+		},
+		{
+			name: "a key held by a live claim rolls back, its reservation too",
+			before: func(t *testing.T, order int64) (string, string, domain.Charge, int64) {
+				addOrder(t, db, order, "10.00")
+				mustClaim(t, "held", "h", time.Minute, newCharge(t, order, "10.00", "pi_held"))
+				// Another command under the held key, for an order of its own
+				// that would be reserved if the statement committed.
+				addOrder(t, db, order+1, "10.00")
+				return "held", "other", newCharge(t, order+1, "10.00", "pi_held_other"), 0
+			},
+		},
+		{
+			name: "a payment in the way rolls back",
+			before: func(t *testing.T, order int64) (string, string, domain.Charge, int64) {
+				addOrder(t, db, order, "10.00")
+				charge := newCharge(t, order, "10.00", "pi_in_the_way")
+				mustClaim(t, "first-key", "h", time.Minute, charge)
+				return "second-key", "h", charge, 0
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			order := int64(7000 + 10*len(tc.name)) // a few orders of its own
+			key, hash, charge, resumes := tc.before(t, order)
+			recordsBefore := countRows(t, db, `SELECT count(*) FROM idempotency_record`)
+			paymentsBefore := countRows(t, db, `SELECT count(*) FROM payment`)
+			token := uuid.New()
+
+			res, err := claimOnItsOwn(key, hash, token, time.Minute, charge)
+
+			if resumes == 0 {
+				if !errors.Is(err, app.ErrClaimNeedsTransaction) {
+					t.Fatalf("got %+v, %v; want ErrClaimNeedsTransaction", res, err)
+				}
+				if r, p := countRows(t, db, `SELECT count(*) FROM idempotency_record`), countRows(t, db, `SELECT count(*) FROM payment`); r != recordsBefore || p != paymentsBefore {
+					t.Errorf("records %d -> %d, payments %d -> %d: a rolled-back claim left rows", recordsBefore, r, paymentsBefore, p)
+				}
+				if n := countRows(t, db, `SELECT count(*) FROM idempotency_record WHERE lock_token = ?`, token); n != 0 {
+					t.Errorf("the rolled-back claim's token is on %d records", n)
+				}
+				return
+			}
+			if err != nil || !res.Claimed || res.Reserved != tc.reserved || res.Payment == nil || res.Payment.Status != domain.PaymentPending {
+				t.Fatalf("got %+v, %v; want claimed, reserved %v, a PENDING payment", res, err, tc.reserved)
+			}
+			if resumes > 0 && int64(res.Payment.ID) != resumes {
+				t.Errorf("took over with payment %d, want the recovery point %d", res.Payment.ID, resumes)
+			}
+			if n := countRows(t, db, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = ? AND lock_token = ? AND payment_id = ?`, key, token, int64(res.Payment.ID)); n != 1 {
+				t.Errorf("the claim did not commit with its token and recovery point")
+			}
+		})
+	}
+}
+
+// On its own too, of many concurrent charges with one key and one command
+// exactly one claims; every other rolls back, and one payment is reserved.
+func TestClaimOnItsOwnIsAtomicUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	db, _ := openDB(t)
+	store := repository.NewChargeStore(db, repository.OutboxConfig{}, nil)
+	addOrder(t, db, 1001, "10.00")
+	charge := newCharge(t, 1001, "10.00", "pi_1")
+
+	const n = 40
+	var mu sync.Mutex
+	var winners, rolledBack int
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range n {
+		wg.Go(func() {
+			<-start
+			res, err := store.ClaimAndReserve(context.Background(), app.ChargeClaim{
+				Scope: app.IdempotencyScope{ClientID: "demo-client", Key: "k"}, CommandHash: "h",
+				Token: uuid.New(), LockFor: time.Minute, Charge: charge,
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, app.ErrClaimNeedsTransaction):
+				rolledBack++
+			case err != nil:
+				t.Errorf("claim: %v", err)
+			case res.Claimed && res.Reserved:
+				winners++
+			default:
+				t.Errorf("committed %+v", res)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if winners != 1 || rolledBack != n-1 {
+		t.Fatalf("winners = %d, rolled back = %d; want exactly one winner", winners, rolledBack)
+	}
+	if got := countRows(t, db, `SELECT count(*) FROM payment`); got != 1 {
+		t.Fatalf("payments = %d, want 1", got)
+	}
+}
