@@ -12,6 +12,16 @@ import (
 // times: 100 on every Linux this runs on.
 const clockTicks = 100
 
+// perRequest is cpu, the service's CPU time over a run, per request of
+// the run; zero when there is nothing to divide (no requests, or a reading
+// of the CPU time that failed).
+func perRequest(cpu time.Duration, requests int) time.Duration {
+	if requests <= 0 || cpu <= 0 {
+		return 0
+	}
+	return cpu / time.Duration(requests)
+}
+
 // processCPU is the CPU time (user and system) pid has used so far, from
 // /proc/<pid>/stat. Its resolution is 10 ms; a run's few seconds of work
 // make that well under one per cent.

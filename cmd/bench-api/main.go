@@ -145,14 +145,17 @@ func ints(s string) ([]int, error) {
 
 // bench is the running stack.
 type bench struct {
-	o        options
-	dsn      string // TCP, for the service and pgbench
-	api      string
-	debug    string
-	bindir   string
-	tmp      string
-	orders   atomic.Int64 // next order the service charges
-	provider *sandboxprovider.Server
+	o      options
+	dsn    string // TCP, for the service and pgbench
+	api    string
+	debug  string
+	bindir string
+	tmp    string
+	orders atomic.Int64 // next order the service charges
+	// lastOrder is the last of the service's orders (options.serviceOrders):
+	// the ones after it are pgbench's.
+	lastOrder int64
+	provider  *sandboxprovider.Server
 	// servicePID is the running service's process, for its CPU time.
 	servicePID int
 }
@@ -188,10 +191,10 @@ func run(ctx context.Context, o options) error {
 	if err := migrations.Up(ctx, b.dsn); err != nil {
 		return err
 	}
-	serviceOrders := o.serviceOrders()
-	logf("seeding %d orders", serviceOrders+pgbenchOrders)
+	b.lastOrder = o.serviceOrders()
+	logf("seeding %d orders", b.lastOrder+pgbenchOrders)
 	if err := exec1(ctx, b.dsn, `INSERT INTO order_projection (order_id, customer_id, amount, currency)
-		SELECT g, 42, 10.00, 'RUB' FROM generate_series(1, $1::bigint) g`, serviceOrders+pgbenchOrders); err != nil {
+		SELECT g, 42, 10.00, 'RUB' FROM generate_series(1, $1::bigint) g`, b.lastOrder+pgbenchOrders); err != nil {
 		return err
 	}
 	if err := exec1(ctx, b.dsn, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
@@ -199,7 +202,7 @@ func run(ctx context.Context, o options) error {
 	}
 	// pgbench's charges take their orders from this sequence, one each.
 	if err := exec1(ctx, b.dsn, fmt.Sprintf(`CREATE SEQUENCE pgbench_order START %d MAXVALUE %d`,
-		serviceOrders+1, serviceOrders+pgbenchOrders)); err != nil {
+		b.lastOrder+1, b.lastOrder+pgbenchOrders)); err != nil {
 		return err
 	}
 
@@ -257,19 +260,19 @@ func run(ctx context.Context, o options) error {
 		if o.compareBin != "" {
 			// The same workloads on the other binary, then back, so that the
 			// next pass starts as this one did.
-			for _, next := range []struct {
-				bin     string
-				measure bool
-			}{{o.compareBin, true}, {serviceBin, false}} {
+			restart := func(bin string) (err error) {
 				stopService()
-				if stopService, err = b.startService(ctx, next.bin); err != nil {
-					return err
-				}
-				if next.measure {
-					if err := measure("compare", false); err != nil {
-						return err
-					}
-				}
+				stopService, err = b.startService(ctx, bin)
+				return err
+			}
+			if err := restart(o.compareBin); err != nil {
+				return err
+			}
+			if err := measure("compare", false); err != nil {
+				return err
+			}
+			if err := restart(serviceBin); err != nil {
+				return err
 			}
 		}
 		if !o.ceiling {
@@ -378,7 +381,7 @@ func (b *bench) startService(ctx context.Context, bin string) (stop func(), err 
 func (b *bench) serviceRun(ctx context.Context, workload string, clients int, profile bool) (result, error) {
 	next := func(c, i int) (*http.Request, int) {
 		order := b.orders.Add(1)
-		if order > b.o.serviceOrders() {
+		if order > b.lastOrder {
 			panic("bench-api: out of orders for the service; options.serviceOrders counts too few")
 		}
 		id := strconv.FormatInt(order, 10)
@@ -403,18 +406,20 @@ func (b *bench) serviceRun(ctx context.Context, workload string, clients int, pr
 	} else {
 		// The CPU time is read on timers at the measured part's start and
 		// end: to a few milliseconds, of a run of seconds.
-		cpu := make(chan time.Duration, 2)
+		cpu := make(chan time.Duration, 1)
 		go func() {
-			for _, wait := range []time.Duration{b.o.warmup, b.o.duration} {
-				time.Sleep(wait)
-				t, _ := processCPU(b.servicePID)
-				cpu <- t
+			time.Sleep(b.o.warmup)
+			before, errBefore := processCPU(b.servicePID)
+			time.Sleep(b.o.duration)
+			after, errAfter := processCPU(b.servicePID)
+			if errBefore != nil || errAfter != nil {
+				cpu <- 0
+				return
 			}
+			cpu <- after - before
 		}()
 		r = closedLoop(ctx, clients, b.o.warmup, b.o.duration, next)
-		if before, after := <-cpu, <-cpu; r.Requests > 0 && after > before {
-			r.CPUPerRequest = (after - before) / time.Duration(r.Requests)
-		}
+		r.CPUPerRequest = perRequest(<-cpu, r.Requests)
 	}
 	if err != nil {
 		return r, err

@@ -73,7 +73,7 @@ func (b *bench) wrkRun(ctx context.Context, workload string, clients int) (resul
 	var first int64
 	if workload == "create" {
 		first = b.orders.Add(span*int64(threads)) - span*int64(threads) + 1
-		if first+span*int64(threads) > b.o.serviceOrders()+1 {
+		if first+span*int64(threads) > b.lastOrder+1 {
 			return result{}, fmt.Errorf("out of orders for the service; options.serviceOrders counts too few")
 		}
 	}
@@ -105,9 +105,7 @@ func (b *bench) wrkRun(ctx context.Context, workload string, clients int) (resul
 		return result{}, err
 	}
 	r, err := parseWrk(out, b.o.duration)
-	if err == nil && r.Requests > 0 {
-		r.CPUPerRequest = (cpuAfter - cpuBefore) / time.Duration(r.Requests)
-	}
+	r.CPUPerRequest = perRequest(cpuAfter-cpuBefore, r.Requests)
 	return r, err
 }
 
