@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/shopspring/decimal"
 	"gorm.io/gorm"
 
@@ -285,15 +284,12 @@ func (s *ChargeStore) ClaimAndReserve(ctx context.Context, c app.ChargeClaim) (a
 	}
 	defer s.gate.leave()
 	res, err := claimAndReserve(ctx, s.db, c, true)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == chargeNeedsTransactionCode {
-		return app.ClaimAndReserveResult{}, app.ErrClaimNeedsTransaction
-	}
-	return res, mapError(err)
+	return res, mapError(err) // charge_needs_transaction: ErrClaimNeedsTransaction
 }
 
 // chargeNeedsTransactionCode is the SQLSTATE of charge_needs_transaction's
-// error (migration 00012).
+// error (migration 00012); mapError turns it into
+// app.ErrClaimNeedsTransaction.
 const chargeNeedsTransactionCode = "PC001"
 
 // LookupKey implements app.ChargeStore.

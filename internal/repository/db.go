@@ -156,10 +156,16 @@ func (t *Transactor) Transact(ctx context.Context, fn func(ctx context.Context, 
 // mapError turns errors meaning "the database cannot be reached" into
 // app.ErrStoreUnavailable (the service fails closed on it with 503), marks
 // errors that reject the data itself with app.ErrDataRejected (keeping the
-// original in the chain), and leaves others as they are. It is idempotent.
+// original in the chain), turns charge_needs_transaction's error into
+// app.ErrClaimNeedsTransaction, and leaves others as they are. It is
+// idempotent.
 func mapError(err error) error {
 	if err == nil || errors.Is(err, app.ErrStoreUnavailable) || errors.Is(err, app.ErrDataRejected) {
 		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == chargeNeedsTransactionCode {
+		return app.ErrClaimNeedsTransaction
 	}
 	if isUnavailable(err) {
 		return fmt.Errorf("%w: %v", app.ErrStoreUnavailable, err)

@@ -6,8 +6,25 @@ import (
 	"io"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/example/payment-service/internal/app"
 )
+
+// charge_needs_transaction's error (migration 00012), wrapped as the claim
+// statement wraps it, is ErrClaimNeedsTransaction, and only that code is.
+func TestChargeNeedsTransactionIsErrClaimNeedsTransaction(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		code string
+		want bool
+	}{{chargeNeedsTransactionCode, true}, {"P0001", false}, {"23505", false}} {
+		err := mapError(fmt.Errorf("claim key and reserve payment: %w", &pgconn.PgError{Code: tc.code}))
+		if got := errors.Is(err, app.ErrClaimNeedsTransaction); got != tc.want {
+			t.Errorf("SQLSTATE %s: ErrClaimNeedsTransaction %v, want %v (%v)", tc.code, got, tc.want, err)
+		}
+	}
+}
 
 // A server that dies in the middle of a statement (a crash, an immediate
 // shutdown, a failover) leaves pgx reading a connection that ends without
