@@ -3,6 +3,7 @@ package repository_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -77,11 +78,41 @@ func addOrder(t testing.TB, db *gorm.DB, order int64, amount string) {
 	}
 }
 
-// The claim is one atomic statement: of many concurrent charges with one
-// key and one command, exactly one claims the key and reserves the
-// payment; every other sees the key held.
+// The claim is one atomic statement, in a transaction or on its own (issue
+// 11): of many concurrent charges with one key and one command, exactly one
+// claims the key and reserves the payment; every other sees the key held,
+// or on its own rolls back.
 func TestClaimIsAtomicUnderConcurrency(t *testing.T) {
 	t.Parallel()
+	for _, way := range []struct {
+		name  string
+		claim func(ctx context.Context, db *gorm.DB, tx *repository.Transactor, charge domain.Charge) (app.ClaimAndReserveResult, error)
+	}{
+		{"in a transaction", func(ctx context.Context, _ *gorm.DB, tx *repository.Transactor, charge domain.Charge) (app.ClaimAndReserveResult, error) {
+			return claim(ctx, tx, "k", "h", uuid.New(), charge)
+		}},
+		{"on its own", func(ctx context.Context, db *gorm.DB, _ *repository.Transactor, charge domain.Charge) (app.ClaimAndReserveResult, error) {
+			res, err := repository.NewChargeStore(db, repository.OutboxConfig{}, nil).ClaimAndReserve(ctx, app.ChargeClaim{
+				Scope: app.IdempotencyScope{ClientID: "demo-client", Key: "k"}, CommandHash: "h",
+				Token: uuid.New(), LockFor: time.Minute, Charge: charge,
+			})
+			switch {
+			case errors.Is(err, app.ErrClaimNeedsTransaction):
+				return app.ClaimAndReserveResult{}, nil // rolled back: not claimed
+			case err == nil && !res.Claimed:
+				return res, fmt.Errorf("on its own, it committed an answer that is not a claim: %+v", res)
+			}
+			return res, err
+		}},
+	} {
+		t.Run(way.name, func(t *testing.T) {
+			t.Parallel()
+			claimsConcurrently(t, way.claim)
+		})
+	}
+}
+
+func claimsConcurrently(t *testing.T, claim func(ctx context.Context, db *gorm.DB, tx *repository.Transactor, charge domain.Charge) (app.ClaimAndReserveResult, error)) {
 	db, tx := openDB(t)
 	ctx := context.Background()
 	addOrder(t, db, 1001, "10.00")
@@ -95,7 +126,7 @@ func TestClaimIsAtomicUnderConcurrency(t *testing.T) {
 	for range n {
 		wg.Go(func() {
 			<-start
-			res, err := claim(ctx, tx, "k", "h", uuid.New(), charge)
+			res, err := claim(ctx, db, tx, charge)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
