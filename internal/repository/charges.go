@@ -16,10 +16,11 @@ import (
 
 // The hot path of a charge is three statements, one round trip each:
 // lookupKeySQL (a replay is answered from it), claimAndReserveSQL (phase 1)
-// and recordOutcomeSQL (phase 3), each atomic on its own. The two writes are data-modifying CTEs: one clause per step,
-// each saying which rule it enforces. Parameters are named (@name),
-// compiled once to $n (namedsql.go); pgbench runs the same statements for
-// the benchmark's ceiling, with :name (pgbench/*.pgbench, kept in step by
+// and recordOutcomeSQL (phase 3), each atomic on its own. The two writes
+// are data-modifying CTEs: one clause per step, each saying which rule it
+// enforces. Parameters are named (@name), compiled once to $n
+// (namedsql.go); pgbench runs the same statements for the benchmark's
+// ceiling, with :name (pgbench/*.pgbench, kept in step by
 // TestPgbenchScriptsRunTheServicesStatements).
 
 // lookupKeySQL reads a key's record with no lock and no transaction: a
