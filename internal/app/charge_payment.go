@@ -40,12 +40,14 @@ import (
 //     appends the outcome event to the outbox (a relay publishes it after
 //     the commit).
 //
-// The provider's answer can be lost (PaymentProvider lists the three cases).
-// Only a "definitely not charged" answer to a payment this request reserved
-// itself gives the key back; every other failure after the call keeps the
-// claim and its PENDING payment, ends the lock early and answers
-// OutcomeUnknownError: the next retry with the key, or the completer, asks
-// the provider again with the same provider key and records its answer.
+// The provider's answer can be lost (PaymentProvider lists the cases).
+// Only a "not charged for now" answer to a payment this request reserved
+// itself gives the key back, and only a refusal for good that the
+// provider's own record confirms (settleFailedCall) ends a payment FAILED;
+// every other failure after the call keeps the claim and its PENDING
+// payment, ends the lock early and answers OutcomeUnknownError: the next
+// retry with the key, or the completer, asks the provider again with the
+// same provider key and records its answer.
 //
 // A crash between the phases leaves an IN_PROGRESS record whose lock
 // expires; the next retry takes it over, finds the reserved payment (the
@@ -179,21 +181,22 @@ func (uc *ChargePayment) Handle(ctx context.Context, cmd ChargeCommand) (ChargeR
 	}
 
 	payment := phase1.payment
-	decision, callErr := provider.Charge(ctx, ProviderCharge{
-		IdempotencyKey: cmd.Charge.ProviderIdempotencyKey(),
-		Charge:         payment.Charge,
-	})
+	providerKey := cmd.Charge.ProviderIdempotencyKey()
+	decision, callErr := provider.Charge(ctx, ProviderCharge{IdempotencyKey: providerKey, Charge: payment.Charge})
 
 	finishCtx, finishCancel := context.WithTimeout(detached, finishTimeout)
 	defer finishCancel()
+	status := decidedStatus(decision)
 	if callErr != nil {
 		settleCtx, span := uc.startPhase(finishCtx, "charge settle failed call", cmd)
-		err := uc.providerFailed(settleCtx, cmd.Scope, token, phase1, claimedAt, callErr)
+		status, err = uc.settleFailedCall(settleCtx, provider, providerKey, cmd.Scope, token, phase1, claimedAt, callErr)
 		endPhase(span, err)
-		return ChargeResult{}, err
+		if err != nil {
+			return ChargeResult{}, err
+		}
 	}
 	recordCtx, span := uc.startPhase(finishCtx, "charge record", cmd)
-	resp, err := uc.record(recordCtx, cmd.Scope, token, phase1, decision)
+	resp, err := uc.record(recordCtx, cmd.Scope, token, phase1, status)
 	endPhase(span, err)
 	switch {
 	case errors.Is(err, ErrLockLost):
@@ -205,20 +208,32 @@ func (uc *ChargePayment) Handle(ctx context.Context, cmd ChargeCommand) (ChargeR
 		// The claim is still ours until its lock runs out; then a retry
 		// takes it over and asks the provider, which answers the same.
 		uc.logger.ErrorContext(ctx, "recording the provider's answer failed; the outcome is unknown to the client",
-			"payment_id", payment.ID, "decision", decision, "err", err)
+			"payment_id", payment.ID, "status", status, "err", err)
 		return ChargeResult{}, &OutcomeUnknownError{RetryAfter: lockRetryAfter(claimedAt.Add(uc.lockTimeout), time.Now()), Err: err}
 	}
 	return ChargeResult{Response: resp}, nil
 }
 
-// record is phase 3: the provider's decision, the stored response and the
-// outbox event, in one statement fenced by the lock token.
-func (uc *ChargePayment) record(ctx context.Context, scope IdempotencyScope, token uuid.UUID, phase1 claimResult, decision ProviderDecision) (StoredResponse, error) {
-	outcome := ChargeOutcome{Kind: OutcomeCharged, Payment: phase1.payment}
-	outcome.Payment.Status = domain.PaymentSucceeded
-	if decision == ProviderDeclined {
-		outcome.Kind, outcome.Payment.Status = OutcomeDeclined, domain.PaymentDeclined
+// decidedStatus is the payment status a provider decision records.
+func decidedStatus(d ProviderDecision) domain.PaymentStatus {
+	if d == ProviderDeclined {
+		return domain.PaymentDeclined
 	}
+	return domain.PaymentSucceeded
+}
+
+// outcomeKinds is the answer each final status of a new payment gets.
+var outcomeKinds = map[domain.PaymentStatus]OutcomeKind{
+	domain.PaymentSucceeded: OutcomeCharged,
+	domain.PaymentDeclined:  OutcomeDeclined,
+	domain.PaymentFailed:    OutcomeFailed,
+}
+
+// record is phase 3: the payment's final status, the stored response and
+// the outbox event, in one statement fenced by the lock token.
+func (uc *ChargePayment) record(ctx context.Context, scope IdempotencyScope, token uuid.UUID, phase1 claimResult, status domain.PaymentStatus) (StoredResponse, error) {
+	outcome := ChargeOutcome{Kind: outcomeKinds[status], Payment: phase1.payment}
+	outcome.Payment.Status = status
 	resp, err := uc.encoder.EncodeChargeOutcome(outcome)
 	if err != nil {
 		return StoredResponse{}, err
@@ -238,34 +253,44 @@ func (uc *ChargePayment) record(ctx context.Context, scope IdempotencyScope, tok
 	return resp, err
 }
 
-// providerFailed decides what a failed provider call leaves behind.
+// settleFailedCall decides what a provider call that brought no decision
+// leaves behind: a final status for phase 3 to record, or an error for the
+// client with the claim released or kept.
 //
-// Only "definitely not charged" for a payment this very request reserved
-// lets the key go: then nothing can have been charged for it, ever. A
-// resumed payment was handed to the provider by an earlier attempt whose
-// answer never arrived, so a "not charged" now speaks for this request only;
-// the earlier one may have charged. Every other failure is unknown, and an
-// unknown outcome never deletes anything: the claim stays with its PENDING
-// payment, and the lock ends now so that the client's retry resumes at once.
-func (uc *ChargePayment) providerFailed(ctx context.Context, scope IdempotencyScope, token uuid.UUID, phase1 claimResult, claimedAt time.Time, callErr error) error {
+// A refusal speaks for this request only. For a payment this very request
+// reserved, no earlier request used its provider key, so a refusal is the
+// whole truth: refused for good, the payment is recorded FAILED (a final
+// answer); refused for now, the key and the payment are given back for a
+// retry. A resumed payment was handed to the provider by an earlier attempt
+// whose answer never arrived, and a provider refuses a retry before it
+// looks at the key, so the provider's record under the key settles it: the
+// charge it holds is recorded as any decision; no charge, after a refusal
+// for good, is FAILED. Everything else is unknown, and an unknown outcome
+// never deletes anything: the claim stays with its PENDING payment, and the
+// lock ends now so that the client's retry resumes at once.
+func (uc *ChargePayment) settleFailedCall(ctx context.Context, provider PaymentProvider, providerKey string, scope IdempotencyScope, token uuid.UUID, phase1 claimResult, claimedAt time.Time, callErr error) (domain.PaymentStatus, error) {
 	log := uc.logger.With("payment_id", phase1.payment.ID, "provider", phase1.payment.Charge.Provider, "err", callErr)
-	if errors.Is(callErr, ErrProviderNotCharged) && !phase1.resumed {
+	refusedForGood := errors.Is(callErr, ErrProviderRefused)
+	switch {
+	case !errors.Is(callErr, ErrProviderNotCharged):
+		// Unknown: below.
+	case !phase1.resumed && refusedForGood:
+		log.WarnContext(ctx, "the provider refused the charge for good; recording it FAILED")
+		return domain.PaymentFailed, nil
+	case !phase1.resumed:
 		log.WarnContext(ctx, "the provider did not charge; releasing the key for a retry")
-		err := uc.release(ctx, scope, token, phase1.payment.ID)
+		return "", uc.releaseForRetry(ctx, scope, token, phase1.payment.ID, claimedAt, callErr)
+	default:
+		decision, err := provider.LookupCharge(ctx, providerKey)
 		switch {
 		case err == nil:
-			return fmt.Errorf("%w: %v", ErrProviderUnavailable, callErr)
-		case errors.Is(err, ErrLockLost):
-			// Our lock ran out during the call and another request took the
-			// key over: it resumed the payment and asks the provider itself.
-			// Its answer is the key's, so "nothing was recorded" would be
-			// false; the retry gets that answer.
-			return &InProgressError{RetryAfter: inProgressRetryAfter}
-		default:
-			// The claim and its payment stay until the lock runs out; the
-			// retry then takes the key over and asks the provider again.
-			uc.logger.ErrorContext(ctx, "releasing the key failed", "err", err)
-			return &InProgressError{RetryAfter: lockRetryAfter(claimedAt.Add(uc.lockTimeout), time.Now())}
+			log.InfoContext(ctx, "a resumed charge was refused; the provider holds its decision under the key", "decision", decision)
+			return decidedStatus(decision), nil
+		case errors.Is(err, ErrNoProviderCharge) && refusedForGood:
+			log.WarnContext(ctx, "a resumed charge was refused for good and the provider holds no charge under its key; recording it FAILED")
+			return domain.PaymentFailed, nil
+		case !errors.Is(err, ErrNoProviderCharge):
+			log = log.With("lookup_err", err)
 		}
 	}
 
@@ -282,7 +307,29 @@ func (uc *ChargePayment) providerFailed(ctx context.Context, scope IdempotencySc
 			uc.logger.ErrorContext(ctx, "ending the lock early failed", "err", err)
 		}
 	}
-	return &OutcomeUnknownError{RetryAfter: retryAfter, Err: callErr}
+	return "", &OutcomeUnknownError{RetryAfter: retryAfter, Err: callErr}
+}
+
+// releaseForRetry gives the key back after the provider said it did not
+// charge, for now, a payment this request reserved: nothing can have been
+// charged for it, ever, so the retry may run the command afresh.
+func (uc *ChargePayment) releaseForRetry(ctx context.Context, scope IdempotencyScope, token uuid.UUID, payment domain.PaymentID, claimedAt time.Time, callErr error) error {
+	err := uc.release(ctx, scope, token, payment)
+	switch {
+	case err == nil:
+		return fmt.Errorf("%w: %v", ErrProviderUnavailable, callErr)
+	case errors.Is(err, ErrLockLost):
+		// Our lock ran out during the call and another request took the
+		// key over: it resumed the payment and asks the provider itself.
+		// Its answer is the key's, so "nothing was recorded" would be
+		// false; the retry gets that answer.
+		return &InProgressError{RetryAfter: inProgressRetryAfter}
+	default:
+		// The claim and its payment stay until the lock runs out; the
+		// retry then takes the key over and asks the provider again.
+		uc.logger.ErrorContext(ctx, "releasing the key failed", "err", err)
+		return &InProgressError{RetryAfter: lockRetryAfter(claimedAt.Add(uc.lockTimeout), time.Now())}
+	}
 }
 
 // claimResult is what phase 1 decided: either response (the key was
@@ -428,8 +475,8 @@ func (uc *ChargePayment) thirdLayer(ctx context.Context, r Repos, scope Idempote
 // completeWith stores an answer that needs no provider call as the key's
 // outcome, in phase 1's transaction.
 func (uc *ChargePayment) completeWith(ctx context.Context, r Repos, scope IdempotencyScope, token uuid.UUID, p domain.Payment, kind OutcomeKind) (claimResult, error) {
-	if p.Status == domain.PaymentDeclined {
-		kind = OutcomeDeclined
+	if p.Status == domain.PaymentDeclined || p.Status == domain.PaymentFailed {
+		kind = outcomeKinds[p.Status]
 	}
 	resp, err := uc.encoder.EncodeChargeOutcome(ChargeOutcome{Kind: kind, Payment: p})
 	if err != nil {

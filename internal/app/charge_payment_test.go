@@ -43,6 +43,12 @@ func (p *gatedProvider) Charge(ctx context.Context, req app.ProviderCharge) (app
 	return "", app.ErrProviderNotCharged
 }
 
+// LookupCharge is not part of this test's story: its payments are never
+// resumed after a refusal. It says it cannot tell.
+func (p *gatedProvider) LookupCharge(context.Context, string) (app.ProviderDecision, error) {
+	return "", app.ErrProviderOutcomeUnknown
+}
+
 // A request whose lock ran out during its provider call, and whose key was
 // taken over meanwhile, gets "not charged" for its own call. Releasing the
 // key then loses the fence: the new owner holds it and has resumed the

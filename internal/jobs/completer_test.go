@@ -34,6 +34,10 @@ func (crashingProvider) Charge(context.Context, app.ProviderCharge) (app.Provide
 	panic(http.ErrAbortHandler)
 }
 
+func (crashingProvider) LookupCharge(context.Context, string) (app.ProviderDecision, error) {
+	panic(http.ErrAbortHandler)
+}
+
 func apiServer(t *testing.T, r *replica, charge *app.ChargePayment) *httptest.Server {
 	t.Helper()
 	h := httpapi.NewHandler(httpapi.Deps{
