@@ -142,8 +142,6 @@ type ClaimAndReserveResult struct {
 // own: each is one SQL statement, so it runs without a transaction around
 // it, in one round trip.
 type ChargeStore interface {
-	// LookupKey reads a key's record without locking or writing anything.
-	LookupKey(ctx context.Context, scope IdempotencyScope) (rec IdempotencyRecord, found bool, err error)
 	// ClaimAndReserve is phase 1 on its own, Charges.ClaimAndReserve's
 	// statement committed by itself. It commits only the usual answer: the
 	// key claimed, with a PENDING payment to charge that is its recovery

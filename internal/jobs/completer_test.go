@@ -95,9 +95,7 @@ func TestCompleterFinishesAnAbandonedCharge(t *testing.T) {
 	charge := chargeThrough(t, r, sb.URL, calls)
 	r = newReplica(t, dsn, replicaOptions{charge: charge})
 
-	crashing := app.NewChargePayment(r.tx, repository.NewChargeStore(r.db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}, nil),
-		map[domain.ProviderName]app.PaymentProvider{sandbox.Name: crashingProvider{}},
-		httpapi.ResponseEncoder{}, 30*time.Second, discardLogger)
+	crashing := chargeWith(r, crashingProvider{})
 	if resp, _, err := postCharge(apiServer(t, r, crashing)); err == nil {
 		t.Fatalf("the crashing request answered %d", resp.StatusCode)
 	}

@@ -58,7 +58,7 @@ type Service struct {
 	relay         *outbox.Relay      // nil without KAFKA_BROKERS
 	orderConsumer *consumer.Consumer // nil without KAFKA_BROKERS
 	jobs          *scheduledJobs
-	charges       *app.ChargePayment // drained before the pool closes (shutdown.go)
+	commands      *app.Core          // its commands are drained before the pool closes (shutdown.go)
 	tracing       *telemetry.Tracing // flushed after everything else stopped
 }
 
@@ -102,6 +102,7 @@ func databaseTracing(tracing *telemetry.Tracing) []repository.OpenOption {
 type useCases struct {
 	tx            *repository.Transactor
 	providerNames []domain.ProviderName
+	core          *app.Core // what every money-moving command shares
 	chargePayment *app.ChargePayment
 }
 
@@ -131,12 +132,14 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 	// the order they came, not in database/sql's random order.
 	gate := repository.NewGate(cfg.DatabaseMaxConns)
 	tx := repository.NewTransactor(db, repository.WithOutbox(outboxCfg), repository.WithGate(gate))
+	chargeStore := repository.NewChargeStore(db, outboxCfg, gate)
+	core := app.NewCore(tx, chargeStore, cfg.IdempotencyLockTimeout, logger,
+		app.WithTracer(tracing.Tracer("github.com/example/payment-service/internal/app")))
 	return useCases{
 		tx:            tx,
 		providerNames: names,
-		chargePayment: app.NewChargePayment(tx, repository.NewChargeStore(db, outboxCfg, gate), providers,
-			httpapi.ResponseEncoder{}, cfg.IdempotencyLockTimeout, logger,
-			app.WithTracer(tracing.Tracer("github.com/example/payment-service/internal/app"))),
+		core:          core,
+		chargePayment: app.NewChargePayment(core, chargeStore, providers, httpapi.ResponseEncoder{}),
 	}, nil
 }
 
@@ -240,7 +243,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...Op
 		relay:         relay,
 		orderConsumer: orderConsumer,
 		jobs:          jobs,
-		charges:       uc.chargePayment,
+		commands:      uc.core,
 		tracing:       tracing,
 	}, nil
 }

@@ -20,7 +20,7 @@ const abortGrace = 11 * time.Second
 // reports whether no charge runs any more, which is when the database pool
 // may close: never under a running charge.
 func (s *Service) drainCharges(ctx context.Context) (poolFree bool) {
-	res := s.charges.Drain(ctx, abortGrace)
+	res := s.commands.Drain(ctx, abortGrace)
 	for _, scope := range res.Aborted {
 		s.logger.Warn("shutdown timeout: charge aborted and left to the takeover by the client's retry after its lock expires, or to the completer",
 			"client_id", scope.ClientID, "idempotency_key", scope.Key, "lock_timeout", s.cfg.IdempotencyLockTimeout)
