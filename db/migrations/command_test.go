@@ -2,11 +2,9 @@ package migrations_test
 
 import (
 	"context"
-	"database/sql"
 	"testing"
 	"time"
 
-	"github.com/example/payment-service/db/migrations"
 	"github.com/example/payment-service/internal/testdb"
 )
 
@@ -18,15 +16,7 @@ func TestIdempotencyRecordCommandMigration(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	db, err := sql.Open("pgx", testdb.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	p, err := migrations.NewProvider(db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, p := openProvider(t, testdb.New(t))
 	run := func(q string) {
 		t.Helper()
 		if _, err := db.ExecContext(ctx, q); err != nil {
