@@ -14,16 +14,31 @@ import (
 // the very string the HTTP adapter uses.
 const OperationChargePayment = "POST /payments"
 
+// CommandName names the command an idempotency record belongs to, in its
+// command column (migration 00013).
+type CommandName string
+
+// CommandCharge is the name of a ChargeCommand's records. claimAndReserveSQL
+// writes it, and the TTL purge reads it, as the literal 'charge'
+// (internal/repository).
+const CommandCharge CommandName = "charge"
+
 // AbandonedCharges finds idempotency records whose request went away
-// between claiming the key and recording the outcome.
+// between claiming the key and recording the outcome. Both methods act only
+// on records of the commands they are given: what a record's payment_id
+// means (and so whether its command reserved anything) is the command's own
+// affair, and a record of a command the caller does not know is never
+// listed or released.
 type AbandonedCharges interface {
-	// ListAbandoned returns up to limit IN_PROGRESS records whose lock
-	// expired more than expiredFor ago, the longest-expired first.
-	ListAbandoned(ctx context.Context, expiredFor time.Duration, limit int) ([]IdempotencyRecord, error)
-	// ReleaseAbandoned deletes the record if it is still IN_PROGRESS with an
-	// expired lock and no reserved payment. It returns false if the record
-	// changed meanwhile (a retry took it over), and then deletes nothing.
-	ReleaseAbandoned(ctx context.Context, scope IdempotencyScope) (bool, error)
+	// ListAbandoned returns up to limit IN_PROGRESS records, each of one of
+	// commands, whose lock expired more than expiredFor ago, the
+	// longest-expired first.
+	ListAbandoned(ctx context.Context, commands []CommandName, expiredFor time.Duration, limit int) ([]IdempotencyRecord, error)
+	// ReleaseAbandoned deletes the record if it is still IN_PROGRESS, of one
+	// of commands, with an expired lock and no reserved payment. It returns
+	// false if the record changed meanwhile (a retry took it over), and then
+	// deletes nothing.
+	ReleaseAbandoned(ctx context.Context, commands []CommandName, scope IdempotencyScope) (bool, error)
 }
 
 // CompleteAbandonedCharges drives charges whose client never came back to a
@@ -38,6 +53,13 @@ type AbandonedCharges interface {
 // expired claim over exactly as a client's retry would, and calls the
 // provider with the payment's own provider idempotency key, so a charge that
 // did reach the provider is not made twice.
+//
+// It knows one command, the charge: it lists and releases only records of
+// CommandCharge. A record of any other command is left alone whatever its
+// state. Its payment_id NULL does not mean "nothing reserved" (another
+// command keeps its recovery point elsewhere), so releasing it could drop
+// the only trace of a provider call that moved money, and every retry of
+// its key would then meet a fresh claim instead of the recovery point.
 type CompleteAbandonedCharges struct {
 	tx        Transactor
 	abandoned AbandonedCharges
@@ -46,6 +68,11 @@ type CompleteAbandonedCharges struct {
 	limit     int
 	logger    *slog.Logger
 }
+
+// completerCommands are the commands whose records the completer may list
+// and release: those it can resume, today the charge alone (it rebuilds a
+// ChargeCommand from the record's payment).
+var completerCommands = []CommandName{CommandCharge}
 
 // NewCompleteAbandonedCharges builds the use case. A record is taken only
 // once its lock has been expired for grace: a client that retries soon
@@ -77,7 +104,7 @@ type CompleteResult struct {
 // when ctx ends.
 func (uc *CompleteAbandonedCharges) Handle(ctx context.Context) (CompleteResult, error) {
 	var res CompleteResult
-	records, err := uc.abandoned.ListAbandoned(ctx, uc.grace, uc.limit)
+	records, err := uc.abandoned.ListAbandoned(ctx, completerCommands, uc.grace, uc.limit)
 	if err != nil {
 		return res, err
 	}
@@ -95,7 +122,7 @@ func (uc *CompleteAbandonedCharges) complete(ctx context.Context, rec Idempotenc
 	if rec.PaymentID == nil {
 		// Nothing was reserved, so nothing can have been charged: give the
 		// key back so the client's retry runs the command afresh.
-		released, err := uc.abandoned.ReleaseAbandoned(ctx, rec.Scope)
+		released, err := uc.abandoned.ReleaseAbandoned(ctx, completerCommands, rec.Scope)
 		switch {
 		case err != nil:
 			res.Failed++
