@@ -56,6 +56,10 @@ const (
 	codeOrderMismatch           = "order-mismatch"
 )
 
+// gatewayCodePrefix starts the Code of an answer that was not the
+// service's own problem+json ("http-502"): a proxy's or gateway's page.
+const gatewayCodePrefix = "http-"
+
 // Problem is an error answer of the service (RFC 9457 problem details).
 type Problem struct {
 	// Status is the HTTP status.
@@ -158,11 +162,12 @@ type GaveUpError struct {
 	// Attempts is how many requests were made.
 	Attempts int
 	// Last is the last attempt's error: a *NoAnswerError or a *Problem
-	// (503 or 409 request-in-progress).
+	// (503, 409 request-in-progress, or a gateway's 500, 502 or 504).
 	Last error
 	// OutcomeUnknown is true when some attempt may have charged: it got no
-	// answer, or outcome-unknown, or request-in-progress. Then the only
-	// safe next step is the same call, with the same key, later.
+	// answer (also a gateway's answer in place of the service's), or
+	// outcome-unknown, or request-in-progress. Then the only safe next
+	// step is the same call, with the same key, later.
 	OutcomeUnknown bool
 	// Err is the context's error, if the context ended.
 	Err error
@@ -191,7 +196,8 @@ func (e *GaveUpError) Unwrap() []error {
 }
 
 // retryable reports an error after which the same request may succeed and
-// cannot charge twice (the key guards it): no answer, 503, 409 in progress.
+// cannot charge twice (the key guards it): no answer, 503, 409 in progress,
+// and a gateway's answer in place of the service's (fromGateway).
 func retryable(err error) bool {
 	var noAnswer *NoAnswerError
 	if errors.As(err, &noAnswer) {
@@ -202,16 +208,34 @@ func retryable(err error) bool {
 		return false
 	}
 	return p.Status == http.StatusServiceUnavailable ||
-		p.Status == http.StatusConflict && p.Code == codeRequestInProgress
+		p.Status == http.StatusConflict && p.Code == codeRequestInProgress ||
+		p.fromGateway()
+}
+
+// fromGateway reports an answer that a load balancer or proxy gave in the
+// service's place: it forwarded the request, or tried to, and got no
+// answer it could pass on, so the service may have charged. 502 and 504
+// are never the service's own; a 500 or 503 is a gateway's when its body
+// is not the service's problem+json. The service's own 500 is not retried:
+// it is a bug to look at, not a lost answer.
+func (p *Problem) fromGateway() bool {
+	switch p.Status {
+	case http.StatusBadGateway, http.StatusGatewayTimeout:
+		return true
+	case http.StatusInternalServerError, http.StatusServiceUnavailable:
+		return strings.HasPrefix(p.Code, gatewayCodePrefix)
+	}
+	return false
 }
 
 // mayHaveCharged reports a retryable error after which the charge may have
-// been made: everything but the two 503s that say the provider was not
-// charged (service-unavailable: the provider was not called;
-// provider-unavailable: the provider said it did not charge).
+// been made: everything but the service's two 503s that say the provider
+// was not charged (service-unavailable: the provider was not called;
+// provider-unavailable: the provider said it did not charge). A gateway's
+// answer is no answer: the service behind it may have charged.
 func mayHaveCharged(err error) bool {
 	var p *Problem
-	if errors.As(err, &p) {
+	if errors.As(err, &p) && !p.fromGateway() {
 		return p.Code != codeServiceUnavailable && p.Code != codeProviderUnavailable
 	}
 	return true
