@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # Multi-stage build: static binaries (CGO_ENABLED=0) in small non-root images.
 # The default target (the last stage) is the service; `--target
 # sandbox-provider` builds the sandbox payment provider that docker compose

@@ -139,3 +139,26 @@ func dockerfileStage(dockerfile, target string) string {
 	}
 	return m[1]
 }
+
+// A `# syntax=` parser directive makes BuildKit (compose v2's builder) pull
+// that frontend image before it builds, so a build with every base image
+// present still needs a registry. The Dockerfile uses nothing the built-in
+// frontend lacks; it stays without one.
+func TestDockerfileNeedsNoFrontendImage(t *testing.T) {
+	t.Parallel()
+	dockerfile, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Parser directives are the `# key=value` comments before the first
+	// instruction, blank line or other comment.
+	for _, line := range strings.Split(string(dockerfile), "\n") {
+		m := regexp.MustCompile(`^#\s*(\w+)\s*=`).FindStringSubmatch(line)
+		if m == nil {
+			break
+		}
+		if strings.EqualFold(m[1], "syntax") {
+			t.Fatalf("Dockerfile: %q makes BuildKit fetch a frontend image before it builds", line)
+		}
+	}
+}
