@@ -14,6 +14,13 @@
 //	API_KEY        default demo-secret
 //	KAFKA_BROKERS  default 127.0.0.1:9092 (the dev stack's and compose's host listener)
 //	PROVIDER_URL   default http://127.0.0.1:8081 (the sandbox provider, for its ledger)
+//
+// With -seed-orders it only publishes the README tour's orders (1001,
+// 1002, 1003) as OrderCreated.v1 events to order.events, once the topic
+// exists, and exits: docker compose runs it so, as the one-shot service
+// seed-orders (`make dev` writes the same orders into its database). The
+// events' ids are fixed, so publishing them again is harmless: the
+// consumer drops a duplicate eventId.
 package main
 
 import (
@@ -21,6 +28,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,18 +41,45 @@ import (
 	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/example/payment-service/internal/demoorders"
 	"github.com/example/payment-service/pkg/paymentclient"
 )
+
+// orderEventsTopic is where the order service publishes order events, and
+// the service's consumer reads them (ORDER_EVENTS_TOPIC's default).
+const orderEventsTopic = "order.events"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	seedOrders := flag.Bool("seed-orders", false, "only publish the README tour's orders as OrderCreated.v1 events, once order.events exists, and exit")
+	flag.Parse()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if err := run(ctx); err != nil {
+	do := run
+	if *seedOrders {
+		do = seed
+	}
+	if err := do(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "payment-demo:", err)
 		os.Exit(1)
 	}
+}
+
+// seed publishes the tour's orders (package demoorders).
+func seed(ctx context.Context) error {
+	brokers := strings.Split(env("KAFKA_BROKERS", "127.0.0.1:9092"), ",")
+	events := make([]demoorders.Event, len(demoorders.Tour))
+	for i, o := range demoorders.Tour {
+		events[i] = demoorders.TourEvent(o)
+	}
+	if err := demoorders.Publish(ctx, brokers, orderEventsTopic, events...); err != nil {
+		return err
+	}
+	for _, e := range events {
+		fmt.Printf("published OrderCreated.v1 for order %d (eventId %s)\n", e.Order.ID, e.EventID)
+	}
+	return nil
 }
 
 type demo struct {
@@ -189,30 +224,21 @@ func (d demo) lostAnswer(ctx context.Context, orderID int64) error {
 // projection (chargeOnceOrderKnown): a client sees an order on GET /orders
 // only once it has a payment for it.
 func (d demo) createOrder(ctx context.Context, eventID uuid.UUID, orderID int64) error {
-	event := map[string]any{
-		"eventId": eventID.String(), "sagaId": uuid.NewString(), "eventType": "OrderCreated.v1",
-		"orderId": orderID, "customerId": 42, "amount": json.Number("100.50"), "currency": "RUB",
-		"occurredAt": time.Now().UTC().Format(time.RFC3339),
+	event := demoorders.Event{EventID: eventID, SagaID: uuid.New(), OccurredAt: time.Now(),
+		Order: demoorders.Order{ID: orderID, CustomerID: 42, Amount: "100.50", Currency: "RUB"}}
+	if err := demoorders.Publish(ctx, d.brokers, orderEventsTopic, event); err != nil {
+		return err
 	}
-	return d.publish(ctx, "order.events", strconv.FormatInt(orderID, 10), event)
+	m, err := event.Message()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s\n", m.Value)
+	return nil
 }
 
 func step(format string, args ...any) {
 	fmt.Printf("\n== "+format+"\n", args...)
-}
-
-func (d demo) publish(ctx context.Context, topic, key string, v any) error {
-	value, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	w := &kafka.Writer{Addr: kafka.TCP(d.brokers...), Topic: topic, RequiredAcks: kafka.RequireAll, Balancer: &kafka.Hash{}}
-	defer w.Close()
-	if err := w.WriteMessages(ctx, kafka.Message{Key: []byte(key), Value: value}); err != nil {
-		return fmt.Errorf("publish to %s at %v: %w", topic, d.brokers, err)
-	}
-	fmt.Printf("%s\n", value)
-	return nil
 }
 
 // printingTransport prints every answer, headers that matter and body, so
