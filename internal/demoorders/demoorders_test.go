@@ -82,15 +82,7 @@ func TestSeedingTwiceProjectsTheTourOrdersOnce(t *testing.T) {
 	if err := demoorders.Publish(ctx, brokers, orders, marker); err != nil {
 		t.Fatal(err)
 	}
-	count := func(q string) int {
-		t.Helper()
-		var n int
-		if err := svc.DB.QueryRow(ctx, q).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	for count(`SELECT count(*) FROM order_projection WHERE order_id = 9999`) == 0 {
+	for svc.Count(t, `SELECT count(*) FROM order_projection WHERE order_id = 9999`) == 0 {
 		if ctx.Err() != nil {
 			t.Fatal("the marker order was never projected")
 		}
@@ -98,17 +90,13 @@ func TestSeedingTwiceProjectsTheTourOrdersOnce(t *testing.T) {
 	}
 
 	for _, o := range demoorders.Tour {
-		var n int
-		if err := svc.DB.QueryRow(ctx, `SELECT count(*) FROM order_projection
+		if svc.Count(t, `SELECT count(*) FROM order_projection
 			WHERE order_id = $1 AND customer_id = $2 AND amount = $3::numeric AND currency = $4`,
-			o.ID, o.CustomerID, o.Amount, o.Currency).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n != 1 {
+			o.ID, o.CustomerID, o.Amount, o.Currency) != 1 {
 			t.Errorf("order %+v is not projected as the tour has it", o)
 		}
 	}
-	if n := count(`SELECT count(*) FROM processed_event`); n != len(tour)+1 {
+	if n := svc.Count(t, `SELECT count(*) FROM processed_event`); n != len(tour)+1 {
 		t.Errorf("processed events = %d, want %d: each tour event once, and the marker", n, len(tour)+1)
 	}
 

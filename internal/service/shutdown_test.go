@@ -203,22 +203,6 @@ func TestAStuckDrainLeavesTheRelayItsOwnTimeToPublish(t *testing.T) {
 	if _, err := svc.DB.Exec(ctx, `INSERT INTO order_projection (order_id, customer_id, amount, currency) VALUES (1001, 42, 100.50, 'RUB'), (1002, 42, 7.00, 'RUB')`); err != nil {
 		t.Fatal(err)
 	}
-	count := func(q string) int {
-		t.Helper()
-		var n int
-		if err := svc.DB.QueryRow(ctx, q).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	published := func() int {
-		t.Helper()
-		var n int
-		if err := svc.DB.QueryRow(ctx, `SELECT count(*) FROM outbox_event WHERE published_at IS NOT NULL`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
 
 	// The broker refuses the payment event until it is told otherwise.
 	refused := cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.PolicyViolation, Count: -1})
@@ -237,7 +221,7 @@ func TestAStuckDrainLeavesTheRelayItsOwnTimeToPublish(t *testing.T) {
 	go func() {
 		_, _, _ = chargeBody(svc.URL, "stuck", `{"orderId":1002,"customerId":42,"amount":"7.00","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"slow_shutdown"}`)
 	}()
-	for deadline := time.Now().Add(30 * time.Second); count(`SELECT count(*) FROM idempotency_record WHERE idempotency_key = 'stuck' AND status = 'IN_PROGRESS' AND payment_id IS NOT NULL`) == 0; {
+	for deadline := time.Now().Add(30 * time.Second); svc.Count(t, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = 'stuck' AND status = 'IN_PROGRESS' AND payment_id IS NOT NULL`) == 0; {
 		if time.Now().After(deadline) {
 			t.Fatal("the slow charge never reached the provider")
 		}
@@ -260,7 +244,7 @@ func TestAStuckDrainLeavesTheRelayItsOwnTimeToPublish(t *testing.T) {
 	if !strings.Contains(logs.String(), `"stage":"http drain"`) {
 		t.Errorf("the log does not say the HTTP drain ran out of its bound:\n%s", logs.String())
 	}
-	if n := published(); n != 1 {
+	if n := svc.Count(t, `SELECT count(*) FROM outbox_event WHERE published_at IS NOT NULL`); n != 1 {
 		t.Fatalf("events published when Run returned = %d, want 1: the relay had no time of its own", n)
 	}
 	records := kafkatest.ReadAll(t, brokers, topic, 10*time.Second)
