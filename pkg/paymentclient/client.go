@@ -201,7 +201,8 @@ type Result struct {
 //
 // It returns the payment, or an error to switch on with errors.Is:
 // ErrDeclined (also a *DeclinedError, with the declined payment),
-// ErrKeyReused, ErrOrderAlreadyPaid, ErrExternalPaymentConflict,
+// ErrPaymentFailed (a *Problem with the failed payment), ErrKeyReused,
+// ErrOrderAlreadyPaid, ErrExternalPaymentConflict,
 // ErrValidation, ErrUnauthorized, ErrOrderNotFound, ErrOrderMismatch (each
 // also a *Problem), or a *GaveUpError when it stopped retrying; that one
 // Is ErrOutcomeUnknown when the charge may have been made, and wraps the

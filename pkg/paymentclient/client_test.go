@@ -132,6 +132,7 @@ func TestNeverRetriesOtherAnswers(t *testing.T) {
 		is    error
 	}{
 		{"declined", reply{status: 402, body: declined}, ErrDeclined},
+		{"failed", reply{status: 402, body: problem(402, codePaymentFailed)}, ErrPaymentFailed},
 		{"key reused", reply{status: 409, body: problem(409, codeKeyReused)}, ErrKeyReused},
 		{"order already paid", reply{status: 409, body: problem(409, codeOrderAlreadyPaid)}, ErrOrderAlreadyPaid},
 		{"external payment conflict", reply{status: 409, body: problem(409, codeExternalPaymentConflict)}, ErrExternalPaymentConflict},
@@ -157,7 +158,7 @@ func TestNeverRetriesOtherAnswers(t *testing.T) {
 			if tc.is != nil && !errors.Is(err, tc.is) {
 				t.Fatalf("err %v is not %v", err, tc.is)
 			}
-			for _, other := range []error{ErrDeclined, ErrKeyReused, ErrOrderAlreadyPaid, ErrExternalPaymentConflict, ErrUnauthorized, ErrOrderNotFound, ErrOutcomeUnknown} {
+			for _, other := range []error{ErrDeclined, ErrPaymentFailed, ErrKeyReused, ErrOrderAlreadyPaid, ErrExternalPaymentConflict, ErrUnauthorized, ErrOrderNotFound, ErrOutcomeUnknown} {
 				if other != tc.is && errors.Is(err, other) {
 					t.Fatalf("err %v is also %v", err, other)
 				}

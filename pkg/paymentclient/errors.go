@@ -16,6 +16,12 @@ var (
 	// for the order needs a new operation (a new key and, usually, a new
 	// external payment id).
 	ErrDeclined = errors.New("payment declined")
+	// ErrPaymentFailed: the provider refused the charge request for good
+	// and holds no charge for it (402 payment-failed). Nothing was
+	// charged; the payment is recorded as FAILED (Problem.Payment) and the
+	// order is free. No retry changes it: a new attempt needs a new
+	// operation (a new key and a new external payment id).
+	ErrPaymentFailed = errors.New("payment failed")
 	// ErrKeyReused: the key was used before for a different request (409
 	// idempotency-key-reused). A bug in the caller: one key, one operation.
 	ErrKeyReused = errors.New("idempotency key reused for a different request")
@@ -45,6 +51,7 @@ var (
 // Problem codes of the service (api/openapi.yaml) this package acts on.
 const (
 	codeDeclined                = "payment-declined"
+	codePaymentFailed           = "payment-failed"
 	codeKeyReused               = "idempotency-key-reused"
 	codeOrderAlreadyPaid        = "order-already-paid"
 	codeExternalPaymentConflict = "external-payment-conflict"
@@ -74,7 +81,8 @@ type Problem struct {
 	Detail string `json:"detail"`
 	// Errors names the invalid fields of a validation failure.
 	Errors []FieldError `json:"errors"`
-	// Payment is the declined payment, on payment-declined.
+	// Payment is the declined or failed payment, on payment-declined and
+	// payment-failed.
 	Payment *Payment `json:"payment"`
 	// RetryAfter is the service's Retry-After, zero if it sent none.
 	RetryAfter time.Duration `json:"-"`
@@ -108,6 +116,8 @@ func (p *Problem) Is(target error) bool {
 	switch target {
 	case ErrDeclined:
 		return p.Code == codeDeclined
+	case ErrPaymentFailed:
+		return p.Code == codePaymentFailed
 	case ErrKeyReused:
 		return p.Code == codeKeyReused
 	case ErrOrderAlreadyPaid:
