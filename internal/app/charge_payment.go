@@ -39,15 +39,40 @@ import (
 // OutcomeUnknownError: the next retry with the key, or the completer, asks
 // the provider again with the same provider key and records its answer.
 type ChargePayment struct {
+	tx        Transactor
 	providers map[domain.ProviderName]PaymentProvider
 	run       *IdempotentCommand[ChargeCommand, chargeReservation]
 }
 
 // NewChargePayment builds the use case on core.
 func NewChargePayment(core *Core, store ChargeStore, providers map[domain.ProviderName]PaymentProvider, encoder ResponseEncoder) *ChargePayment {
-	return &ChargePayment{providers: providers, run: NewIdempotentCommand(core, &chargeSteps{
+	return &ChargePayment{tx: core.tx, providers: providers, run: NewIdempotentCommand(core, &chargeSteps{
 		tx: core.tx, store: store, providers: providers, encoder: encoder,
 	})}
+}
+
+// Resume implements Resumable: the completer's retry of an abandoned
+// charge, rebuilt from its PENDING payment. The hash must be the stored
+// one; a record that does not match its payment is left for the client's
+// own retry rather than guessed at.
+func (uc *ChargePayment) Resume(ctx context.Context, rec IdempotencyRecord) error {
+	if rec.PaymentID == nil {
+		return ErrNothingReserved
+	}
+	var payment domain.Payment
+	err := uc.tx.Transact(ctx, func(ctx context.Context, r Repos) (err error) {
+		payment, err = r.Payments.Get(ctx, *rec.PaymentID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("read payment %d: %w", *rec.PaymentID, err)
+	}
+	cmd := ChargeCommand{Scope: rec.Scope, Charge: payment.Charge, Operation: OperationChargePayment}
+	if cmd.Hash() != rec.CommandHash {
+		return fmt.Errorf("the record does not match payment %d's charge; left for the client's retry", payment.ID)
+	}
+	_, err = uc.Handle(ctx, cmd)
+	return err
 }
 
 // ChargeResult is the reply for the client.
@@ -286,3 +311,5 @@ func (s *chargeSteps) Record(ctx context.Context, k KeyClaim, t chargeReservatio
 func (s *chargeSteps) GiveBack(ctx context.Context, r Repos, t chargeReservation) error {
 	return r.Payments.DeletePending(ctx, t.payment.ID)
 }
+
+var _ Resumable = (*ChargePayment)(nil)

@@ -71,7 +71,7 @@ func newReplica(t testing.TB, dsn string, o replicaOptions) *replica {
 		registry: registry,
 		jobs: jobs.New(jobs.Deps{
 			Purge:    app.NewPurgeExpired(retention, o.policy, o.batchSize),
-			Complete: app.NewCompleteAbandonedCharges(tx, retention, o.charge, time.Minute, 100, discardLogger),
+			Complete: app.NewCompleteAbandonedCharges(retention, map[app.CommandName]app.Resumable{app.CommandCharge: o.charge}, time.Minute, 100, discardLogger),
 			Logger:   discardLogger,
 			Registry: registry,
 			Now:      o.now,

@@ -201,7 +201,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...Op
 	if err != nil {
 		return nil, err
 	}
-	jobs, err := newScheduledJobs(cfg, db, newJobs(cfg, db, uc.tx, uc.chargePayment, registry, logger))
+	jobs, err := newScheduledJobs(cfg, db, newJobs(cfg, db, uc.chargePayment, registry, logger))
 	if err != nil {
 		return nil, err
 	}
