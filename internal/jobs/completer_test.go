@@ -25,6 +25,7 @@ import (
 	"github.com/example/payment-service/internal/provider"
 	"github.com/example/payment-service/internal/provider/sandbox"
 	"github.com/example/payment-service/internal/repository"
+	"github.com/example/payment-service/internal/sandboxprovider"
 	"github.com/example/payment-service/internal/testdb"
 )
 
@@ -178,22 +179,8 @@ func TestCompleterFinishesAnAbandonedCharge(t *testing.T) {
 // the provider before, so the completer must keep it, not release it.
 func TestCompleterResolvesALostProviderAnswer(t *testing.T) {
 	t.Parallel()
-	dsn := testdb.New(t)
-	db := pool(t, dsn)
-	exec(t, db, `INSERT INTO order_projection (order_id, customer_id, amount, currency) VALUES (1001, 42, 100.50, 'RUB')`)
-	sb := startProvider(t)
-	calls := provider.CallsMetric(prometheus.NewRegistry())
-	base := newReplica(t, dsn, replicaOptions{})
-	charge := chargeThrough(t, base, sb.URL, calls)
-	body := strings.Replace(chargeBody, "pi_abandoned", "drop_lost", 1)
-
-	resp, answer, err := postChargeWith(apiServer(t, base, charge), "lost-1", body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(answer), "outcome-unknown") {
-		t.Fatalf("first answer: %d %s, want 503 outcome-unknown", resp.StatusCode, answer)
-	}
+	lost := loseTheAnswer(t, "drop_lost", "lost-1")
+	dsn, db, sb, calls, base, charge, body := lost.dsn, lost.db, lost.provider, lost.calls, lost.base, lost.charge, lost.body
 	const pendingClaim = `SELECT count(*) FROM idempotency_record r JOIN payment p ON p.id = r.payment_id
 		WHERE r.idempotency_key = 'lost-1' AND r.status = 'IN_PROGRESS' AND p.status = 'PENDING'`
 	// The client does not come back within the completer's grace.
@@ -221,7 +208,7 @@ func TestCompleterResolvesALostProviderAnswer(t *testing.T) {
 	}
 	var httpStatus int
 	var paymentStatus string
-	err = db.QueryRow(context.Background(), `SELECT r.http_status, p.status FROM idempotency_record r JOIN payment p ON p.id = r.payment_id
+	err := db.QueryRow(context.Background(), `SELECT r.http_status, p.status FROM idempotency_record r JOIN payment p ON p.id = r.payment_id
 		WHERE r.idempotency_key = 'lost-1' AND r.status = 'COMPLETED'`).Scan(&httpStatus, &paymentStatus)
 	if err != nil || httpStatus != http.StatusCreated || paymentStatus != "SUCCEEDED" {
 		t.Fatalf("after the completer: %d %s %v, want COMPLETED 201 and SUCCEEDED", httpStatus, paymentStatus, err)
@@ -233,7 +220,7 @@ func TestCompleterResolvesALostProviderAnswer(t *testing.T) {
 	if len(charged) != 1 || charged[0].Requests != 2 {
 		t.Fatalf("provider ledger: %+v, want one charge from two requests (the lost one and the completer's)", charged)
 	}
-	resp, answer, err = postChargeWith(apiServer(t, r, charge), "lost-1", body)
+	resp, answer, err := postChargeWith(apiServer(t, r, charge), "lost-1", body)
 	if err != nil || resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("the client's late retry: %v %s %v, want the stored 201", resp.StatusCode, answer, err)
 	}
@@ -327,6 +314,36 @@ func recordRow(t testing.TB, db *pgxpool.Pool, key string) string {
 		t.Fatal(err)
 	}
 	return row
+}
+
+// lostAnswer is a charge whose first answer was 503 outcome-unknown, with
+// the replica, provider and counters it ran on.
+type lostAnswer struct {
+	dsn      string
+	db       *pgxpool.Pool
+	provider *sandboxprovider.Server
+	calls    *prometheus.CounterVec
+	base     *replica
+	charge   *app.ChargePayment
+	body     string
+}
+
+// loseTheAnswer charges order 1001 under key with the sandbox reference
+// ref, whose prefix makes the first answer get lost, and requires the
+// client to be told the outcome is unknown.
+func loseTheAnswer(t *testing.T, ref, key string) lostAnswer {
+	t.Helper()
+	l := lostAnswer{dsn: testdb.New(t), provider: startProvider(t), calls: provider.CallsMetric(prometheus.NewRegistry())}
+	l.db = pool(t, l.dsn)
+	exec(t, l.db, `INSERT INTO order_projection (order_id, customer_id, amount, currency) VALUES (1001, 42, 100.50, 'RUB')`)
+	l.base = newReplica(t, l.dsn, replicaOptions{})
+	l.charge = chargeThrough(t, l.base, l.provider.URL, l.calls)
+	l.body = strings.Replace(chargeBody, "pi_abandoned", ref, 1)
+	resp, answer, err := postChargeWith(apiServer(t, l.base, l.charge), key, l.body)
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(answer), "outcome-unknown") {
+		t.Fatalf("first answer: %v %s %v, want 503 outcome-unknown", resp.StatusCode, answer, err)
+	}
+	return l
 }
 
 // deadAddr is a loopback address nothing listens on.
