@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -93,5 +94,89 @@ func TestSummarizeTakesMediansAndRatios(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestClusterCPUCountsChildrenThatExited(t *testing.T) {
+	before, err := clusterCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A child of this process, as a backend is the postmaster's, that
+	// burns CPU and exits before the second reading: its time is in this
+	// process's cutime and cstime by then.
+	child := exec.Command("sh", "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done")
+	if err := child.Run(); err != nil {
+		t.Fatal(err)
+	}
+	used := child.ProcessState.UserTime() + child.ProcessState.SystemTime()
+	after, err := clusterCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// /proc counts in 10 ms ticks; this process's own work in between
+	// only adds.
+	if got := after - before; got < used-20*time.Millisecond {
+		t.Errorf("a child that used %v counted as %v", used, got)
+	}
+	if _, err := clusterCPU(-1); err == nil {
+		t.Error("no error for a postmaster that does not exist")
+	}
+}
+
+func TestColdStartRatios(t *testing.T) {
+	part := func(requests int, cpu time.Duration) result {
+		return result{Requests: requests, Duration: 5 * time.Second, PerSecond: float64(requests) / 5, CPUPerRequest: cpu, DBCPUPerRequest: 2 * cpu}
+	}
+	for _, tc := range []struct {
+		name           string
+		cs             coldStart
+		whole, slowest float64
+		cpu, dbCPU     time.Duration // of the cold parts
+	}{
+		{
+			name: "slow first minute",
+			cs: coldStart{
+				Parts:  []result{part(1000, 900*time.Microsecond), part(2000, 800*time.Microsecond), part(3000, 700*time.Microsecond)},
+				Steady: []result{part(4000, 700*time.Microsecond), part(4000, 700*time.Microsecond)},
+			},
+			// 6,000 requests in 15 s against 8,000 in 10 s; the CPU is
+			// weighted by each part's requests.
+			whole: 0.5, slowest: 0.25,
+			cpu:   (1000*900 + 2000*800 + 3000*700) * time.Microsecond / 6000,
+			dbCPU: (1000*1800 + 2000*1600 + 3000*1400) * time.Microsecond / 6000,
+		},
+		{
+			name:  "no steady part",
+			cs:    coldStart{Parts: []result{part(1000, time.Millisecond)}},
+			whole: 0, slowest: 0, cpu: time.Millisecond, dbCPU: 2 * time.Millisecond,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			whole, slowest := tc.cs.ratios()
+			cold := total(tc.cs.Parts)
+			if whole != tc.whole || slowest != tc.slowest || cold.CPUPerRequest != tc.cpu || cold.DBCPUPerRequest != tc.dbCPU {
+				t.Errorf("ratio %v, slowest %v, CPU %v, db CPU %v; want %v, %v, %v, %v",
+					whole, slowest, cold.CPUPerRequest, cold.DBCPUPerRequest, tc.whole, tc.slowest, tc.cpu, tc.dbCPU)
+			}
+			if text := coldStartTable([]coldStart{tc.cs}); !strings.Contains(text, "| binary |") {
+				t.Errorf("no table:\n%s", text)
+			}
+		})
+	}
+}
+
+func TestPartsCountsWholeParts(t *testing.T) {
+	for _, tc := range []struct {
+		d, part time.Duration
+		want    int
+	}{
+		{time.Minute, 5 * time.Second, 12},
+		{62 * time.Second, 5 * time.Second, 12},
+		{time.Second, 5 * time.Second, 1},
+	} {
+		if got := parts(tc.d, tc.part); got != tc.want {
+			t.Errorf("parts(%v, %v) = %d, want %d", tc.d, tc.part, got, tc.want)
+		}
 	}
 }

@@ -27,6 +27,9 @@ type result struct {
 	// costs the service, which the machine's noise moves far less than
 	// requests/s. Zero for pgbench.
 	CPUPerRequest time.Duration `json:"cpuPerRequest,omitempty"`
+	// DBCPUPerRequest is the database cluster's CPU time (clusterCPU) over
+	// the same part, per request: where the cost of planning shows.
+	DBCPUPerRequest time.Duration `json:"dbCpuPerRequest,omitempty"`
 }
 
 // request builds the i-th request of client c.

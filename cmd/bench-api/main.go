@@ -72,6 +72,11 @@ type options struct {
 	loadgen          string // "wrk" or "go"
 	serviceBin       string // a prebuilt binary; empty: build ./cmd/payment-service
 	compareBin       string // another binary measured in the same passes; empty: none
+	// The cold start (coldstart.go): new charges at coldC for coldStart
+	// from the service's start, then for coldSteady after ANALYZE, in
+	// parts of coldPart; coldStart 0: none.
+	coldStart, coldSteady, coldPart time.Duration
+	coldC                           int
 }
 
 func main() {
@@ -79,7 +84,7 @@ func main() {
 	var createC, replayC string
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "measured time of each run")
 	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured time before each run")
-	flag.IntVar(&o.passes, "passes", 3, "alternating passes of service and pgbench runs; the table shows medians")
+	flag.IntVar(&o.passes, "passes", 3, "alternating passes of service and pgbench runs; the table shows medians (0: the cold start only)")
 	flag.StringVar(&createC, "create", "1,16,64", "concurrencies of new charges")
 	flag.StringVar(&replayC, "replay", "1,16,64", "concurrencies of replays")
 	flag.StringVar(&o.out, "out", "bench-api.json", "results as JSON, for scripts/bench-chart")
@@ -88,11 +93,18 @@ func main() {
 	flag.BoolVar(&o.ceiling, "ceiling", true, "run pgbench for the ceilings")
 	flag.StringVar(&o.serviceBin, "service-bin", "", "run this payment-service binary instead of building ./cmd/payment-service (to measure another version against the same ceiling)")
 	flag.StringVar(&o.compareBin, "compare-bin", "", "also run this payment-service binary in every pass, right after the service, against the same ceiling: a before-and-after in one run, which the machine's noise cannot tell apart from a change")
+	flag.DurationVar(&o.coldStart, "cold-start", time.Minute, "measure each binary's first minute on a freshly migrated, analyzed, empty database for this long (0: not at all)")
+	flag.DurationVar(&o.coldSteady, "cold-steady", 15*time.Second, "after the cold start, ANALYZE and measure the steady state for this long")
+	flag.DurationVar(&o.coldPart, "cold-part", 5*time.Second, "the cold start's parts, each measured on its own")
+	flag.IntVar(&o.coldC, "cold-c", 64, "concurrency of the cold start's new charges")
 	flag.StringVar(&o.loadgen, "loadgen", "", `the load generator: "wrk" (the default when it is installed) or "go" (this program's own)`)
 	flag.Parse()
 	var err error
 	if o.createC, err = ints(createC); err == nil {
 		o.replayC, err = ints(replayC)
+	}
+	if err == nil && o.coldStart > 0 && (o.coldPart < time.Second || o.coldStart < o.coldPart || o.coldSteady < o.coldPart) {
+		err = fmt.Errorf("-cold-part must be at least 1s and at most -cold-start and -cold-steady")
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-api:", err)
@@ -123,12 +135,13 @@ func (o options) serviceOrders() int64 {
 	if o.compareBin != "" {
 		binaries = 2
 	}
-	return replayKeys + int64(o.passes*binaries*len(o.createC))*maxLoadThreads*o.ordersPerThread()
+	return replayKeys + int64(o.passes*binaries*len(o.createC))*maxLoadThreads*ordersPerThread(o.warmup+o.duration)
 }
 
-// ordersPerThread is one load generator thread's slice of orders for a run.
-func (o options) ordersPerThread() int64 {
-	return int64(maxChargesPerSecond * (o.warmup + o.duration).Seconds())
+// ordersPerThread is one load generator thread's slice of orders for a run
+// of d, warmup included.
+func ordersPerThread(d time.Duration) int64 {
+	return int64(maxChargesPerSecond * d.Seconds())
 }
 
 func ints(s string) ([]int, error) {
@@ -156,8 +169,9 @@ type bench struct {
 	// the ones after it are pgbench's.
 	lastOrder int64
 	provider  *sandboxprovider.Server
-	// servicePID is the running service's process, for its CPU time.
-	servicePID int
+	// servicePID is the running service's process, for its CPU time;
+	// postmasterPID the cluster's, for the database's.
+	servicePID, postmasterPID int
 }
 
 func run(ctx context.Context, o options) error {
@@ -188,21 +202,7 @@ func run(ctx context.Context, o options) error {
 	}
 	defer cluster.Stop()
 	b.dsn = cluster.DSN("postgres")
-	if err := migrations.Up(ctx, b.dsn); err != nil {
-		return err
-	}
-	b.lastOrder = o.serviceOrders()
-	logf("seeding %d orders", b.lastOrder+pgbenchOrders)
-	if err := exec1(ctx, b.dsn, `INSERT INTO order_projection (order_id, customer_id, amount, currency)
-		SELECT g, 42, 10.00, 'RUB' FROM generate_series(1, $1::bigint) g`, b.lastOrder+pgbenchOrders); err != nil {
-		return err
-	}
-	if err := exec1(ctx, b.dsn, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
-		return err
-	}
-	// pgbench's charges take their orders from this sequence, one each.
-	if err := exec1(ctx, b.dsn, fmt.Sprintf(`CREATE SEQUENCE pgbench_order START %d MAXVALUE %d`,
-		b.lastOrder+1, b.lastOrder+pgbenchOrders)); err != nil {
+	if b.postmasterPID, err = postmasterPID(cluster.Dir()); err != nil {
 		return err
 	}
 
@@ -219,9 +219,62 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("build the service: %w", err)
 		}
 	}
-	stopService, err := b.startService(ctx, serviceBin)
+	var cold []coldStart
+	if o.coldStart > 0 {
+		if cold, err = b.coldStarts(ctx, cluster, serviceBin); err != nil {
+			return err
+		}
+	}
+	var tab table
+	if o.passes > 0 {
+		runs, err := b.passes(ctx, serviceBin)
+		if err != nil {
+			return err
+		}
+		tab = summarize(o, runs)
+		fmt.Println()
+		fmt.Println(tab.String())
+		if err := b.printServerTime(ctx); err != nil {
+			return err
+		}
+	}
+	if len(cold) > 0 {
+		tab.ColdStart = cold
+		fmt.Println()
+		fmt.Println(coldStartTable(cold))
+	}
+	out, err := json.MarshalIndent(tab, "", "  ")
 	if err != nil {
 		return err
+	}
+	return os.WriteFile(o.out, append(out, '\n'), 0o644)
+}
+
+// passes seeds the bench database and measures the service (and
+// -compare-bin's binary) and pgbench in o.passes alternating passes.
+func (b *bench) passes(ctx context.Context, serviceBin string) (map[string][]result, error) {
+	o := b.o
+	if err := migrations.Up(ctx, b.dsn); err != nil {
+		return nil, err
+	}
+	b.lastOrder = o.serviceOrders()
+	logf("seeding %d orders", b.lastOrder+pgbenchOrders)
+	if err := exec1(ctx, b.dsn, `INSERT INTO order_projection (order_id, customer_id, amount, currency)
+		SELECT g, 42, 10.00, 'RUB' FROM generate_series(1, $1::bigint) g`, b.lastOrder+pgbenchOrders); err != nil {
+		return nil, err
+	}
+	if err := exec1(ctx, b.dsn, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
+		return nil, err
+	}
+	// pgbench's charges take their orders from this sequence, one each.
+	if err := exec1(ctx, b.dsn, fmt.Sprintf(`CREATE SEQUENCE pgbench_order START %d MAXVALUE %d`,
+		b.lastOrder+1, b.lastOrder+pgbenchOrders)); err != nil {
+		return nil, err
+	}
+
+	stopService, err := b.startService(ctx, serviceBin)
+	if err != nil {
+		return nil, err
 	}
 	defer func() { stopService() }()
 	logf("charging %d orders once, to replay them", replayKeys)
@@ -229,7 +282,7 @@ func run(ctx context.Context, o options) error {
 		order := b.orders.Add(1)
 		req := chargeRequest(b.api, apiKey, strconv.Itoa(firstReplayKey+i), chargeBody(order, "replay_"+strconv.Itoa(i)))
 		if status, err := do(http.DefaultClient, req.WithContext(ctx)); err != nil || status != http.StatusCreated {
-			return fmt.Errorf("seeding replay key %d: %d %v", i, status, err)
+			return nil, fmt.Errorf("seeding replay key %d: %d %v", i, status, err)
 		}
 	}
 
@@ -255,7 +308,7 @@ func run(ctx context.Context, o options) error {
 			return nil
 		}
 		if err := measure("service", true); err != nil {
-			return err
+			return nil, err
 		}
 		if o.compareBin != "" {
 			// The same workloads on the other binary, then back, so that the
@@ -266,13 +319,13 @@ func run(ctx context.Context, o options) error {
 				return err
 			}
 			if err := restart(o.compareBin); err != nil {
-				return err
+				return nil, err
 			}
 			if err := measure("compare", false); err != nil {
-				return err
+				return nil, err
 			}
 			if err := restart(serviceBin); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if !o.ceiling {
@@ -281,7 +334,7 @@ func run(ctx context.Context, o options) error {
 		for _, c := range o.createC {
 			r, err := b.pgbench(ctx, "charge", c)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			runs[name("pgbench", "create", c)] = append(runs[name("pgbench", "create", c)], r)
 			report(pass, name("pgbench", "create", c), r)
@@ -289,23 +342,13 @@ func run(ctx context.Context, o options) error {
 		for _, c := range o.replayC {
 			r, err := b.pgbench(ctx, "replay", c)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			runs[name("pgbench", "replay", c)] = append(runs[name("pgbench", "replay", c)], r)
 			report(pass, name("pgbench", "replay", c), r)
 		}
 	}
-	table := summarize(o, runs)
-	fmt.Println()
-	fmt.Println(table.String())
-	if err := b.printServerTime(ctx); err != nil {
-		return err
-	}
-	out, err := json.MarshalIndent(table, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(o.out, append(out, '\n'), 0o644)
+	return runs, nil
 }
 
 func name(who, what string, c int) string { return fmt.Sprintf("%s %s C=%d", who, what, c) }
@@ -379,6 +422,12 @@ func (b *bench) startService(ctx context.Context, bin string) (stop func(), err 
 // request, each for an order of its own; "replay" repeats the charges made
 // before the passes.
 func (b *bench) serviceRun(ctx context.Context, workload string, clients int, profile bool) (result, error) {
+	return b.load(ctx, workload, clients, b.o.warmup, b.o.duration, profile)
+}
+
+// load runs workload at clients concurrency for warmup (not measured; 0:
+// none) and then for d, measured.
+func (b *bench) load(ctx context.Context, workload string, clients int, warmup, d time.Duration, profile bool) (result, error) {
 	next := func(c, i int) (*http.Request, int) {
 		order := b.orders.Add(1)
 		if order > b.lastOrder {
@@ -402,24 +451,19 @@ func (b *bench) serviceRun(ctx context.Context, workload string, clients int, pr
 	var r result
 	var err error
 	if b.o.loadgen == "wrk" {
-		r, err = b.wrkRun(ctx, workload, clients)
+		r, err = b.wrkRun(ctx, workload, clients, warmup, d)
 	} else {
-		// The CPU time is read on timers at the measured part's start and
+		// The CPU times are read on timers at the measured part's start and
 		// end: to a few milliseconds, of a run of seconds.
-		cpu := make(chan time.Duration, 1)
+		cpu := make(chan cpuTimes, 1)
 		go func() {
-			time.Sleep(b.o.warmup)
-			before, errBefore := processCPU(b.servicePID)
-			time.Sleep(b.o.duration)
-			after, errAfter := processCPU(b.servicePID)
-			if errBefore != nil || errAfter != nil {
-				cpu <- 0
-				return
-			}
-			cpu <- after - before
+			time.Sleep(warmup)
+			before := b.cpuTimes()
+			time.Sleep(d)
+			cpu <- b.cpuTimes().since(before)
 		}()
-		r = closedLoop(ctx, clients, b.o.warmup, b.o.duration, next)
-		r.CPUPerRequest = perRequest(<-cpu, r.Requests)
+		r = closedLoop(ctx, clients, warmup, d, next)
+		(<-cpu).divide(&r)
 	}
 	if err != nil {
 		return r, err
@@ -468,6 +512,7 @@ func (b *bench) printServerTime(ctx context.Context) error {
 		SELECT calls, round((total_exec_time / calls)::numeric, 3), left(regexp_replace(query, '\s+', ' ', 'g'), 90)
 		  FROM pg_stat_statements
 		 WHERE calls > 1000 AND query !~* 'pg_stat_statements'
+		   AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 		 ORDER BY total_exec_time DESC LIMIT 12`)
 	if err != nil {
 		return err

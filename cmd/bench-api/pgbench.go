@@ -142,6 +142,7 @@ type table struct {
 	Duration      time.Duration `json:"duration"`
 	LoadGenerator string        `json:"loadGenerator"`
 	Rows          []row         `json:"rows"`
+	ColdStart     []coldStart   `json:"coldStart,omitempty"`
 }
 
 func summarize(o options, runs map[string][]result) table {

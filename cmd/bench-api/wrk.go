@@ -57,9 +57,10 @@ function request()
 end
 `
 
-// wrkRun runs wrk for warmup (discarded) and then for d, and reads its
-// report. Orders for new charges come from b.orders, a slice per run.
-func (b *bench) wrkRun(ctx context.Context, workload string, clients int) (result, error) {
+// wrkRun runs wrk for warmup (discarded; 0: none) and then for d, and
+// reads its report. Orders for new charges come from b.orders, a slice per
+// run.
+func (b *bench) wrkRun(ctx context.Context, workload string, clients int, warmup, d time.Duration) (result, error) {
 	script := filepath.Join(b.tmp, "bench.lua")
 	if err := os.WriteFile(script, []byte(wrkScript), 0o644); err != nil {
 		return result{}, err
@@ -69,7 +70,7 @@ func (b *bench) wrkRun(ctx context.Context, workload string, clients int) (resul
 	// second, several times what the service makes here. A thread that ran
 	// past its slice would charge another thread's orders: the third
 	// layer's 409s would then show as errors.
-	span := b.o.ordersPerThread()
+	span := ordersPerThread(warmup + d)
 	var first int64
 	if workload == "create" {
 		first = b.orders.Add(span*int64(threads)) - span*int64(threads) + 1
@@ -89,23 +90,19 @@ func (b *bench) wrkRun(ctx context.Context, workload string, clients int) (resul
 		return string(out), nil
 	}
 	// The warmup uses the second half of each thread's slice.
-	if _, err := run(b.o.warmup, span/2); err != nil {
-		return result{}, err
+	if warmup > 0 {
+		if _, err := run(warmup, span/2); err != nil {
+			return result{}, err
+		}
 	}
-	cpuBefore, err := processCPU(b.servicePID)
+	before := b.cpuTimes()
+	out, err := run(d, 0)
 	if err != nil {
 		return result{}, err
 	}
-	out, err := run(b.o.duration, 0)
-	if err != nil {
-		return result{}, err
-	}
-	cpuAfter, err := processCPU(b.servicePID)
-	if err != nil {
-		return result{}, err
-	}
-	r, err := parseWrk(out, b.o.duration)
-	r.CPUPerRequest = perRequest(cpuAfter-cpuBefore, r.Requests)
+	cpu := b.cpuTimes().since(before)
+	r, err := parseWrk(out, d)
+	cpu.divide(&r)
 	return r, err
 }
 
