@@ -43,22 +43,47 @@ func WithQueryTracer(tracer pgx.QueryTracer) OpenOption {
 	return func(c *pgx.ConnConfig) { c.Tracer = tracer }
 }
 
+// poolSettings are sent with the start-up of every connection of the
+// service's pool (decision 0017). A setting the DATABASE_URL names
+// (?enable_seqscan=on) is the operator's, and wins.
+//
+// enable_seqscan=off: every statement of the service finds its rows by an
+// index, and none of them may scan payment or idempotency_record in full.
+// pgx prepares every statement, and after five executions PostgreSQL keeps
+// a generic plan made from the statistics of that moment, until the next
+// ANALYZE of a table it reads. On a new or restored database whose
+// near-empty tables had been analyzed, that plan was a sequential scan
+// (cheapest for a page or two), in the hot UPDATEs and in the foreign key
+// check of idempotency_record.payment_id, and each pooled connection kept
+// it while the tables grew, until autovacuum analyzed them about a minute
+// later. With the setting off, the planner takes the index even for a tiny
+// table, and the generic plan stays right as the table grows. It is a cost
+// penalty, not a ban: a statement with no index to use still scans.
+// plan_cache_mode=force_custom_plan would replan each execution instead;
+// measured, that costs PostgreSQL over a millisecond more CPU per charge,
+// on every charge (docs/benchmarks.md, "Cold start").
+var poolSettings = map[string]string{
+	"enable_seqscan": "off",
+}
+
 // Open connects to PostgreSQL. It does not wait for the database to be up:
 // the service starts and reports not-ready until it is.
 func Open(dsn string, pool PoolConfig, log *slog.Logger, opts ...OpenOption) (*gorm.DB, error) {
-	dialector := postgres.Open(dsn)
-	if len(opts) > 0 {
-		// The same pgx driver that postgres.Open would use, with the
-		// connection configuration in our hands.
-		connConfig, err := pgx.ParseConfig(dsn)
-		if err != nil {
-			return nil, fmt.Errorf("open database: %w", err)
-		}
-		for _, opt := range opts {
-			opt(connConfig)
-		}
-		dialector = postgres.New(postgres.Config{Conn: stdlib.OpenDB(*connConfig)})
+	// The same pgx driver that postgres.Open would use, with the
+	// connection configuration in our hands.
+	connConfig, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
 	}
+	for name, value := range poolSettings {
+		if _, set := connConfig.RuntimeParams[name]; !set {
+			connConfig.RuntimeParams[name] = value
+		}
+	}
+	for _, opt := range opts {
+		opt(connConfig)
+	}
+	dialector := postgres.New(postgres.Config{Conn: stdlib.OpenDB(*connConfig)})
 	db, err := gorm.Open(dialector, &gorm.Config{
 		// Every write here runs inside an explicit Transact; GORM's implicit
 		// per-statement transaction would only add round trips.
