@@ -126,13 +126,15 @@ func TestClusterCPUCountsChildrenThatExited(t *testing.T) {
 
 func TestColdStartRatios(t *testing.T) {
 	part := func(requests int, cpu time.Duration) result {
-		return result{Requests: requests, Duration: 5 * time.Second, PerSecond: float64(requests) / 5, CPUPerRequest: cpu, DBCPUPerRequest: 2 * cpu}
+		return result{Requests: requests, Duration: 5 * time.Second, PerSecond: float64(requests) / 5, CPUPerRequest: cpu, DBCPUPerRequest: 2 * cpu,
+			HotRowsPerRequest: float64(requests) / 200}
 	}
 	for _, tc := range []struct {
 		name           string
 		cs             coldStart
 		whole, slowest float64
 		cpu, dbCPU     time.Duration // of the cold parts
+		rows           float64       // read per request in the cold parts
 	}{
 		{
 			name: "slow first minute",
@@ -145,19 +147,22 @@ func TestColdStartRatios(t *testing.T) {
 			whole: 0.5, slowest: 0.25,
 			cpu:   (1000*900 + 2000*800 + 3000*700) * time.Microsecond / 6000,
 			dbCPU: (1000*1800 + 2000*1600 + 3000*1400) * time.Microsecond / 6000,
+			rows:  (1000*5 + 2000*10 + 3000*15) / 6000.0,
 		},
 		{
 			name:  "no steady part",
 			cs:    coldStart{Parts: []result{part(1000, time.Millisecond)}},
-			whole: 0, slowest: 0, cpu: time.Millisecond, dbCPU: 2 * time.Millisecond,
+			whole: 0, slowest: 0, cpu: time.Millisecond, dbCPU: 2 * time.Millisecond, rows: 5,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			whole, slowest := tc.cs.ratios()
 			cold := total(tc.cs.Parts)
-			if whole != tc.whole || slowest != tc.slowest || cold.CPUPerRequest != tc.cpu || cold.DBCPUPerRequest != tc.dbCPU {
-				t.Errorf("ratio %v, slowest %v, CPU %v, db CPU %v; want %v, %v, %v, %v",
-					whole, slowest, cold.CPUPerRequest, cold.DBCPUPerRequest, tc.whole, tc.slowest, tc.cpu, tc.dbCPU)
+			if whole != tc.whole || slowest != tc.slowest || cold.CPUPerRequest != tc.cpu || cold.DBCPUPerRequest != tc.dbCPU ||
+				cold.HotRowsPerRequest != tc.rows {
+				t.Errorf("ratio %v, slowest %v, CPU %v, db CPU %v, rows %v; want %v, %v, %v, %v, %v",
+					whole, slowest, cold.CPUPerRequest, cold.DBCPUPerRequest, cold.HotRowsPerRequest,
+					tc.whole, tc.slowest, tc.cpu, tc.dbCPU, tc.rows)
 			}
 			if text := coldStartTable([]coldStart{tc.cs}); !strings.Contains(text, "| binary |") {
 				t.Errorf("no table:\n%s", text)

@@ -84,12 +84,28 @@ func (b *bench) coldStart(ctx context.Context, cluster *pgtemp.Cluster, who, bin
 	}
 	defer stop()
 	started := time.Now()
+	stats, err := pgx.Connect(ctx, cold.dsn)
+	if err != nil {
+		return cs, err
+	}
+	defer stats.Close(context.Background())
 	measure := func(n int, label string) ([]result, error) {
 		var rs []result
 		for i := range n {
+			before, err := hotRowsRead(ctx, stats)
+			if err != nil {
+				return nil, err
+			}
 			r, err := cold.load(ctx, "create", o.coldC, 0, o.coldPart, false)
 			if err != nil {
 				return nil, err
+			}
+			after, err := hotRowsRead(ctx, stats)
+			if err != nil {
+				return nil, err
+			}
+			if r.Requests > 0 {
+				r.HotRowsPerRequest = float64(after-before) / float64(r.Requests)
 			}
 			rs = append(rs, r)
 			report(0, fmt.Sprintf("%s %s %d", who, label, i+1), r)
@@ -109,6 +125,20 @@ func (b *bench) coldStart(ctx context.Context, cluster *pgtemp.Cluster, who, bin
 	}
 	cs.Steady, err = measure(steadyParts, "steady")
 	return cs, err
+}
+
+// hotRowsRead is how many rows of payment and idempotency_record the
+// database has read so far, by sequential and index scans: a charge reads
+// a few by their keys, and a plan that scans a table reads all of it, so
+// the count per request shows a bad plan whatever the machine's noise.
+// Each backend reports its counts at most once a second, so a part's count
+// is good to about a second's worth.
+func hotRowsRead(ctx context.Context, conn *pgx.Conn) (int64, error) {
+	var n int64
+	err := conn.QueryRow(ctx, `
+		SELECT coalesce(sum(seq_tup_read + coalesce(idx_tup_fetch, 0)), 0)::bigint FROM pg_stat_user_tables
+		 WHERE relname IN ('payment', 'idempotency_record')`).Scan(&n)
+	return n, err
 }
 
 // parts is how many parts of part make d (at least one).
@@ -146,7 +176,9 @@ func autoanalyzed(ctx context.Context, dsn string, started time.Time) (map[strin
 func total(parts []result) result {
 	var t result
 	var cpu, dbCPU time.Duration
+	var rows float64
 	for _, r := range parts {
+		rows += r.HotRowsPerRequest * float64(r.Requests)
 		t.Requests += r.Requests
 		t.Errors += r.Errors
 		t.Duration += r.Duration
@@ -159,6 +191,7 @@ func total(parts []result) result {
 	if t.Requests > 0 {
 		t.CPUPerRequest = cpu / time.Duration(t.Requests)
 		t.DBCPUPerRequest = dbCPU / time.Duration(t.Requests)
+		t.HotRowsPerRequest = rows / float64(t.Requests)
 	}
 	return t
 }
@@ -187,8 +220,8 @@ func coldStartTable(cs []coldStart) string {
 	first := total(cs[0].Parts)
 	fmt.Fprintf(&b, "Cold start: new charges at C=%d from the first request on an analyzed, empty database, %s (in parts of %s), then after ANALYZE:\n\n",
 		cs[0].Concurrency, first.Duration, cs[0].Parts[0].Duration)
-	b.WriteString("| binary | cold req/s | steady req/s | ratio | slowest part | CPU µs/req cold | steady | db CPU µs/req cold | steady | autoanalyzed after |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| binary | cold req/s | steady req/s | ratio | slowest part | CPU µs/req cold | steady | db CPU µs/req cold | steady | hot rows read/req cold | steady | autoanalyzed after |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range cs {
 		cold, steady := total(c.Parts), total(c.Steady)
 		whole, slowest := c.ratios()
@@ -202,22 +235,23 @@ func coldStartTable(cs []coldStart) string {
 			}
 			auto = strings.Join(s, ", ")
 		}
-		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.2f | %.2f | %.0f | %.0f | %.0f | %.0f | %s |\n", c.Binary,
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.2f | %.2f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %s |\n", c.Binary,
 			cold.PerSecond, steady.PerSecond, whole, slowest,
-			us(cold.CPUPerRequest), us(steady.CPUPerRequest), us(cold.DBCPUPerRequest), us(steady.DBCPUPerRequest), auto)
+			us(cold.CPUPerRequest), us(steady.CPUPerRequest), us(cold.DBCPUPerRequest), us(steady.DBCPUPerRequest),
+			cold.HotRowsPerRequest, steady.HotRowsPerRequest, auto)
 	}
 	// The database's CPU per request rises part by part while a cached
 	// plan scans a growing table: a sign that the machine's noise in
 	// requests/s hides less.
-	b.WriteString("\nreq/s (db CPU µs/req) of each part:\n\n")
+	b.WriteString("\nreq/s (db CPU µs/req, hot rows read/req) of each part:\n\n")
 	for _, c := range cs {
 		fmt.Fprintf(&b, "- %s: cold", c.Binary)
 		for _, r := range c.Parts {
-			fmt.Fprintf(&b, " %.0f (%.0f)", r.PerSecond, us(r.DBCPUPerRequest))
+			fmt.Fprintf(&b, " %.0f (%.0f, %.0f)", r.PerSecond, us(r.DBCPUPerRequest), r.HotRowsPerRequest)
 		}
 		b.WriteString("; steady")
 		for _, r := range c.Steady {
-			fmt.Fprintf(&b, " %.0f (%.0f)", r.PerSecond, us(r.DBCPUPerRequest))
+			fmt.Fprintf(&b, " %.0f (%.0f, %.0f)", r.PerSecond, us(r.DBCPUPerRequest), r.HotRowsPerRequest)
 		}
 		b.WriteString("\n")
 	}

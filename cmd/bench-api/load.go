@@ -30,6 +30,9 @@ type result struct {
 	// DBCPUPerRequest is the database cluster's CPU time (clusterCPU) over
 	// the same part, per request: where the cost of planning shows.
 	DBCPUPerRequest time.Duration `json:"dbCpuPerRequest,omitempty"`
+	// HotRowsPerRequest is how many rows of payment and idempotency_record
+	// the database read per request (hotRowsRead); the cold start's only.
+	HotRowsPerRequest float64 `json:"hotRowsPerRequest,omitempty"`
 }
 
 // request builds the i-th request of client c.
