@@ -76,7 +76,7 @@ func NewHandler(d Deps) http.Handler {
 		}
 		return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 	})
-	e.GET("/health", healthHandler(d.Ready, d.Components))
+	e.GET("/health", healthHandler(d.Logger, d.Ready, d.Components))
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{})))
 	registerDocs(e)
 
