@@ -109,6 +109,7 @@ func TestContractOpenAPI(t *testing.T) {
 		{name: "metrics", method: "GET", path: "/metrics", wantStatus: 200},
 		{name: "openapi", method: "GET", path: "/openapi.yaml", noAuth: true, wantStatus: 200},
 		{name: "docs", method: "GET", path: "/docs", noAuth: true, wantStatus: 200},
+		{name: "problems", method: "GET", path: "/problems", noAuth: true, wantStatus: 200},
 	}
 
 	for _, ex := range exchanges {

@@ -2,6 +2,7 @@ package http
 
 import (
 	"crypto/sha256"
+	_ "embed"
 	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
@@ -18,8 +19,8 @@ import (
 // docsPath is where the interactive API page lives; its assets are under it.
 const docsPath = "/docs"
 
-// registerDocs serves the contract and a page to browse and try it. Neither
-// needs an API key: reading the contract is not using the API. "Try it out"
+// registerDocs serves the contract, a page to browse and try it, and the
+// page that documents every problem code. None needs an API key: reading the contract is not using the API. "Try it out"
 // on the page sends the Bearer key the user types under Authorize, to this
 // same service (the spec's server URL is relative).
 //
@@ -50,7 +51,27 @@ func registerDocs(e *echo.Echo) {
 	page := echo.WrapHandler(withHeaders(ui, pageSecurityHeaders(ui)))
 	e.GET(docsPath, page)
 	e.GET(docsPath+"/*", page)
+
+	// The problem page is plain HTML, no script, no style: it may load
+	// nothing at all.
+	problems := withHeaders(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
+		_, _ = w.Write(problemsPage)
+	}), map[string]string{
+		echo.HeaderContentSecurityPolicy: "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+		echo.HeaderXFrameOptions:         "DENY",
+		echo.HeaderXContentTypeOptions:   "nosniff",
+		echo.HeaderReferrerPolicy:        "no-referrer",
+	})
+	e.GET(problemDocsPath, echo.WrapHandler(problems))
 }
+
+// problemsPage documents every problem code, each under an anchor named by
+// the code (problemDocsPath). TestEveryProblemLinksToItsEntry holds it to
+// the spec's list of codes.
+//
+//go:embed problems.html
+var problemsPage []byte
 
 // pageSecurityHeaders are the headers of a page that takes a secret: a
 // Content-Security-Policy that lets it load only what it is made of (its

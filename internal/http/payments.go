@@ -117,8 +117,21 @@ func (h *paymentHandlers) chargePayment(c echo.Context) error {
 	contentType := echo.MIMEApplicationJSON
 	if result.Response.StatusCode >= 400 {
 		contentType = contentTypeProblem
+		linkProblemDocs(c.Response().Header(), storedProblemCode(result.Response.Body))
 	}
 	return c.Blob(result.Response.StatusCode, contentType, result.Response.Body)
+}
+
+// storedProblemCode reads the code of a stored problem (ResponseEncoder
+// wrote it), for its Link; an unreadable body links to the page's top.
+func storedProblemCode(body []byte) string {
+	var p struct {
+		Code string `json:"code"`
+	}
+	if json.Unmarshal(body, &p) != nil {
+		return ""
+	}
+	return p.Code
 }
 
 // getPayment handles GET /payments/:id.
