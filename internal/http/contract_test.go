@@ -7,10 +7,13 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/example/payment-service/internal/config"
 )
 
 // TestContractOpenAPI sends real requests to the running service and checks
@@ -190,4 +193,45 @@ func cloneRequest(t *testing.T, req *http.Request, body string) *http.Request {
 	c := req.Clone(context.Background())
 	c.Body = io.NopCloser(bytes.NewReader([]byte(body)))
 	return c
+}
+
+// The draft (section 2.5.2) makes publishing the key's lifetime a MUST.
+// The contract a client reads says it, and what it says is what the
+// configuration enforces: 72 hours by default, never less than 24.
+func TestContractPublishesHowLongAKeyBinds(t *testing.T) {
+	t.Parallel()
+	doc, err := openapi3.NewLoader().LoadFromFile("../../api/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for where, text := range map[string]string{
+		"info.description": doc.Info.Description,
+		"the Idempotency-Key parameter's description": doc.Components.Parameters["IdempotencyKey"].Value.Description,
+	} {
+		text = strings.Join(strings.Fields(text), " ")
+		for _, want := range []string{"at least 24 hours, 72 hours by default", "a request under the old key is a new operation"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s does not say %q", where, want)
+			}
+		}
+	}
+
+	env := map[string]string{"DATABASE_URL": "postgres://127.0.0.1/payments", "API_KEYS": "c:k", "SANDBOX_PROVIDER_URL": "http://127.0.0.1:1"}
+	load := func(ttl string) (config.Config, error) {
+		return config.Load(func(k string) string {
+			if k == "IDEMPOTENCY_TTL" {
+				return ttl
+			}
+			return env[k]
+		})
+	}
+	if cfg, err := load(""); err != nil || cfg.Retention.IdempotencyTTL != 72*time.Hour {
+		t.Errorf("the default TTL: %v, %v; the contract says 72 hours", cfg.Retention.IdempotencyTTL, err)
+	}
+	if _, err := load("24h"); err != nil {
+		t.Errorf("IDEMPOTENCY_TTL=24h refused (%v); the contract says at least 24 hours", err)
+	}
+	if _, err := load("23h59m"); err == nil {
+		t.Error("IDEMPOTENCY_TTL=23h59m accepted; the contract says at least 24 hours")
+	}
 }
