@@ -49,12 +49,12 @@ func invalidIdempotencyKey(why error) *Problem {
 // and the key is the decoded String, so `"k"` and `k` are one key. A value
 // that does not start with a quote is taken as it is: the draft does not
 // allow that, but Stripe's clients and pkg/paymentclient send it (decision
-// 0016).
+// 0019).
 //
 // Parameters after the String (`"k";x=1`) are refused: the draft defines
 // none, so a sender that adds one means something this service would
 // silently drop, and two values that differ only in a parameter would name
-// one key (decision 0016).
+// one key (decision 0019).
 func parseIdempotencyKey(value string) (string, error) {
 	var key string
 	if strings.HasPrefix(value, `"`) {

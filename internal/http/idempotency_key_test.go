@@ -7,7 +7,7 @@ import (
 
 // The Idempotency-Key value as draft-ietf-httpapi-idempotency-key-header-07
 // writes it (an RFC 8941 String) and bare, as Stripe's clients send it
-// (decision 0016): a quoted value is decoded, so `"k"` and `k` are one key;
+// (decision 0019): a quoted value is decoded, so `"k"` and `k` are one key;
 // an empty, malformed or parameterised String is refused, and the error says
 // why; the length limit applies to the decoded key.
 func TestParseIdempotencyKey(t *testing.T) {

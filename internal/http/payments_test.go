@@ -124,7 +124,7 @@ func TestChargeThenReplayReturnsByteIdenticalBody(t *testing.T) {
 }
 
 // The draft's Idempotency-Key is an RFC 8941 String, Stripe's a bare
-// value (decision 0016): the quoted and the bare form of a key are one key,
+// value (decision 0019): the quoted and the bare form of a key are one key,
 // so a client that switches form between retries is replayed, not charged
 // twice, and the key is stored decoded.
 func TestQuotedAndBareFormsOfAKeyAreOneKey(t *testing.T) {

@@ -47,7 +47,7 @@ type FieldError struct {
 // problemTypeBase prefixes every problem type URI. The URIs are
 // identifiers: clients compare them, and stored answers replayed byte for
 // byte hold them, so they stay as they are although they do not resolve.
-// What resolves is each problem's Link to problemDocsPath (decision 0017).
+// What resolves is each problem's Link to problemDocsPath (decision 0020).
 const problemTypeBase = "https://payment-service.example/problems/"
 
 // problemDocsPath is the page the service serves that documents every
