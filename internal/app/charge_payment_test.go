@@ -43,6 +43,12 @@ func (p *gatedProvider) Charge(ctx context.Context, req app.ProviderCharge) (app
 	return "", app.ErrProviderNotCharged
 }
 
+// LookupCharge is not part of this test's story: its payments are never
+// resumed after a refusal. It says it cannot tell.
+func (p *gatedProvider) LookupCharge(context.Context, string) (app.ProviderDecision, error) {
+	return "", app.ErrProviderOutcomeUnknown
+}
+
 // A request whose lock ran out during its provider call, and whose key was
 // taken over meanwhile, gets "not charged" for its own call. Releasing the
 // key then loses the fence: the new owner holds it and has resumed the
@@ -72,9 +78,9 @@ func TestReleaseThatLosesTheFenceAnswersInProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	provider := &gatedProvider{called: make(chan struct{}), release: make(chan struct{})}
-	uc := app.NewChargePayment(repository.NewTransactor(db),
-		repository.NewChargeStore(db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}, nil),
-		map[domain.ProviderName]app.PaymentProvider{"sandbox": provider}, httpapi.ResponseEncoder{}, 30*time.Second, logger)
+	store := repository.NewChargeStore(db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}, nil)
+	uc := app.NewChargePayment(app.NewCore(repository.NewTransactor(db), store, 30*time.Second, logger), store,
+		map[domain.ProviderName]app.PaymentProvider{"sandbox": provider}, httpapi.ResponseEncoder{})
 	money, err := domain.NewMoney(decimal.RequireFromString("10"), "RUB")
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,9 @@ const (
 	EventPaymentSucceeded = "PaymentSucceeded.v1"
 	// EventPaymentDeclined announces a payment the provider declined.
 	EventPaymentDeclined = "PaymentDeclined.v1"
+	// EventPaymentFailed announces a payment the provider refused for good
+	// (nothing was charged).
+	EventPaymentFailed = "PaymentFailed.v1"
 )
 
 // PaymentEvent announces a payment's outcome to other services. It is
@@ -28,7 +31,8 @@ type PaymentEvent struct {
 	// publish a row twice after a crash) carries this same id, so consumers
 	// dedup on it (R-DIST-IDEM-2).
 	ID uuid.UUID
-	// Type is EventPaymentSucceeded or EventPaymentDeclined.
+	// Type is EventPaymentSucceeded, EventPaymentDeclined or
+	// EventPaymentFailed.
 	Type string
 	// SagaID is the order's saga as the order projection knows it; not
 	// Valid when the order event carried none.
@@ -48,6 +52,8 @@ func NewPaymentEvent(p domain.Payment, saga uuid.NullUUID, occurredAt time.Time)
 		typ = EventPaymentSucceeded
 	case domain.PaymentDeclined:
 		typ = EventPaymentDeclined
+	case domain.PaymentFailed:
+		typ = EventPaymentFailed
 	default:
 		return PaymentEvent{}, fmt.Errorf("payment %d is %s: only a final status is an event", p.ID, p.Status)
 	}

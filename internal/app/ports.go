@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -75,8 +76,14 @@ const (
 type IdempotencyRecord struct {
 	// Scope is the client and key the record belongs to.
 	Scope IdempotencyScope
-	// CommandHash is ChargeCommand.Hash of the command that claimed the key.
+	// CommandHash is the hash of the command that claimed the key
+	// (ChargeCommand.Hash for a charge).
 	CommandHash string
+	// Command names the command the record belongs to (migration 00013).
+	// Read where the jobs need it (the completer's list, the records read
+	// through GORM); the hot path's lock-free read leaves it empty, since
+	// the command hash already tells one command from another.
+	Command CommandName
 	// Status is IN_PROGRESS or COMPLETED.
 	Status RecordStatus
 	// Response is the stored answer; set when Completed.
@@ -141,8 +148,6 @@ type ClaimAndReserveResult struct {
 // own: each is one SQL statement, so it runs without a transaction around
 // it, in one round trip.
 type ChargeStore interface {
-	// LookupKey reads a key's record without locking or writing anything.
-	LookupKey(ctx context.Context, scope IdempotencyScope) (rec IdempotencyRecord, found bool, err error)
 	// ClaimAndReserve is phase 1 on its own, Charges.ClaimAndReserve's
 	// statement committed by itself. It commits only the usual answer: the
 	// key claimed, with a PENDING payment to charge that is its recovery
@@ -261,13 +266,19 @@ const (
 
 // PaymentProvider charges money on the other side of a network.
 //
-// Its answer is one of three cases, and the use case acts on each:
+// The answer to Charge is one of four cases, and the use case acts on each:
 //
 //   - a decision (nil error): ProviderApproved or ProviderDeclined;
-//   - definitely not charged: an error wrapping ErrProviderNotCharged. The
-//     provider said so before charging, or the request never left this
-//     process (connection refused, a rejection that proves it was not
-//     processed). Nothing happened at the provider for this request;
+//   - refused for good: an error wrapping ErrProviderRefused (which wraps
+//     ErrProviderNotCharged). The provider refused this request before
+//     charging, for a reason that asking again does not change (the
+//     request is invalid to it: a 400 or 422);
+//   - not charged for now: an error wrapping ErrProviderNotCharged alone.
+//     The provider said so before charging, for a reason that may pass (a
+//     5xx or 429 saying "not charged", our credentials refused), or the
+//     request never left this process (connection refused, a rejection that
+//     proves it was not processed). Nothing happened at the provider for
+//     this request;
 //   - unknown: any other error. Timeouts, resets after the request was
 //     sent, 5xx, "in progress" refusals, answers that cannot be read: the
 //     charge may have been made. Adapters should wrap
@@ -275,13 +286,25 @@ const (
 //     too, so an adapter that fails to classify an error errs on the safe
 //     side.
 //
+// Both refusals speak for the request that got them only. A provider looks
+// at a request before its idempotency key (validation, rate limits, rules
+// that change), so a retry can be refused although an earlier request
+// under the same key charged: LookupCharge, not the refusal, says what the
+// key holds.
+//
 // Asking again with the same IdempotencyKey is always safe: the provider
 // returns its first answer and charges nothing new. Adapters never retry on
 // their own; the use case owns retries.
 type PaymentProvider interface {
 	// Charge asks the provider to charge req under req.IdempotencyKey and
-	// returns its decision, or an error in one of the two cases above.
+	// returns its decision, or an error in one of the cases above.
 	Charge(ctx context.Context, req ProviderCharge) (ProviderDecision, error)
+	// LookupCharge asks the provider, without charging, what it holds under
+	// an idempotency key: the decision of the charge made under it, or an
+	// error wrapping ErrNoProviderCharge when the provider states that no
+	// charge was made under it and none is being made. Any other error
+	// means it cannot be known now.
+	LookupCharge(ctx context.Context, idempotencyKey string) (ProviderDecision, error)
 }
 
 // Errors a PaymentProvider wraps (see PaymentProvider for their meaning).
@@ -289,8 +312,13 @@ var (
 	// ErrProviderNotCharged: the provider certainly did not charge for
 	// this request.
 	ErrProviderNotCharged = errors.New("payment provider did not charge")
+	// ErrProviderRefused: the provider refused this request for good,
+	// before charging; it wraps ErrProviderNotCharged.
+	ErrProviderRefused = fmt.Errorf("%w: refused for good", ErrProviderNotCharged)
 	// ErrProviderOutcomeUnknown: the provider may or may not have charged.
 	ErrProviderOutcomeUnknown = errors.New("payment provider outcome unknown")
+	// ErrNoProviderCharge: LookupCharge found no charge under the key.
+	ErrNoProviderCharge = errors.New("payment provider holds no charge for the key")
 )
 
 // OutcomeKind says what a charge command ended in.
@@ -310,6 +338,9 @@ const (
 	// OutcomeOrderAlreadyPaid: the order is already paid under another
 	// external payment (the third layer); nothing was sent to the provider.
 	OutcomeOrderAlreadyPaid
+	// OutcomeFailed: a new payment that the provider refused for good,
+	// with no charge under its key; it is recorded as FAILED.
+	OutcomeFailed
 )
 
 // ChargeOutcome is the result of a charge command before it is rendered.

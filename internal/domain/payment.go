@@ -48,12 +48,19 @@ const (
 	PaymentPending PaymentStatus = "PENDING"
 	// PaymentSucceeded: the provider charged the payment.
 	PaymentSucceeded PaymentStatus = "SUCCEEDED"
-	// PaymentDeclined: the provider refused the charge.
+	// PaymentDeclined: the provider decided the charge, and declined it.
 	PaymentDeclined PaymentStatus = "DECLINED"
+	// PaymentFailed: the provider refused the charge request for good
+	// before deciding it, and holds no charge under its key: nothing was
+	// charged, and asking again would not change that.
+	PaymentFailed PaymentStatus = "FAILED"
 )
 
-// Final reports whether the provider has answered.
-func (s PaymentStatus) Final() bool { return s == PaymentSucceeded || s == PaymentDeclined }
+// Final reports whether the payment's outcome is settled: the provider has
+// decided it, or refused it for good.
+func (s PaymentStatus) Final() bool {
+	return s == PaymentSucceeded || s == PaymentDeclined || s == PaymentFailed
+}
 
 // PaymentID identifies a payment row.
 type PaymentID int64

@@ -28,6 +28,13 @@ func (ResponseEncoder) EncodeChargeOutcome(o app.ChargeOutcome) (app.StoredRespo
 			"The payment provider declined the charge. The declined payment is recorded.")
 		p.Payment = toPaymentResponse(o.Payment)
 		status, body = p.Status, p
+	case app.OutcomeFailed:
+		// 402 like a decline: not paid, for good, and the payment is
+		// recorded; the code tells a refused request from a declined charge.
+		p := newProblem(http.StatusPaymentRequired, codePaymentFailed, "Payment failed",
+			"The payment provider refused the charge request for good and holds no charge for it: nothing was charged. The failed payment is recorded; a new attempt needs a new externalPaymentId.")
+		p.Payment = toPaymentResponse(o.Payment)
+		status, body = p.Status, p
 	case app.OutcomeExternalPaymentConflict:
 		// The same bytes whether the id is the client's own payment for
 		// another charge or another client's payment: nothing of that

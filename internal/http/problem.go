@@ -80,6 +80,7 @@ const (
 	codeOrderNotFound           = "order-not-found"
 	codeOrderMismatch           = "order-mismatch"
 	codePaymentDeclined         = "payment-declined"
+	codePaymentFailed           = "payment-failed"
 	codeExternalPaymentConflict = "external-payment-conflict"
 	codeProviderUnavailable     = "provider-unavailable"
 	codeOutcomeUnknown          = "outcome-unknown"

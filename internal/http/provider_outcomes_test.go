@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/example/payment-service/internal/faultproxy"
@@ -127,6 +128,97 @@ func TestLostProviderAnswerIsResolvedByTheRetry(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A refusal that asking again cannot change is a final answer, and for a
+// resumed payment the provider's record under the key, not the refusal,
+// says what it is (issue 21: such a payment used to stay PENDING for ever,
+// its key answering 503 outcome-unknown and its order blocked).
+//
+//   - refuse_: the first request is refused for good. Nothing can have been
+//     charged under a key no earlier request used: FAILED at once.
+//   - busyrefuse_: the first answer is lost (in progress, nothing charged),
+//     the retry is refused for good, and the lookup finds no charge: FAILED.
+//   - droprefuse_: the first request charges and its answer is lost, the
+//     retry is refused for good, and the lookup finds the charge: SUCCEEDED,
+//     never FAILED.
+//
+// Every final answer is stored and replayed, announced by one event, and a
+// FAILED payment leaves the order free for a new attempt.
+func TestRefusalsForGoodAreSettledByTheProvidersRecord(t *testing.T) {
+	t.Parallel()
+	s := startService(t, nil)
+
+	tests := []struct {
+		ref          string
+		firstUnknown bool   // the first answer is 503 outcome-unknown
+		wantStatus   int    // the final answer
+		wantCode     string // its problem code; "" for a payment
+		wantPayment  string
+		wantEvent    string
+		charged      int // succeeded charges at the provider
+	}{
+		{"refuse_1", false, http.StatusPaymentRequired, "payment-failed", "FAILED", "PaymentFailed.v1", 0},
+		{"busyrefuse_1", true, http.StatusPaymentRequired, "payment-failed", "FAILED", "PaymentFailed.v1", 0},
+		{"droprefuse_1", true, http.StatusCreated, "", "SUCCEEDED", "PaymentSucceeded.v1", 1},
+	}
+	for i, tc := range tests {
+		t.Run(tc.ref, func(t *testing.T) {
+			t.Parallel()
+			order := int64(2101 + i)
+			s.addOrder(t, order, 42, "33.00", "RUB")
+			key := "key-" + tc.ref
+			body := chargeBody(order, 42, "33.00", "RUB", tc.ref)
+
+			final := s.charge(t, key, body)
+			if tc.firstUnknown {
+				wantProblem(t, final, http.StatusServiceUnavailable, "outcome-unknown")
+				final = s.charge(t, key, body)
+			}
+			if tc.wantCode != "" {
+				p := wantProblem(t, final, tc.wantStatus, tc.wantCode)
+				if p.Payment == nil || p.Payment.Status != tc.wantPayment || final.header.Get("Retry-After") != "" {
+					t.Fatalf("final answer: %s (Retry-After %q); want the %s payment and no Retry-After", final.body, final.header.Get("Retry-After"), tc.wantPayment)
+				}
+			} else if final.status != tc.wantStatus || decode[paymentJSON](t, final).Status != tc.wantPayment {
+				t.Fatalf("final answer: %d %s, want %d %s", final.status, final.body, tc.wantStatus, tc.wantPayment)
+			}
+			replay := s.charge(t, key, body)
+			if replay.status != final.status || !bytes.Equal(replay.body, final.body) || replay.header.Get("Idempotent-Replayed") != "true" {
+				t.Fatalf("replay: %d %s, want the stored %d", replay.status, replay.body, final.status)
+			}
+
+			st := s.state(t, key, order, tc.ref)
+			if st.recordStatus != "COMPLETED" || st.recordHTTP != tc.wantStatus || st.payments[tc.wantPayment] != 1 ||
+				len(st.payments) != 1 || st.events != 1 || len(st.charged) != tc.charged {
+				t.Fatalf("state: %+v; want COMPLETED %d, one %s payment, one event, %d charges", st, tc.wantStatus, tc.wantPayment, tc.charged)
+			}
+			if typ := s.eventTypes(t, order); len(typ) != 1 || typ[0] != tc.wantEvent {
+				t.Fatalf("events = %v, want [%s]", typ, tc.wantEvent)
+			}
+			if tc.wantPayment != "FAILED" {
+				return
+			}
+			next := s.charge(t, key+"-next", chargeBody(order, 42, "33.00", "RUB", "pi_next_"+tc.ref))
+			if next.status != http.StatusCreated {
+				t.Fatalf("a new attempt after FAILED: %d %s, want 201", next.status, next.body)
+			}
+		})
+	}
+}
+
+// eventTypes lists the outbox's event types for an order, oldest first.
+func (s *testService) eventTypes(t *testing.T, order int64) []string {
+	t.Helper()
+	rows, err := s.db.Query(context.Background(), `SELECT event_type FROM outbox_event WHERE message_key = $1 ORDER BY id`, strconv.FormatInt(order, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	types, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return types
 }
 
 func btoi(b bool) int {

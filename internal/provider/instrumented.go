@@ -91,6 +91,8 @@ func (p *Instrumented) Charge(ctx context.Context, req app.ProviderCharge) (app.
 
 	outcome := "unknown"
 	switch {
+	case errors.Is(err, app.ErrProviderRefused):
+		outcome = "refused"
 	case errors.Is(err, app.ErrProviderNotCharged):
 		outcome = "not_charged"
 	case err != nil:
@@ -99,6 +101,12 @@ func (p *Instrumented) Charge(ctx context.Context, req app.ProviderCharge) (app.
 	case decision == app.ProviderDeclined:
 		outcome = "declined"
 	}
+	p.observe(span, outcome, elapsed, err)
+	return decision, err
+}
+
+// observe counts, times and annotates one call.
+func (p *Instrumented) observe(span trace.Span, outcome string, elapsed time.Duration, err error) {
 	p.calls.WithLabelValues(string(p.name), outcome).Inc()
 	if p.duration != nil {
 		p.duration.WithLabelValues(string(p.name), outcome).Observe(elapsed.Seconds())
@@ -108,5 +116,26 @@ func (p *Instrumented) Charge(ctx context.Context, req app.ProviderCharge) (app.
 		span.RecordError(err)
 		span.SetStatus(codes.Error, outcome)
 	}
+}
+
+// LookupCharge implements app.PaymentProvider: counted and timed with the
+// charges, under outcomes of its own (lookup_charged, lookup_none,
+// lookup_unknown), so a dashboard of charges is not skewed by lookups.
+func (p *Instrumented) LookupCharge(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
+	ctx, span := p.tracer.Start(ctx, "provider lookup charge", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("payment.provider", string(p.name))))
+	defer span.End()
+	start := time.Now()
+	decision, err := p.next.LookupCharge(ctx, idempotencyKey)
+	elapsed := time.Since(start)
+
+	outcome := "lookup_charged"
+	switch {
+	case errors.Is(err, app.ErrNoProviderCharge):
+		outcome = "lookup_none"
+	case err != nil:
+		outcome = "lookup_unknown"
+	}
+	p.observe(span, outcome, elapsed, err)
 	return decision, err
 }

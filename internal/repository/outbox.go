@@ -19,8 +19,8 @@ const DefaultPaymentEventsTopic = "payment.events"
 
 // OutboxConfig says where outbox rows are addressed.
 type OutboxConfig struct {
-	// PaymentEventsTopic is the Kafka topic of PaymentSucceeded.v1 and
-	// PaymentDeclined.v1.
+	// PaymentEventsTopic is the Kafka topic of PaymentSucceeded.v1,
+	// PaymentDeclined.v1 and PaymentFailed.v1.
 	PaymentEventsTopic string
 }
 
@@ -48,8 +48,8 @@ type outboxEventRow struct {
 
 func (outboxEventRow) TableName() string { return "outbox_event" }
 
-// paymentEventV1 is the value of PaymentSucceeded.v1 and PaymentDeclined.v1
-// messages: the wire contract with every consumer of payment.events. Add
+// paymentEventV1 is the value of PaymentSucceeded.v1, PaymentDeclined.v1
+// and PaymentFailed.v1 messages: the wire contract with every consumer of payment.events. Add
 // optional fields only; anything else is a new event type (.v2).
 type paymentEventV1 struct {
 	EventID   uuid.UUID `json:"eventId"`

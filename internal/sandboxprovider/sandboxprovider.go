@@ -7,7 +7,7 @@
 //
 //	POST /v1/charges                     create a charge; Idempotency-Key header required
 //	     {"amount":"100.50","currency":"RUB","reference":"pi_1"}
-//	GET  /v1/charges?idempotency_key=K   look a charge up by its key (404 if none)
+//	GET  /v1/charges?idempotency_key=K   look a charge up by its key (404 if none, 409 while processing)
 //	GET  /v1/ledger                      every charge and the counters, for tests
 //	GET  /healthz                        200 while serving
 //
@@ -33,10 +33,18 @@
 //	gw502_...    charges, then answers 502 as a gateway would
 //	slow_...     charges, then answers after Config.SlowDelay (longer than a client waits)
 //	busy_...     refuses as "in progress" without charging
+//	refuse_...   422 invalid_request before charging ("charged": false), every time
+//	busyrefuse_...  busy_ for the first request, then refuse_ for every later one
+//	droprefuse_...  drop_ for the first request, then refuse_ for every later one
 //
-// A fault of the last four kinds hits the first request for a key only: its
-// retry finds the charge made (or, for busy_, makes it) and gets a normal
-// answer. Random faults hit any request, replays included. The ledger is the
+// A fault of the kinds drop_ to busy_ hits the first request for a key only:
+// its retry finds the charge made (or, for busy_, makes it) and gets a
+// normal answer. refuse_ is a permanent refusal: the provider looks at the
+// request before its idempotency key (validation, a rule, an account
+// setting), as real providers do, so it refuses a retry even when the key
+// has a charge. The last two make the case the service must not get wrong:
+// a retry refused for good says nothing about the first attempt, and only
+// the lookup by key does. Random faults hit any request, replays included. The ledger is the
 // ground truth of what was charged, for tests in the same process and, over
 // HTTP, in others.
 package sandboxprovider
@@ -69,21 +77,30 @@ const (
 	FaultSlow Fault = "slow"
 	// FaultBusy: 409 in progress, nothing charged.
 	FaultBusy Fault = "busy"
+	// FaultRefused: 422 invalid_request before the key is looked at, with
+	// "charged": false; asking again gets the same.
+	FaultRefused Fault = "refused"
 )
 
 // Faults lists every fault, in a fixed order (the order seeded draws use).
+// FaultRefused is not drawn at random: a permanent refusal of a random
+// request would fail the payments that load runs expect to be charged.
 var Faults = []Fault{FaultNotCharged, FaultDrop, FaultBadGateway, FaultSlow, FaultBusy}
 
-// prefixes map a reference's prefix to its deterministic behaviour.
+// prefixes map a reference's prefix to its deterministic behaviour: the
+// fault of a key's first request, and the fault of every later one.
 var prefixes = []struct {
-	prefix string
-	fault  Fault
+	prefix       string
+	first, later Fault
 }{
-	{"fail_", FaultNotCharged},
-	{"drop_", FaultDrop},
-	{"gw502_", FaultBadGateway},
-	{"slow_", FaultSlow},
-	{"busy_", FaultBusy},
+	{"fail_", FaultNotCharged, FaultNotCharged},
+	{"drop_", FaultDrop, FaultNone},
+	{"gw502_", FaultBadGateway, FaultNone},
+	{"slow_", FaultSlow, FaultNone},
+	{"busy_", FaultBusy, FaultNone},
+	{"refuse_", FaultRefused, FaultRefused},
+	{"busyrefuse_", FaultBusy, FaultRefused},
+	{"droprefuse_", FaultDrop, FaultRefused},
 }
 
 // DeclinePrefix makes a reference's charge declined.
@@ -253,14 +270,40 @@ func (p *Provider) ChargesFor(reference string) []Charge {
 	return out
 }
 
+// LookupResult is what the provider holds under a key.
+type LookupResult int
+
+const (
+	// LookupNone: no charge was made under the key, and none is being made.
+	LookupNone LookupResult = iota
+	// LookupProcessing: the key's first request is being processed; it may
+	// still charge.
+	LookupProcessing
+	// LookupCharged: the charge was decided (succeeded or declined).
+	LookupCharged
+)
+
 // Lookup returns the charge made under key, if any.
 func (p *Provider) Lookup(key string) (Charge, bool) {
+	c, found := p.LookupState(key)
+	return c, found == LookupCharged
+}
+
+// LookupState is Lookup for the API: a key whose request is still being
+// processed is LookupProcessing, never "none", since that request may yet
+// charge.
+func (p *Provider) LookupState(key string) (Charge, LookupResult) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if e, ok := p.byKey[key]; ok && e.charge != nil {
-		return *e.charge, true
+	e, ok := p.byKey[key]
+	switch {
+	case !ok:
+		return Charge{}, LookupNone
+	case e.charge == nil:
+		return Charge{}, LookupProcessing
+	default:
+		return *e.charge, LookupCharged
 	}
-	return Charge{}, false
 }
 
 // admission is what begin decided for a request.
@@ -271,7 +314,7 @@ const (
 	admitReplay                      // a decided key with the same parameters
 	admitConflict                    // a known key with other parameters
 	admitInProgress                  // the key's first request is still being processed (or a busy_ fault says so)
-	admitRefused                     // a fault refuses the request before any charge
+	admitRefused                     // a fault refuses the request before any charge (FaultNotCharged, FaultRefused)
 )
 
 // begin looks the key up, picks the fault this request meets, and for a
@@ -294,6 +337,9 @@ func (p *Provider) begin(key string, req chargeRequest) (admission, Fault, Charg
 		p.counters.Faults[fault]++
 	}
 	switch {
+	case fault == FaultRefused:
+		p.refused[key] = true
+		return admitRefused, fault, Charge{}
 	case fault == FaultBusy:
 		// Refused as a provider refuses a key it is still processing.
 		p.refused[key] = true
@@ -338,20 +384,21 @@ func (p *Provider) decide(key string, req chargeRequest) Charge {
 	return *c
 }
 
-// faultFor picks the fault a request meets. A fault prefix hits the first
-// request for a key (fail_ hits every request: its key is never charged);
-// a reference without one meets the random faults on every request, replays
-// included, since a real network loses a replayed answer as easily as the
-// first. Called with p.mu held.
+// faultFor picks the fault a request meets. A fault prefix gives the first
+// request for a key its first fault, and every later one its later fault
+// (a key is known once charged, refused once a busy_ or refuse_ fault has
+// turned it away); a reference without one meets the random faults on every
+// request, replays included, since a real network loses a replayed answer
+// as easily as the first. Called with p.mu held.
 func (p *Provider) faultFor(key, ref string, known bool) Fault {
 	for _, pf := range prefixes {
 		if !strings.HasPrefix(ref, pf.prefix) {
 			continue
 		}
-		if known || (pf.fault == FaultBusy && p.refused[key]) {
-			return FaultNone
+		if known || p.refused[key] {
+			return pf.later
 		}
-		return pf.fault
+		return pf.first
 	}
 	if strings.HasPrefix(ref, DeclinePrefix) || len(p.cfg.FaultRates) == 0 {
 		return FaultNone

@@ -151,6 +151,12 @@ func TestPrefixFaults(t *testing.T) {
 			typ, _ := errorType(t, a)
 			return a.status == http.StatusConflict && typ == sandboxprovider.ErrTypeInProgress
 		}, false, true},
+		{"refuse_1", refusedForGood(t), false, false},
+		{"busyrefuse_1", func(a answer) bool {
+			typ, _ := errorType(t, a)
+			return a.status == http.StatusConflict && typ == sandboxprovider.ErrTypeInProgress
+		}, false, false},
+		{"droprefuse_1", func(a answer) bool { return a.err != nil }, true, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.ref, func(t *testing.T) {
@@ -166,10 +172,59 @@ func TestPrefixFaults(t *testing.T) {
 			if ok := retry.status == http.StatusOK; ok != tc.retryOK {
 				t.Fatalf("retry: %+v, want 200 = %v", retry, tc.retryOK)
 			}
-			if n := len(s.Ledger().Succeeded(tc.ref)); n != btoi(tc.retryOK) {
+			if !tc.retryOK && !refusedForGood(t)(retry) && tc.ref != "fail_1" {
+				t.Fatalf("retry of %s: %+v, want 422 with charged false", tc.ref, retry)
+			}
+			if n := len(s.Ledger().Succeeded(tc.ref)); n != btoi(tc.retryOK || tc.chargedOnce) {
 				t.Fatalf("succeeded charges for %s = %d", tc.ref, n)
 			}
 		})
+	}
+}
+
+// refusedForGood checks a permanent refusal: 422 invalid_request, saying
+// nothing was charged.
+func refusedForGood(t *testing.T) func(a answer) bool {
+	return func(a answer) bool {
+		typ, charged := errorType(t, a)
+		return a.status == http.StatusUnprocessableEntity && typ == sandboxprovider.ErrTypeInvalidRequest && charged != nil && !*charged
+	}
+}
+
+// The lookup by key tells the three states apart: no charge (404), a
+// request still being processed (409: it may yet charge, so it is not
+// "none"), and the decided charge (200).
+func TestLookupByKey(t *testing.T) {
+	t.Parallel()
+	s := start(t, sandboxprovider.Config{Latency: 500 * time.Millisecond})
+	lookup := func(key string) int {
+		t.Helper()
+		resp, err := http.Get(s.URL + "/v1/charges?idempotency_key=" + key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := lookup("k"); got != http.StatusNotFound {
+		t.Fatalf("before any request: %d, want 404", got)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { create(t, s, "k", "1", "pi_x", 5*time.Second) })
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Ledger().Counters.Requests == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := lookup("k"); got != http.StatusConflict {
+		t.Fatalf("while processing: %d, want 409", got)
+	}
+	wg.Wait()
+	if got := lookup("k"); got != http.StatusOK {
+		t.Fatalf("after the charge: %d, want 200", got)
+	}
+	create(t, s, "r", "1", "refuse_x", 5*time.Second)
+	if got := lookup("r"); got != http.StatusNotFound {
+		t.Fatalf("after a refusal: %d, want 404", got)
 	}
 }
 

@@ -91,6 +91,10 @@ func (h *handler) createCharge(w http.ResponseWriter, r *http.Request) {
 		return
 	case admitRefused:
 		notCharged := false
+		if fault == FaultRefused {
+			writeError(w, http.StatusUnprocessableEntity, ErrTypeInvalidRequest, "this charge request is refused; nothing was charged", &notCharged)
+			return
+		}
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, ErrTypeUnavailable, "temporarily unavailable; nothing was charged", &notCharged)
 		return
@@ -140,12 +144,15 @@ func (h *handler) lookupCharge(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, ErrTypeInvalidRequest, "the idempotency_key parameter is required", nil)
 		return
 	}
-	c, ok := h.p.Lookup(key)
-	if !ok {
+	c, found := h.p.LookupState(key)
+	switch found {
+	case LookupNone:
 		writeError(w, http.StatusNotFound, ErrTypeChargeNotFound, "no charge was made with this idempotency key", nil)
-		return
+	case LookupProcessing:
+		writeError(w, http.StatusConflict, ErrTypeInProgress, "a request with this idempotency key is being processed", nil)
+	default:
+		writeJSON(w, http.StatusOK, c.ChargeAnswer)
 	}
-	writeJSON(w, http.StatusOK, c.ChargeAnswer)
 }
 
 func parseChargeRequest(body io.Reader) (chargeRequest, error) {

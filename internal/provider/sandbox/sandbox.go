@@ -46,7 +46,7 @@ type Config struct {
 
 // Client implements app.PaymentProvider.
 type Client struct {
-	chargesURL string
+	chargesURL *url.URL
 	http       *http.Client
 }
 
@@ -65,7 +65,7 @@ func New(cfg Config) (*Client, error) {
 		IdleConnTimeout:     90 * time.Second,
 	}
 	return &Client{
-		chargesURL: u.JoinPath("v1", "charges").String(),
+		chargesURL: u.JoinPath("v1", "charges"),
 		http: &http.Client{
 			Transport: transport,
 			Timeout:   cfg.Timeout,
@@ -83,11 +83,12 @@ type chargeRequest struct {
 }
 
 type chargeAnswer struct {
-	ID        string          `json:"id"`
-	Status    string          `json:"status"`
-	Amount    decimal.Decimal `json:"amount"`
-	Currency  string          `json:"currency"`
-	Reference string          `json:"reference"`
+	ID             string          `json:"id"`
+	IdempotencyKey string          `json:"idempotencyKey"`
+	Status         string          `json:"status"`
+	Amount         decimal.Decimal `json:"amount"`
+	Currency       string          `json:"currency"`
+	Reference      string          `json:"reference"`
 }
 
 type errorAnswer struct {
@@ -97,6 +98,9 @@ type errorAnswer struct {
 		Charged *bool  `json:"charged"`
 	} `json:"error"`
 }
+
+// errTypeChargeNotFound is the error type of the lookup's "no such charge".
+const errTypeChargeNotFound = "charge_not_found"
 
 // maxAnswerBytes bounds what is read of an answer.
 const maxAnswerBytes = 64 << 10
@@ -112,7 +116,7 @@ func (c *Client) Charge(ctx context.Context, req app.ProviderCharge) (app.Provid
 		return "", fmt.Errorf("%w: encode request: %v", app.ErrProviderNotCharged, err)
 	}
 	var sent atomic.Bool // set by the transport's writer goroutine
-	httpReq, err := newRequest(ctx, c.chargesURL, req.IdempotencyKey, body, &sent)
+	httpReq, err := newRequest(ctx, c.chargesURL.String(), req.IdempotencyKey, body, &sent)
 	if err != nil {
 		return "", fmt.Errorf("%w: build request: %v", app.ErrProviderNotCharged, err)
 	}
@@ -173,6 +177,11 @@ func decision(req app.ProviderCharge, body []byte) (app.ProviderDecision, error)
 		return "", fmt.Errorf("%w: the answer describes another charge (%s %s %s)",
 			app.ErrProviderOutcomeUnknown, a.Reference, a.Amount, a.Currency)
 	}
+	return decisionOf(a)
+}
+
+// decisionOf is the decision a charge's status states.
+func decisionOf(a chargeAnswer) (app.ProviderDecision, error) {
 	switch a.Status {
 	case "succeeded":
 		return app.ProviderApproved, nil
@@ -185,12 +194,16 @@ func decision(req app.ProviderCharge, body []byte) (app.ProviderDecision, error)
 
 // classifyRefusal sorts a non-200 answer.
 //
-//   - 400, 401, 403, 404, 422, 429: the provider (or whatever stands in
-//     front of it) refused to process the request; nothing was charged.
-//     422 idempotency_key_reused cannot happen through this service, which
-//     sends one provider key with one set of parameters only (the payment
-//     row's unique constraint, and a row is never deleted after an unknown
-//     outcome).
+//   - 400, 422: the provider refused to process the request as it is;
+//     nothing was charged, and asking again gets the same answer: refused
+//     for good. 422 idempotency_key_reused cannot happen through this
+//     service, which sends one provider key with one set of parameters
+//     only (the payment row's unique constraint, and a row is never
+//     deleted after an unknown outcome).
+//   - 401, 403, 404, 429: refused before processing, for a reason on our
+//     side or of the moment (credentials, the URL, a rate limit) that an
+//     operator or time fixes: not charged, for now. A wrong API key must
+//     not end every payment FAILED.
 //   - 5xx with "charged": false: the provider says it did not charge.
 //   - everything else, 409 in progress and other 5xx among them: unknown.
 func classifyRefusal(status int, body []byte) error {
@@ -198,13 +211,53 @@ func classifyRefusal(status int, body []byte) error {
 	_ = json.Unmarshal(body, &e) // a gateway's HTML page is simply not an errorAnswer
 	what := fmt.Sprintf("provider answered %d %s", status, e.Error.Type)
 	switch {
-	case status == http.StatusBadRequest, status == http.StatusUnauthorized, status == http.StatusForbidden,
-		status == http.StatusNotFound, status == http.StatusUnprocessableEntity, status == http.StatusTooManyRequests:
+	case status == http.StatusBadRequest, status == http.StatusUnprocessableEntity:
+		return fmt.Errorf("%w: %s: %s", app.ErrProviderRefused, what, e.Error.Message)
+	case status == http.StatusUnauthorized, status == http.StatusForbidden,
+		status == http.StatusNotFound, status == http.StatusTooManyRequests:
 		return fmt.Errorf("%w: %s: %s", app.ErrProviderNotCharged, what, e.Error.Message)
 	case status >= 500 && e.Error.Charged != nil && !*e.Error.Charged:
 		return fmt.Errorf("%w: %s: %s", app.ErrProviderNotCharged, what, e.Error.Message)
 	default:
 		return fmt.Errorf("%w: %s", app.ErrProviderOutcomeUnknown, what)
+	}
+}
+
+// LookupCharge implements app.PaymentProvider: GET /v1/charges?idempotency_key=,
+// which charges nothing and so may be asked any number of times. 404 is
+// the provider's word that it holds no charge under the key; anything but
+// that and a readable 200 (409 while the key's request is being processed
+// among them) cannot say, and is unknown.
+func (c *Client) LookupCharge(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
+	u := *c.chargesURL
+	u.RawQuery = url.Values{"idempotency_key": {idempotencyKey}}.Encode()
+	httpReq, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return "", fmt.Errorf("%w: build lookup: %v", app.ErrProviderOutcomeUnknown, err)
+	}
+	resp, err := c.http.Do(httpReq)
+	if err != nil {
+		return "", fmt.Errorf("%w: lookup: %v", app.ErrProviderOutcomeUnknown, err)
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	if err != nil {
+		return "", fmt.Errorf("%w: reading the lookup (%s): %v", app.ErrProviderOutcomeUnknown, resp.Status, err)
+	}
+	var e errorAnswer
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		var a chargeAnswer
+		if err := json.Unmarshal(answer, &a); err != nil || a.IdempotencyKey != idempotencyKey {
+			return "", fmt.Errorf("%w: the lookup's answer is not the key's charge (%v)", app.ErrProviderOutcomeUnknown, err)
+		}
+		return decisionOf(a)
+	case resp.StatusCode == http.StatusNotFound && json.Unmarshal(answer, &e) == nil && e.Error.Type == errTypeChargeNotFound:
+		// Only the provider's own "no such charge": a 404 from anything in
+		// front of it (a wrong path, a proxy) says nothing about the key.
+		return "", fmt.Errorf("%w: %s", app.ErrNoProviderCharge, e.Error.Message)
+	default:
+		return "", fmt.Errorf("%w: lookup answered %s", app.ErrProviderOutcomeUnknown, resp.Status)
 	}
 }
 

@@ -44,6 +44,10 @@ func outcome(d app.ProviderDecision, err error) string {
 	switch {
 	case err == nil:
 		return string(d)
+	case errors.Is(err, app.ErrProviderRefused):
+		return "refused"
+	case errors.Is(err, app.ErrNoProviderCharge):
+		return "no charge"
 	case errors.Is(err, app.ErrProviderNotCharged):
 		return "not charged"
 	default:
@@ -74,6 +78,7 @@ func TestChargeSortsEveryAnswerIntoThePortsCases(t *testing.T) {
 		{"gw502_answer", "unknown", true},
 		{"slow_answer", "unknown", true},
 		{"busy_key", "unknown", false},
+		{"refuse_invalid", "refused", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.external, func(t *testing.T) {
@@ -88,11 +93,96 @@ func TestChargeSortsEveryAnswerIntoThePortsCases(t *testing.T) {
 	}
 
 	// The same provider key with other parameters is refused before any
-	// charge: not charged.
+	// charge, for good.
 	other := charge(t, "pi_ok")
 	other.Charge.Amount, _ = domain.NewMoney(decimal.RequireFromString("99"), "RUB")
-	if got := outcome(c.Charge(context.Background(), other)); got != "not charged" {
-		t.Fatalf("key reused with another amount: %s, want not charged", got)
+	if got := outcome(c.Charge(context.Background(), other)); got != "refused" {
+		t.Fatalf("key reused with another amount: %s, want refused", got)
+	}
+}
+
+// The lookup by key, against the real sandbox provider: the charge's
+// decision, the provider's own "no charge", and "cannot tell" while the
+// key's first request is still being processed (it may yet charge).
+func TestLookupChargeSortsEveryAnswer(t *testing.T) {
+	t.Parallel()
+	provider, err := sandboxprovider.Start("127.0.0.1:0", sandboxprovider.Config{Latency: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = provider.Close() })
+	c := client(t, provider.URL)
+	ctx := context.Background()
+
+	approved, declined, refused, processing := charge(t, "pi_ok"), charge(t, "decline_x"), charge(t, "refuse_x"), charge(t, "pi_slow")
+	for _, req := range []app.ProviderCharge{approved, declined, refused} {
+		_, _ = c.Charge(ctx, req) // the client's timeout is shorter than the latency; the provider goes on
+	}
+	waitUntil := func(cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatal("the provider did not get there within 10s")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitUntil(func() bool {
+		_, okA := provider.Lookup(approved.IdempotencyKey)
+		_, okD := provider.Lookup(declined.IdempotencyKey)
+		return okA && okD
+	})
+	// The last request is in the provider's hands for a second: long
+	// enough to be looked up while it is.
+	go func() { _, _ = c.Charge(ctx, processing) }()
+	waitUntil(func() bool { return provider.Ledger().Counters.Requests == 4 })
+	tests := []struct {
+		key  string
+		want string
+	}{
+		{approved.IdempotencyKey, string(app.ProviderApproved)},
+		{declined.IdempotencyKey, string(app.ProviderDeclined)},
+		{refused.IdempotencyKey, "no charge"},
+		{"never-used", "no charge"},
+		{processing.IdempotencyKey, "unknown"},
+	}
+	for _, tc := range tests {
+		if got := outcome(c.LookupCharge(ctx, tc.key)); got != tc.want {
+			t.Fatalf("lookup %s = %s, want %s", tc.key, got, tc.want)
+		}
+	}
+}
+
+// A lookup answered by something other than the provider's own record
+// cannot say "no charge": only the provider's charge_not_found can.
+func TestLookupAnswersFromSomethingElse(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		status int
+		body   string
+		want   string
+	}{
+		{"404 from a proxy", 404, `<html>Not Found</html>`, "unknown"},
+		{"404 of another kind", 404, `{"error":{"type":"not_found"}}`, "unknown"},
+		{"404 the provider's", 404, `{"error":{"type":"charge_not_found"}}`, "no charge"},
+		{"200 for another key", 200, `{"id":"ch_1","idempotencyKey":"other","status":"succeeded"}`, "unknown"},
+		{"200 the key's", 200, `{"id":"ch_1","idempotencyKey":"k","status":"declined"}`, string(app.ProviderDeclined)},
+		{"502 gateway page", 502, `<html>Bad Gateway</html>`, "unknown"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(tc.status)
+				_, _ = w.Write([]byte(tc.body))
+			}))
+			t.Cleanup(srv.Close)
+			if got := outcome(client(t, srv.URL).LookupCharge(context.Background(), "k")); got != tc.want {
+				t.Fatalf("outcome = %s, want %s", got, tc.want)
+			}
+		})
 	}
 }
 
@@ -184,6 +274,11 @@ func TestAnswersFromSomethingElse(t *testing.T) {
 		{"200 for another amount", 200, `{"id":"ch_1","status":"succeeded","amount":"99","currency":"RUB","reference":"pi_1"}`, "unknown"},
 		{"200 not JSON", 200, `<html>ok</html>`, "unknown"},
 		{"200 unknown status", 200, `{"id":"ch_1","status":"pending","amount":"10.50","currency":"RUB","reference":"pi_1"}`, "unknown"},
+		{"400", 400, `{"error":{"type":"invalid_request"}}`, "refused"},
+		{"401", 401, `{"error":{"type":"unauthorized"}}`, "not charged"},
+		{"403", 403, `{"error":{"type":"forbidden"}}`, "not charged"},
+		{"404", 404, `<html>Not Found</html>`, "not charged"},
+		{"422", 422, `{"error":{"type":"invalid_request","charged":false}}`, "refused"},
 		{"429", 429, `{"error":{"type":"rate_limited"}}`, "not charged"},
 		{"500 without a word", 500, `{"error":{"type":"api_error"}}`, "unknown"},
 		{"503 charged false", 503, `{"error":{"type":"api_unavailable","charged":false}}`, "not charged"},
