@@ -7,10 +7,13 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/example/payment-service/internal/config"
 )
 
 // TestContractOpenAPI sends real requests to the running service and checks
@@ -80,6 +83,13 @@ func TestContractOpenAPI(t *testing.T) {
 		{name: "outcome resolved", method: "POST", path: "/payments", key: "c10", body: chargeBody(1005, 42, "5.00", "RUB", "drop_x"), wantStatus: 201},
 		{name: "no key", method: "POST", path: "/payments", body: charge, wantStatus: 400, specRejects: true},
 		{name: "key too long", method: "POST", path: "/payments", key: strings.Repeat("k", 256), body: charge, wantStatus: 400, specRejects: true},
+		{name: "replay, key quoted", method: "POST", path: "/payments", key: `"c1"`, body: charge, wantStatus: 201},
+		{name: "key quoted, 255 once decoded", method: "POST", path: "/payments", key: `"` + strings.Repeat(`\"`, 255) + `"`, body: chargeBody(9999, 42, "1", "RUB", "pi_9"), wantStatus: 422},
+		{name: "key an empty string", method: "POST", path: "/payments", key: `""`, body: charge, wantStatus: 400, specRejects: true},
+		{name: "key quoted, unclosed", method: "POST", path: "/payments", key: `"c1`, body: charge, wantStatus: 400, specRejects: true},
+		{name: "key quoted, bad escape", method: "POST", path: "/payments", key: `"c\1"`, body: charge, wantStatus: 400, specRejects: true},
+		{name: "key quoted, with parameters", method: "POST", path: "/payments", key: `"c1";x=1`, body: charge, wantStatus: 400, specRejects: true},
+		{name: "key quoted, 256 once decoded", method: "POST", path: "/payments", key: `"` + strings.Repeat("k", 256) + `"`, body: charge, wantStatus: 400, specRejects: true},
 		{name: "invalid fields", method: "POST", path: "/payments", key: "c7", body: `{"orderId":0,"customerId":42,"amount":"1.23456","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"x"}`, wantStatus: 400, specRejects: true},
 		{name: "unknown field", method: "POST", path: "/payments", key: "c7", body: `{"orderId":1,"customerId":42,"amount":"1","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"x","tip":"1"}`, wantStatus: 400, specRejects: true},
 		{name: "amount as number", method: "POST", path: "/payments", key: "c7", body: `{"orderId":1,"customerId":42,"amount":1,"currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"x"}`, wantStatus: 400, specRejects: true},
@@ -102,6 +112,7 @@ func TestContractOpenAPI(t *testing.T) {
 		{name: "metrics", method: "GET", path: "/metrics", wantStatus: 200},
 		{name: "openapi", method: "GET", path: "/openapi.yaml", noAuth: true, wantStatus: 200},
 		{name: "docs", method: "GET", path: "/docs", noAuth: true, wantStatus: 200},
+		{name: "problems", method: "GET", path: "/problems", noAuth: true, wantStatus: 200},
 	}
 
 	for _, ex := range exchanges {
@@ -182,4 +193,45 @@ func cloneRequest(t *testing.T, req *http.Request, body string) *http.Request {
 	c := req.Clone(context.Background())
 	c.Body = io.NopCloser(bytes.NewReader([]byte(body)))
 	return c
+}
+
+// The draft (section 2.5.2) makes publishing the key's lifetime a MUST.
+// The contract a client reads says it, and what it says is what the
+// configuration enforces: 72 hours by default, never less than 24.
+func TestContractPublishesHowLongAKeyBinds(t *testing.T) {
+	t.Parallel()
+	doc, err := openapi3.NewLoader().LoadFromFile("../../api/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for where, text := range map[string]string{
+		"info.description": doc.Info.Description,
+		"the Idempotency-Key parameter's description": doc.Components.Parameters["IdempotencyKey"].Value.Description,
+	} {
+		text = strings.Join(strings.Fields(text), " ")
+		for _, want := range []string{"at least 24 hours, 72 hours by default", "a request under the old key is a new operation"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s does not say %q", where, want)
+			}
+		}
+	}
+
+	env := map[string]string{"DATABASE_URL": "postgres://127.0.0.1/payments", "API_KEYS": "c:k", "SANDBOX_PROVIDER_URL": "http://127.0.0.1:1"}
+	load := func(ttl string) (config.Config, error) {
+		return config.Load(func(k string) string {
+			if k == "IDEMPOTENCY_TTL" {
+				return ttl
+			}
+			return env[k]
+		})
+	}
+	if cfg, err := load(""); err != nil || cfg.Retention.IdempotencyTTL != 72*time.Hour {
+		t.Errorf("the default TTL: %v, %v; the contract says 72 hours", cfg.Retention.IdempotencyTTL, err)
+	}
+	if _, err := load("24h"); err != nil {
+		t.Errorf("IDEMPOTENCY_TTL=24h refused (%v); the contract says at least 24 hours", err)
+	}
+	if _, err := load("23h59m"); err == nil {
+		t.Error("IDEMPOTENCY_TTL=23h59m accepted; the contract says at least 24 hours")
+	}
 }

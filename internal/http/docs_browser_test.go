@@ -32,9 +32,10 @@ func chromium(t *testing.T) string {
 }
 
 // The /docs page in a real browser (headless Chromium): it loads with no
-// console error, lists POST /payments, and "Try it out" with the key typed
-// under Authorize charges an order through the running service (201, and
-// the payment is in the database). A screenshot goes to the test's temp dir;
+// console error (a Content-Security-Policy violation is one), lists POST
+// /payments, keeps the key typed under Authorize out of the browser's
+// storage, and "Try it out" with that key charges an order through the
+// running service (201, and the payment is in the database). A screenshot goes to the test's temp dir;
 // with DOCS_SCREENSHOT set, also to that path (make docs-screenshot writes
 // docs/api-docs.png, the README's picture, this way).
 //
@@ -93,6 +94,16 @@ func TestDocsPageInABrowserChargesAnOrder(t *testing.T) {
 		chromedp.SendKeys(`.modal-ux input`, demoKey),
 		chromedp.Click(`.modal-ux button.authorize`),
 		chromedp.Click(`.modal-ux button.btn-done`),
+		// The key is in the page's memory only: nothing of it in the
+		// browser's storage, where any script of this origin, and the next
+		// user of the machine, would find it.
+		func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+			stored, err := chromedp.Evaluate[string](`JSON.stringify([Object.entries(localStorage), Object.entries(sessionStorage), document.cookie])`)(ctx, tg)
+			if err == nil && strings.Contains(stored, demoKey) {
+				t.Errorf("the key typed under Authorize is kept in the browser: %s", stored)
+			}
+			return chromedp.Void{}, err
+		},
 		// Open POST /payments and fill the form.
 		chromedp.Click(op+` .opblock-summary-control`),
 		chromedp.Click(op+` .try-out__btn`),

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/labstack/echo/v4"
@@ -77,4 +78,60 @@ func FuzzDecodeCharge(f *testing.F) {
 			t.Fatalf("body %q: the round trip %s changed the command: %+v vs %+v", body, again, charge, back)
 		}
 	})
+}
+
+// FuzzParseIdempotencyKey feeds arbitrary header values to the one parser
+// every money command's Idempotency-Key goes through. Whatever the value:
+//
+//   - it never panics, and an accepted key is 1 to 255 printable ASCII
+//     characters;
+//   - a bare value (no leading quote) is the key as it is;
+//   - a quoted value is accepted only when it is the canonical RFC 8941
+//     String of its key, so no two accepted quoted values name one key;
+//   - the key written back as a String, or bare, parses to the same key.
+//
+// Without -fuzz it runs over the seeds below and testdata/fuzz.
+func FuzzParseIdempotencyKey(f *testing.F) {
+	for _, seed := range []string{
+		`8e03978e-40d5-43e8-bc93-6894a57f9324`, `"8e03978e-40d5-43e8-bc93-6894a57f9324"`,
+		`k`, `"k"`, `""`, `"`, `"k`, `"k"x`, `"k";x=1`, `"k" `, `"a\"b"`, `"a\\b"`, `"a\b"`, `"a\`,
+		`a"b`, `"ключ"`, "\"a\tb\"", `"k", "k"`, `k;x=1`, strings.Repeat("k", 255), `"` + strings.Repeat("k", 255) + `"`,
+		`"` + strings.Repeat(`\"`, 255) + `"`, `"` + strings.Repeat(`\"`, 256) + `"`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, value string) {
+		key, err := parseIdempotencyKey(value)
+		if err != nil {
+			return
+		}
+		if len(key) < 1 || len(key) > maxIdempotencyKeyLength {
+			t.Fatalf("value %q: key %q has %d characters", value, key, len(key))
+		}
+		for i := 0; i < len(key); i++ {
+			if key[i] < 0x20 || key[i] > 0x7e {
+				t.Fatalf("value %q: key %q holds byte %#x", value, key, key[i])
+			}
+		}
+		quoted := sfString(key)
+		if !strings.HasPrefix(value, `"`) && key != value {
+			t.Fatalf("bare value %q gave key %q", value, key)
+		}
+		if strings.HasPrefix(value, `"`) && value != quoted {
+			t.Fatalf("quoted value %q gave key %q, whose String is %q", value, key, quoted)
+		}
+		if again, err := parseIdempotencyKey(quoted); err != nil || again != key {
+			t.Fatalf("key %q as the String %q parses to %q, %v", key, quoted, again, err)
+		}
+		if !strings.HasPrefix(key, `"`) {
+			if again, err := parseIdempotencyKey(key); err != nil || again != key {
+				t.Fatalf("key %q sent bare parses to %q, %v", key, again, err)
+			}
+		}
+	})
+}
+
+// sfString writes s as an RFC 8941 String: quoted, with " and \ escaped.
+func sfString(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
 }

@@ -16,6 +16,8 @@ type metrics struct {
 	keyReused  prometheus.Counter
 	inProgress prometheus.Counter
 	unknown    prometheus.Counter
+	// routes are the route label's values besides "unmatched" (useRoutes).
+	routes map[string]bool
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -50,8 +52,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-// middleware records every request. The route label is the route pattern
-// (/payments/:id), never the raw path, so label cardinality stays bounded.
+// middleware records every request. Every label takes its value from a
+// fixed set, whatever the request: a series lives as long as the process,
+// so a label that echoed the client (a made-up method, a path) would let
+// anyone without a key grow /metrics and the process's memory at will.
 func (m *metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
@@ -60,12 +64,40 @@ func (m *metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			status = problemFor(err).Status
 		}
-		route := c.Path()
-		if route == "" {
-			route = "unmatched"
-		}
-		m.requests.WithLabelValues(c.Request().Method, route, strconv.Itoa(status)).Inc()
-		m.duration.WithLabelValues(c.Request().Method, route).Observe(time.Since(start).Seconds())
+		method, route := methodLabel(c.Request().Method), m.routeLabel(c.Path())
+		m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
+		m.duration.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
 		return err
 	}
+}
+
+// knownMethods are the methods of RFC 9110 and PATCH; every other method
+// is counted as "other".
+var knownMethods = map[string]bool{
+	"GET": true, "HEAD": true, "POST": true, "PUT": true, "DELETE": true,
+	"CONNECT": true, "OPTIONS": true, "TRACE": true, "PATCH": true,
+}
+
+func methodLabel(method string) string {
+	if knownMethods[method] {
+		return method
+	}
+	return "other"
+}
+
+// useRoutes fixes the values the route label may take: the patterns
+// registered on e (/payments/:id), known once every route is. A request no
+// route matched is "unmatched", whatever echo left in its path.
+func (m *metrics) useRoutes(e *echo.Echo) {
+	m.routes = map[string]bool{}
+	for _, r := range e.Routes() {
+		m.routes[r.Path] = true
+	}
+}
+
+func (m *metrics) routeLabel(path string) string {
+	if m.routes[path] {
+		return path
+	}
+	return "unmatched"
 }

@@ -84,7 +84,7 @@ func (h *paymentHandlers) chargePayment(c echo.Context) error {
 		return newProblem(http.StatusUnsupportedMediaType, codeUnsupportedMediaType, "Unsupported media type",
 			"Send the body as application/json.")
 	}
-	key, err := idempotencyKey(req.Header.Values("Idempotency-Key"))
+	key, err := idempotencyKey(req.Header)
 	if err != nil {
 		return err
 	}
@@ -117,8 +117,21 @@ func (h *paymentHandlers) chargePayment(c echo.Context) error {
 	contentType := echo.MIMEApplicationJSON
 	if result.Response.StatusCode >= 400 {
 		contentType = contentTypeProblem
+		linkProblemDocs(c.Response().Header(), storedProblemCode(result.Response.Body))
 	}
 	return c.Blob(result.Response.StatusCode, contentType, result.Response.Body)
+}
+
+// storedProblemCode reads the code of a stored problem (ResponseEncoder
+// wrote it), for its Link; an unreadable body links to the page's top.
+func storedProblemCode(body []byte) string {
+	var p struct {
+		Code string `json:"code"`
+	}
+	if json.Unmarshal(body, &p) != nil {
+		return ""
+	}
+	return p.Code
 }
 
 // getPayment handles GET /payments/:id.
@@ -142,27 +155,6 @@ func positiveIDParam(c echo.Context, name string) (int64, error) {
 		return 0, validationProblem([]FieldError{{Field: name, Message: "must be a positive integer"}})
 	}
 	return id, nil
-}
-
-// idempotencyKey validates the Idempotency-Key header: exactly one, 1 to
-// 255 printable ASCII characters.
-func idempotencyKey(values []string) (string, error) {
-	if len(values) == 0 || values[0] == "" {
-		return "", newProblem(http.StatusBadRequest, codeIdempotencyKeyMissing, "Idempotency key missing",
-			"Send an Idempotency-Key header, generated once per operation and reused on every retry.")
-	}
-	invalid := newProblem(http.StatusBadRequest, codeIdempotencyKeyInvalid, "Idempotency key invalid",
-		"The Idempotency-Key header must appear once and be 1 to 255 printable ASCII characters.")
-	key := values[0]
-	if len(values) > 1 || len(key) > 255 {
-		return "", invalid
-	}
-	for i := 0; i < len(key); i++ {
-		if key[i] < 0x20 || key[i] > 0x7e {
-			return "", invalid
-		}
-	}
-	return key, nil
 }
 
 // decodeCharge reads, decodes and validates the body into a domain charge.

@@ -31,6 +31,7 @@ type problemJSON struct {
 	Type    string       `json:"type"`
 	Status  int          `json:"status"`
 	Code    string       `json:"code"`
+	Detail  string       `json:"detail"`
 	Errors  []fieldError `json:"errors"`
 	Payment *paymentJSON `json:"payment"`
 }
@@ -119,6 +120,50 @@ func TestChargeThenReplayReturnsByteIdenticalBody(t *testing.T) {
 	got := s.request(t, http.MethodGet, "/payments/"+jsonNumber(p.ID), "", nil)
 	if got.status != http.StatusOK || decode[paymentJSON](t, got) != p {
 		t.Fatalf("GET: %d %s, want %+v", got.status, got.body, p)
+	}
+}
+
+// The draft's Idempotency-Key is an RFC 8941 String, Stripe's a bare
+// value (decision 0019): the quoted and the bare form of a key are one key,
+// so a client that switches form between retries is replayed, not charged
+// twice, and the key is stored decoded.
+func TestQuotedAndBareFormsOfAKeyAreOneKey(t *testing.T) {
+	t.Parallel()
+	s := startService(t, nil)
+	s.addOrder(t, 1001, 42, "100.50", "RUB")
+	s.addOrder(t, 1002, 42, "7.00", "EUR")
+
+	for _, tc := range []struct {
+		name, first, retry, stored string
+		order                      int64
+		amount, currency, external string
+	}{
+		{name: "quoted, then bare", first: `"8e03978e-40d5-43e8-bc93-6894a57f9324"`, retry: `8e03978e-40d5-43e8-bc93-6894a57f9324`,
+			stored: `8e03978e-40d5-43e8-bc93-6894a57f9324`, order: 1001, amount: "100.50", currency: "RUB", external: "pi_q1"},
+		{name: "bare, then quoted with an escape", first: `a"b`, retry: `"a\"b"`,
+			stored: `a"b`, order: 1002, amount: "7.00", currency: "EUR", external: "pi_q2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := chargeBody(tc.order, 42, tc.amount, tc.currency, tc.external)
+			first := s.charge(t, tc.first, body)
+			if first.status != http.StatusCreated {
+				t.Fatalf("first: %d %s", first.status, first.body)
+			}
+			retry := s.charge(t, tc.retry, body)
+			if retry.status != http.StatusCreated || retry.header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(retry.body, first.body) {
+				t.Fatalf("retry with %s: %d, Idempotent-Replayed %q, %s; want the first answer replayed",
+					tc.retry, retry.status, retry.header.Get("Idempotent-Replayed"), retry.body)
+			}
+			if n := s.count(t, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = $1`, tc.stored); n != 1 {
+				t.Fatalf("%d records under the key %s, want 1", n, tc.stored)
+			}
+		})
+	}
+	if n := s.count(t, `SELECT count(*) FROM idempotency_record`); n != 2 {
+		t.Fatalf("%d idempotency records, want 2", n)
+	}
+	if calls := s.providerCalls(t); calls != 2 {
+		t.Fatalf("provider calls = %v, want 2", calls)
 	}
 }
 
@@ -595,6 +640,7 @@ func TestBadRequestsStoreNothing(t *testing.T) {
 		status  int
 		code    string
 		fields  []string // for validation-failed: every field named
+		detail  string   // part of the detail, after the header's name
 	}{
 		{name: "no auth", headers: map[string]string{"Authorization": "", "Idempotency-Key": "k"}, body: valid, status: 401, code: "unauthorized"},
 		{name: "wrong key", headers: map[string]string{"Authorization": "Bearer nope", "Idempotency-Key": "k"}, body: valid, status: 401, code: "unauthorized"},
@@ -602,6 +648,14 @@ func TestBadRequestsStoreNothing(t *testing.T) {
 		{name: "missing idempotency key", body: valid, status: 400, code: "idempotency-key-missing"},
 		{name: "idempotency key too long", headers: map[string]string{"Idempotency-Key": long}, body: valid, status: 400, code: "idempotency-key-invalid"},
 		{name: "idempotency key not ASCII", headers: map[string]string{"Idempotency-Key": "ключ"}, body: valid, status: 400, code: "idempotency-key-invalid"},
+		// The draft's form, an RFC 8941 String: empty, unclosed, a bad
+		// escape, text or parameters after it, or too long once decoded.
+		{name: "idempotency key an empty string", headers: map[string]string{"Idempotency-Key": `""`}, body: valid, status: 400, code: "idempotency-key-invalid", detail: "empty"},
+		{name: "idempotency key without closing quote", headers: map[string]string{"Idempotency-Key": `"k`}, body: valid, status: 400, code: "idempotency-key-invalid", detail: "closing quote"},
+		{name: "idempotency key with a bad escape", headers: map[string]string{"Idempotency-Key": `"a\b"`}, body: valid, status: 400, code: "idempotency-key-invalid", detail: "backslash"},
+		{name: "idempotency key with text after the string", headers: map[string]string{"Idempotency-Key": `"k"x`}, body: valid, status: 400, code: "idempotency-key-invalid", detail: "follows the closing quote"},
+		{name: "idempotency key with parameters", headers: map[string]string{"Idempotency-Key": `"k";x=1`}, body: valid, status: 400, code: "idempotency-key-invalid", detail: "parameters"},
+		{name: "idempotency key too long once decoded", headers: map[string]string{"Idempotency-Key": `"` + long + `"`}, body: valid, status: 400, code: "idempotency-key-invalid", detail: "longer than 255"},
 		{name: "wrong content type", headers: map[string]string{"Idempotency-Key": "k", "Content-Type": "text/plain"}, body: valid, status: 415, code: "unsupported-media-type"},
 		{name: "malformed JSON", headers: map[string]string{"Idempotency-Key": "k"}, body: `{"orderId": 1001,`, status: 400, code: "malformed-json"},
 		{name: "JSON array", headers: map[string]string{"Idempotency-Key": "k"}, body: `[1]`, status: 400, code: "malformed-json"},
@@ -633,6 +687,9 @@ func TestBadRequestsStoreNothing(t *testing.T) {
 			}
 			r := s.request(t, method, path, tc.body, tc.headers)
 			p := wantProblem(t, r, tc.status, tc.code)
+			if tc.detail != "" && (!strings.HasPrefix(p.Detail, "The Idempotency-Key header") || !strings.Contains(p.Detail, tc.detail)) {
+				t.Errorf("detail %q, want one naming the Idempotency-Key header and saying %q", p.Detail, tc.detail)
+			}
 			var named []string
 			for _, e := range p.Errors {
 				named = append(named, e.Field)

@@ -45,8 +45,23 @@ type FieldError struct {
 }
 
 // problemTypeBase prefixes every problem type URI. The URIs are
-// identifiers: clients compare them, they need not resolve.
+// identifiers: clients compare them, and stored answers replayed byte for
+// byte hold them, so they stay as they are although they do not resolve.
+// What resolves is each problem's Link to problemDocsPath (decision 0020).
 const problemTypeBase = "https://payment-service.example/problems/"
+
+// problemDocsPath is the page the service serves that documents every
+// problem code, each under an anchor named by the code.
+const problemDocsPath = "/problems"
+
+// linkProblemDocs points a problem response at its code's entry on the
+// problem page, as draft-ietf-httpapi-idempotency-key-header-07 (section
+// 2.7) asks of the idempotency errors: `Link: </problems#code>;
+// rel="describedby"`. The target is relative, so it resolves against
+// whatever host and scheme the client reached the service by.
+func linkProblemDocs(h http.Header, code string) {
+	h.Set("Link", "<"+problemDocsPath+"#"+code+`>; rel="describedby"; type="text/html"`)
+}
 
 // Problem codes. They are part of the API contract (api/openapi.yaml).
 const (
@@ -201,6 +216,7 @@ func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 		if p.retryAfter > 0 {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(p.retryAfter.Seconds()))))
 		}
+		linkProblemDocs(c.Response().Header(), p.Code)
 		if p.Status == http.StatusUnauthorized {
 			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="payment-service"`)
 		}

@@ -76,7 +76,7 @@ func NewHandler(d Deps) http.Handler {
 		}
 		return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 	})
-	e.GET("/health", healthHandler(d.Ready, d.Components))
+	e.GET("/health", healthHandler(d.Logger, d.Ready, d.Components))
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{})))
 	registerDocs(e)
 
@@ -92,6 +92,7 @@ func NewHandler(d Deps) http.Handler {
 	e.POST("/payments", h.chargePayment, auth)
 	e.GET("/payments/:id", h.getPayment, auth)
 	e.GET("/orders/:orderId", (&orderHandlers{get: d.GetOrder}).getOrder, auth)
+	m.useRoutes(e) // after the last route, before the first request
 	return withTracing(e, d.Tracing)
 }
 
