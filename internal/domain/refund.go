@@ -13,30 +13,27 @@ type ExternalRefundID string
 // MaxExternalRefundIDLength matches the refund table's CHECK.
 const MaxExternalRefundIDLength = 128
 
-// RefundStatus is where a refund stands. The values mirror PaymentStatus
-// and mean the same for the provider's refund as they do for its charge.
-type RefundStatus string
+// RefundStatus is where a refund stands: the payment's statuses, with the
+// same meanings for the provider's refund as for its charge.
+//
+//   - PENDING: reserved against its payment, the provider is being called
+//     or its answer is unknown; its amount counts against what may still
+//     be refunded;
+//   - SUCCEEDED: the provider refunded the amount;
+//   - DECLINED: the provider decided the refund, and declined it;
+//   - FAILED: the provider refused the request for good before deciding it
+//     and holds no refund under its key.
+//
+// A DECLINED or FAILED refund's amount is free to be refunded again.
+type RefundStatus = PaymentStatus
 
+// The refund's statuses, by their refund names.
 const (
-	// RefundPending: the refund is reserved against its payment and the
-	// provider is being called (or its answer is unknown); its amount
-	// counts against what may still be refunded.
-	RefundPending RefundStatus = "PENDING"
-	// RefundSucceeded: the provider refunded the amount.
-	RefundSucceeded RefundStatus = "SUCCEEDED"
-	// RefundDeclined: the provider decided the refund, and declined it;
-	// its amount is free to be refunded again.
-	RefundDeclined RefundStatus = "DECLINED"
-	// RefundFailed: the provider refused the refund request for good
-	// before deciding it, and holds no refund under its key; its amount is
-	// free to be refunded again.
-	RefundFailed RefundStatus = "FAILED"
+	RefundPending   = PaymentPending
+	RefundSucceeded = PaymentSucceeded
+	RefundDeclined  = PaymentDeclined
+	RefundFailed    = PaymentFailed
 )
-
-// Final reports whether the refund's outcome is settled.
-func (s RefundStatus) Final() bool {
-	return s == RefundSucceeded || s == RefundDeclined || s == RefundFailed
-}
 
 // Refund is one refund of part or all of a payment, through the provider
 // that charged it.

@@ -15,6 +15,14 @@ import (
 	"github.com/example/payment-service/internal/repository"
 )
 
+// openRefunds opens a database of the test's own, and the refund
+// statements over its pool.
+func openRefunds(t testing.TB) (*gorm.DB, *repository.Refunds) {
+	t.Helper()
+	db, _ := openDB(t)
+	return db, repository.NewRefunds(db)
+}
+
 // addPayment inserts a payment of client as it stands after its charge,
 // and returns it.
 func addPayment(t testing.TB, db *gorm.DB, client domain.ClientID, order int64, amount string, currency domain.Currency, status domain.PaymentStatus) domain.Payment {
@@ -73,8 +81,7 @@ func refundTotal(t testing.TB, db *gorm.DB, p domain.PaymentID) (reserved, count
 // fail the 15 with a constraint violation).
 func TestConcurrentRefundsNeverExceedTheAmount(t *testing.T) {
 	t.Parallel()
-	db, _ := openDB(t)
-	refunds := repository.NewRefunds(db)
+	db, refunds := openRefunds(t)
 	p := addPayment(t, db, "demo-client", 9001, "100.00", "RUB", domain.PaymentSucceeded)
 
 	const n = 25
@@ -113,8 +120,7 @@ func TestConcurrentRefundsNeverExceedTheAmount(t *testing.T) {
 // and the tables after each.
 func TestReserveRefundStatement(t *testing.T) {
 	t.Parallel()
-	db, _ := openDB(t)
-	refunds := repository.NewRefunds(db)
+	db, refunds := openRefunds(t)
 	ctx := context.Background()
 	succeeded := addPayment(t, db, "demo-client", 9101, "100.00", "RUB", domain.PaymentSucceeded)
 	others := addPayment(t, db, "other-client", 9102, "100.00", "RUB", domain.PaymentSucceeded)
@@ -195,8 +201,7 @@ func TestReserveRefundStatement(t *testing.T) {
 // first and then does nothing; nothing may stay reserved for it.
 func TestConcurrentReservationsOfOneExternalRefund(t *testing.T) {
 	t.Parallel()
-	db, _ := openDB(t)
-	refunds := repository.NewRefunds(db)
+	db, refunds := openRefunds(t)
 	const rounds = 20
 	for round := range rounds {
 		a := addPayment(t, db, "demo-client", int64(9200+2*round), "100.00", "RUB", domain.PaymentSucceeded)
@@ -246,8 +251,7 @@ func TestConcurrentReservationsOfOneExternalRefund(t *testing.T) {
 // settled once.
 func TestSettleRefund(t *testing.T) {
 	t.Parallel()
-	db, _ := openDB(t)
-	refunds := repository.NewRefunds(db)
+	db, refunds := openRefunds(t)
 	ctx := context.Background()
 	p := addPayment(t, db, "demo-client", 9301, "100.00", "RUB", domain.PaymentSucceeded)
 	reserve := func(amount, external string) repository.RefundReservation {
@@ -328,8 +332,7 @@ func TestSettleRefund(t *testing.T) {
 // After a decline gives its amount back, a refund that did not fit does.
 func TestDeclinedRefundMakesRoomForAnother(t *testing.T) {
 	t.Parallel()
-	db, _ := openDB(t)
-	refunds := repository.NewRefunds(db)
+	db, refunds := openRefunds(t)
 	ctx := context.Background()
 	p := addPayment(t, db, "demo-client", 9401, "100.00", "RUB", domain.PaymentSucceeded)
 	big, err := refunds.ReserveRefund(ctx, "demo-client", newRefund(t, p, "95.00", "re_big"))
