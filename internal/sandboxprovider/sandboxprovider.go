@@ -226,10 +226,21 @@ type Ledger struct {
 // Succeeded returns the succeeded charges whose reference is ref: more than
 // one would be a double charge (it cannot happen here: one key, one charge).
 func (l Ledger) Succeeded(ref string) []Charge {
-	var out []Charge
-	for _, c := range l.Charges {
-		if c.Reference == ref && c.Status == StatusSucceeded {
-			out = append(out, c)
+	return where(l.Charges, func(c Charge) bool { return c.Reference == ref && c.Status == StatusSucceeded })
+}
+
+// SucceededRefunds returns the succeeded refunds whose own reference is
+// ref: more than one would be a double refund.
+func (l Ledger) SucceededRefunds(ref string) []Refund {
+	return where(l.Refunds, func(r Refund) bool { return r.Reference == ref && r.Status == StatusSucceeded })
+}
+
+// where returns the items that keep holds for, in order.
+func where[T any](items []T, keep func(T) bool) []T {
+	var out []T
+	for _, item := range items {
+		if keep(item) {
+			out = append(out, item)
 		}
 	}
 	return out
@@ -244,13 +255,10 @@ func (l Ledger) Refunded(chargeRef string) ([]Refund, decimal.Decimal) {
 			keys[c.IdempotencyKey] = true
 		}
 	}
-	var out []Refund
+	out := where(l.Refunds, func(r Refund) bool { return keys[r.Charge] && r.Status == StatusSucceeded })
 	total := decimal.Zero
-	for _, r := range l.Refunds {
-		if keys[r.Charge] && r.Status == StatusSucceeded {
-			out = append(out, r)
-			total = total.Add(r.Amount)
-		}
+	for _, r := range out {
+		total = total.Add(r.Amount)
 	}
 	return out, total
 }
@@ -350,13 +358,7 @@ func (p *Provider) RefundsFor(chargeRef string) []Refund {
 	for _, key := range p.charges.byRef[chargeRef] {
 		charges[key] = true
 	}
-	var out []Refund
-	for _, r := range decided(p.refunds, refundOf, func(r Refund) string { return r.ID }) {
-		if charges[r.Charge] {
-			out = append(out, r)
-		}
-	}
-	return out
+	return where(decided(p.refunds, refundOf, func(r Refund) string { return r.ID }), func(r Refund) bool { return charges[r.Charge] })
 }
 
 // LookupResult is what the provider holds under a key.
