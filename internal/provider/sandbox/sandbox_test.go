@@ -99,6 +99,29 @@ func prepare(t *testing.T, provider *sandboxprovider.Server) {
 	waitUntil(t, func() bool { _, ok := provider.Lookup(p.Charge.ProviderIdempotencyKey()); return ok })
 }
 
+// startProvider serves a sandbox provider with cfg for the test's length.
+func startProvider(t *testing.T, cfg sandboxprovider.Config) *sandboxprovider.Server {
+	t.Helper()
+	p, err := sandboxprovider.Start("127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// expect makes k's call for external through c, and checks the port's
+// case it falls in and whether the provider made it.
+func expect(t *testing.T, k opKind, c *sandbox.Client, provider *sandboxprovider.Server, external, want string, wantMade bool) {
+	t.Helper()
+	if got := outcome(k.create(t, c, external)); got != want {
+		t.Fatalf("outcome = %s, want %s", got, want)
+	}
+	if n := k.made(provider, external); n != btoi(wantMade) {
+		t.Fatalf("succeeded at the provider = %d, want %v", n, wantMade)
+	}
+}
+
 func client(t *testing.T, baseURL string) *sandbox.Client {
 	t.Helper()
 	c, err := sandbox.New(sandbox.Config{BaseURL: baseURL, ConnectTimeout: time.Second, Timeout: 300 * time.Millisecond})
@@ -124,10 +147,21 @@ func outcome(d app.ProviderDecision, err error) string {
 	}
 }
 
-// Every way the real sandbox provider answers, over a real connection, and
-// the case of the port it falls in: for a charge and for a refund.
-func TestEveryAnswerSortsIntoThePortsCases(t *testing.T) {
+// Every way the real sandbox provider answers a charge, over a real
+// connection, and the case of the port it falls in.
+func TestChargeSortsEveryAnswerIntoThePortsCases(t *testing.T) {
 	t.Parallel()
+	sortsEveryAnswer(t, opKinds[0])
+}
+
+// The same for a refund: the same answers fall in the same cases.
+func TestRefundSortsEveryAnswerIntoThePortsCases(t *testing.T) {
+	t.Parallel()
+	sortsEveryAnswer(t, opKinds[1])
+}
+
+// sortsEveryAnswer makes k's call meet every answer of the sandbox.
+func sortsEveryAnswer(t *testing.T, k opKind) {
 	tests := []struct {
 		external string
 		want     string
@@ -142,26 +176,12 @@ func TestEveryAnswerSortsIntoThePortsCases(t *testing.T) {
 		{"busy_key", "unknown", false},
 		{"refuse_invalid", "refused", false},
 	}
-	for _, k := range opKinds {
-		t.Run(k.name, func(t *testing.T) {
-			t.Parallel()
-			provider, err := sandboxprovider.Start("127.0.0.1:0", sandboxprovider.Config{SlowDelay: 3 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = provider.Close() })
-			prepare(t, provider)
-			c := client(t, provider.URL)
-			for _, tc := range tests {
-				t.Run(tc.external, func(t *testing.T) {
-					if got := outcome(k.create(t, c, tc.external)); got != tc.want {
-						t.Fatalf("outcome = %s, want %s", got, tc.want)
-					}
-					if n := k.made(provider, tc.external); n != btoi(tc.wantMade) {
-						t.Fatalf("succeeded at the provider = %d, want %v", n, tc.wantMade)
-					}
-				})
-			}
+	provider := startProvider(t, sandboxprovider.Config{SlowDelay: 3 * time.Second})
+	prepare(t, provider)
+	c := client(t, provider.URL)
+	for _, tc := range tests {
+		t.Run(tc.external, func(t *testing.T) {
+			expect(t, k, c, provider, tc.external, tc.want, tc.wantMade)
 		})
 	}
 }
@@ -170,11 +190,7 @@ func TestEveryAnswerSortsIntoThePortsCases(t *testing.T) {
 // is done, for good; so is a refund beyond what its charge has left.
 func TestOtherParametersUnderAKeyAreRefused(t *testing.T) {
 	t.Parallel()
-	provider, err := sandboxprovider.Start("127.0.0.1:0", sandboxprovider.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = provider.Close() })
+	provider := startProvider(t, sandboxprovider.Config{})
 	prepare(t, provider)
 	c := client(t, provider.URL)
 	ctx := context.Background()
@@ -209,51 +225,52 @@ func TestOtherParametersUnderAKeyAreRefused(t *testing.T) {
 	}
 }
 
-// The lookup by key, against the real sandbox provider: the decision,
-// the provider's own "nothing under the key", and "cannot tell" while the
-// key's first request is still being processed (it may yet charge or
-// refund).
-func TestLookupSortsEveryAnswer(t *testing.T) {
+// The lookup by key of a charge, against the real sandbox provider: the
+// decision, the provider's own "no charge", and "cannot tell" while the
+// key's first request is still being processed (it may yet charge).
+func TestLookupChargeSortsEveryAnswer(t *testing.T) {
 	t.Parallel()
-	for _, k := range opKinds {
-		t.Run(k.name, func(t *testing.T) {
-			t.Parallel()
-			provider, err := sandboxprovider.Start("127.0.0.1:0", sandboxprovider.Config{Latency: time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = provider.Close() })
-			prepare(t, provider)
-			c := client(t, provider.URL)
+	lookupSortsEveryAnswer(t, opKinds[0])
+}
 
-			for _, external := range []string{"pi_ok", "decline_x", "refuse_x"} {
-				_, _ = k.create(t, c, external) // the client's timeout is shorter than the latency; the provider goes on
-			}
-			waitUntil(t, func() bool {
-				_, okA := k.lookup(c, context.Background(), k.key(t, "pi_ok"))
-				_, okD := k.lookup(c, context.Background(), k.key(t, "decline_x"))
-				return okA == nil && okD == nil
-			})
-			// The last request is in the provider's hands for a second: long
-			// enough to be looked up while it is.
-			go func() { _, _ = k.create(t, c, "pi_slow") }()
-			waitUntil(t, func() bool { return outcome(k.lookup(c, context.Background(), k.key(t, "pi_slow"))) == "unknown" })
-			tests := []struct {
-				key  string
-				want string
-			}{
-				{k.key(t, "pi_ok"), string(app.ProviderApproved)},
-				{k.key(t, "decline_x"), string(app.ProviderDeclined)},
-				{k.key(t, "refuse_x"), "no charge"},
-				{"never-used", "no charge"},
-				{k.key(t, "pi_slow"), "unknown"},
-			}
-			for _, tc := range tests {
-				if got := outcome(k.lookup(c, context.Background(), tc.key)); got != tc.want {
-					t.Fatalf("lookup %s = %s, want %s", tc.key, got, tc.want)
-				}
-			}
-		})
+// The same for the lookup of a refund.
+func TestLookupRefundSortsEveryAnswer(t *testing.T) {
+	t.Parallel()
+	lookupSortsEveryAnswer(t, opKinds[1])
+}
+
+// lookupSortsEveryAnswer looks up keys of k in every state.
+func lookupSortsEveryAnswer(t *testing.T, k opKind) {
+	provider := startProvider(t, sandboxprovider.Config{Latency: time.Second})
+	prepare(t, provider)
+	c := client(t, provider.URL)
+
+	for _, external := range []string{"pi_ok", "decline_x", "refuse_x"} {
+		_, _ = k.create(t, c, external) // the client's timeout is shorter than the latency; the provider goes on
+	}
+	waitUntil(t, func() bool {
+		_, okA := k.lookup(c, context.Background(), k.key(t, "pi_ok"))
+		_, okD := k.lookup(c, context.Background(), k.key(t, "decline_x"))
+		return okA == nil && okD == nil
+	})
+	// The last request is in the provider's hands for a second: long
+	// enough to be looked up while it is.
+	go func() { _, _ = k.create(t, c, "pi_slow") }()
+	waitUntil(t, func() bool { return outcome(k.lookup(c, context.Background(), k.key(t, "pi_slow"))) == "unknown" })
+	tests := []struct {
+		key  string
+		want string
+	}{
+		{k.key(t, "pi_ok"), string(app.ProviderApproved)},
+		{k.key(t, "decline_x"), string(app.ProviderDeclined)},
+		{k.key(t, "refuse_x"), "no charge"},
+		{"never-used", "no charge"},
+		{k.key(t, "pi_slow"), "unknown"},
+	}
+	for _, tc := range tests {
+		if got := outcome(k.lookup(c, context.Background(), tc.key)); got != tc.want {
+			t.Fatalf("lookup %s = %s, want %s", tc.key, got, tc.want)
+		}
 	}
 }
 
@@ -339,11 +356,7 @@ func TestNetworkFailures(t *testing.T) {
 	for _, k := range opKinds {
 		t.Run(k.name, func(t *testing.T) {
 			t.Parallel()
-			provider, err := sandboxprovider.Start("127.0.0.1:0", sandboxprovider.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = provider.Close() })
+			provider := startProvider(t, sandboxprovider.Config{})
 			prepare(t, provider)
 			proxy, err := faultproxy.New("tcp", provider.URL[len("http://"):])
 			if err != nil {
@@ -356,13 +369,7 @@ func TestNetworkFailures(t *testing.T) {
 					if err := proxy.SetMode(tc.mode); err != nil {
 						t.Fatal(err)
 					}
-					external := "pi_net_" + string(rune('a'+i))
-					if got := outcome(k.create(t, c, external)); got != tc.want {
-						t.Fatalf("outcome = %s, want %s", got, tc.want)
-					}
-					if n := k.made(provider, external); n != btoi(tc.wantMade) {
-						t.Fatalf("succeeded at the provider = %d, want %v", n, tc.wantMade)
-					}
+					expect(t, k, c, provider, "pi_net_"+string(rune('a'+i)), tc.want, tc.wantMade)
 				})
 			}
 		})
@@ -374,11 +381,7 @@ func TestNetworkFailures(t *testing.T) {
 // answer would be hidden from the use case behind a second request.
 func TestNoHiddenResendOnAReusedConnection(t *testing.T) {
 	t.Parallel()
-	provider, err := sandboxprovider.Start("127.0.0.1:0", sandboxprovider.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = provider.Close() })
+	provider := startProvider(t, sandboxprovider.Config{})
 	c := client(t, provider.URL)
 
 	// The first call leaves a keep-alive connection in the pool; the drop_
