@@ -179,6 +179,7 @@ const (
 	RefundOverTheAmount
 )
 
+// String names the kind, for messages and test failures.
 func (k RefundReservationKind) String() string {
 	switch k {
 	case RefundReserved:
