@@ -58,16 +58,16 @@ refund_target AS MATERIALIZED (
        FOR NO KEY UPDATE
 ),
 -- Insert the PENDING refund, only for a refundable payment whose refund
--- total has room for it. ON CONFLICT DO NOTHING: the refund's second layer,
--- UNIQUE (payment_provider, external_refund_id); a concurrent insert of the
--- same external refund is waited for, never a second row, and no error
--- aborts a transaction the statement runs in.
+-- total has room for it. DO NOTHING on a conflict with the refund's second
+-- layer, UNIQUE (payment_provider, external_refund_id): a concurrent insert
+-- of the same external refund is waited for, never a second row, and no
+-- error aborts a transaction the statement runs in.
 reserved AS (
     INSERT INTO refund (payment_id, client_id, payment_provider, external_refund_id, amount, currency, status)
     SELECT id, @client, @provider, @external, @amount, @currency, 'PENDING'
       FROM refund_target
      WHERE refundable AND fits
-        ON CONFLICT DO NOTHING
+        ON CONFLICT (payment_provider, external_refund_id) DO NOTHING
  RETURNING *
 ),
 -- Add the refund to the payment's total only for a refund row actually

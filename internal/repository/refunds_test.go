@@ -351,27 +351,37 @@ func TestDeclinedRefundMakesRoomForAnother(t *testing.T) {
 	}
 }
 
-// The CHECK is the backstop: no statement, however wrong, takes the refund
-// total below zero or beyond the amount.
-func TestRefundTotalCheckIsTheBackstop(t *testing.T) {
+// The CHECKs are the backstop: no statement, however wrong, takes the
+// refund total below zero or beyond the amount, or writes a refund the
+// domain could not build.
+func TestRefundChecksAreTheBackstop(t *testing.T) {
 	t.Parallel()
 	db, _ := openDB(t)
 	p := addPayment(t, db, "demo-client", 9501, "100.00", "RUB", domain.PaymentSucceeded)
+	insert := `INSERT INTO refund (payment_id, client_id, payment_provider, external_refund_id, amount, currency, status)
+		VALUES (?, 'demo-client', 'sandbox', ?, ?, 'RUB', ?)`
 	tests := []struct {
-		name string
-		set  string
+		name, sql  string
+		args       []any
+		constraint string // "": allowed
 	}{
-		{"beyond the amount", "100.01"},
-		{"below zero", "-0.01"},
+		{"refund total beyond the amount", `UPDATE payment SET refund_reserved = 100.01 WHERE id = ?`, []any{int64(p.ID)}, "payment_refund_reserved_check"},
+		{"refund total below zero", `UPDATE payment SET refund_reserved = -0.01 WHERE id = ?`, []any{int64(p.ID)}, "payment_refund_reserved_check"},
+		{"refund total of the whole amount", `UPDATE payment SET refund_reserved = 100.00 WHERE id = ?`, []any{int64(p.ID)}, ""},
+		{"external refund id with a newline", insert, []any{int64(p.ID), "re\n1", "1", "PENDING"}, "refund_external_refund_id_check"},
+		{"external refund id of 129 characters", insert, []any{int64(p.ID), fmt.Sprintf("%0129d", 0), "1", "PENDING"}, "refund_external_refund_id_check"},
+		{"amount zero", insert, []any{int64(p.ID), "re_zero", "0", "PENDING"}, "refund_amount_check"},
+		{"status of another vocabulary", insert, []any{int64(p.ID), "re_status", "1", "REFUNDED"}, "refund_status_check"},
+		{"printable external refund id of 128 characters", insert, []any{int64(p.ID), fmt.Sprintf("%0128d", 0), "1", "PENDING"}, ""},
 	}
 	for _, tc := range tests {
-		err := db.Exec(`UPDATE payment SET refund_reserved = ? WHERE id = ?`, tc.set, int64(p.ID)).Error
+		err := db.Exec(tc.sql, tc.args...).Error
 		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) || pgErr.Code != "23514" || pgErr.ConstraintName != "payment_refund_reserved_check" {
-			t.Errorf("%s: err = %v, want the CHECK payment_refund_reserved_check to refuse it", tc.name, err)
+		switch {
+		case tc.constraint == "" && err != nil:
+			t.Errorf("%s: %v, want it allowed", tc.name, err)
+		case tc.constraint != "" && (!errors.As(err, &pgErr) || pgErr.Code != "23514" || pgErr.ConstraintName != tc.constraint):
+			t.Errorf("%s: err = %v, want the CHECK %s to refuse it", tc.name, err, tc.constraint)
 		}
-	}
-	if err := db.Exec(`UPDATE payment SET refund_reserved = 100.00 WHERE id = ?`, int64(p.ID)).Error; err != nil {
-		t.Fatalf("the whole amount is allowed: %v", err)
 	}
 }

@@ -18,13 +18,7 @@ import (
 )
 
 func start(t *testing.T, cfg sandboxprovider.Config) *sandboxprovider.Server {
-	t.Helper()
-	s, err := sandboxprovider.Start("127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return sandboxprovider.StartForTest(t, cfg)
 }
 
 type answer struct {

@@ -315,6 +315,25 @@ func Start(addr string, cfg Config) (*Server, error) {
 	return Serve(ln, cfg), nil
 }
 
+// TB is what StartForTest needs of a *testing.T.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Cleanup(func())
+}
+
+// StartForTest serves a new provider on a free loopback port until the
+// test ends.
+func StartForTest(t TB, cfg Config) *Server {
+	t.Helper()
+	s, err := Start("127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 // Serve serves a new provider on ln until Close.
 func Serve(ln net.Listener, cfg Config) *Server {
 	p := New(cfg)

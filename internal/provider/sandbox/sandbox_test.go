@@ -99,17 +99,6 @@ func prepare(t *testing.T, provider *sandboxprovider.Server) {
 	waitUntil(t, func() bool { _, ok := provider.Lookup(p.Charge.ProviderIdempotencyKey()); return ok })
 }
 
-// startProvider serves a sandbox provider with cfg for the test's length.
-func startProvider(t *testing.T, cfg sandboxprovider.Config) *sandboxprovider.Server {
-	t.Helper()
-	p, err := sandboxprovider.Start("127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	return p
-}
-
 // expect makes k's call for external through c, and checks the port's
 // case it falls in and whether the provider made it.
 func expect(t *testing.T, k opKind, c *sandbox.Client, provider *sandboxprovider.Server, external, want string, wantMade bool) {
@@ -176,7 +165,7 @@ func sortsEveryAnswer(t *testing.T, k opKind) {
 		{"busy_key", "unknown", false},
 		{"refuse_invalid", "refused", false},
 	}
-	provider := startProvider(t, sandboxprovider.Config{SlowDelay: 3 * time.Second})
+	provider := sandboxprovider.StartForTest(t, sandboxprovider.Config{SlowDelay: 3 * time.Second})
 	prepare(t, provider)
 	c := client(t, provider.URL)
 	for _, tc := range tests {
@@ -190,7 +179,7 @@ func sortsEveryAnswer(t *testing.T, k opKind) {
 // is done, for good; so is a refund beyond what its charge has left.
 func TestOtherParametersUnderAKeyAreRefused(t *testing.T) {
 	t.Parallel()
-	provider := startProvider(t, sandboxprovider.Config{})
+	provider := sandboxprovider.StartForTest(t, sandboxprovider.Config{})
 	prepare(t, provider)
 	c := client(t, provider.URL)
 	ctx := context.Background()
@@ -241,7 +230,7 @@ func TestLookupRefundSortsEveryAnswer(t *testing.T) {
 
 // lookupSortsEveryAnswer looks up keys of k in every state.
 func lookupSortsEveryAnswer(t *testing.T, k opKind) {
-	provider := startProvider(t, sandboxprovider.Config{Latency: time.Second})
+	provider := sandboxprovider.StartForTest(t, sandboxprovider.Config{Latency: time.Second})
 	prepare(t, provider)
 	c := client(t, provider.URL)
 
@@ -356,7 +345,7 @@ func TestNetworkFailures(t *testing.T) {
 	for _, k := range opKinds {
 		t.Run(k.name, func(t *testing.T) {
 			t.Parallel()
-			provider := startProvider(t, sandboxprovider.Config{})
+			provider := sandboxprovider.StartForTest(t, sandboxprovider.Config{})
 			prepare(t, provider)
 			proxy, err := faultproxy.New("tcp", provider.URL[len("http://"):])
 			if err != nil {
@@ -381,7 +370,7 @@ func TestNetworkFailures(t *testing.T) {
 // answer would be hidden from the use case behind a second request.
 func TestNoHiddenResendOnAReusedConnection(t *testing.T) {
 	t.Parallel()
-	provider := startProvider(t, sandboxprovider.Config{})
+	provider := sandboxprovider.StartForTest(t, sandboxprovider.Config{})
 	c := client(t, provider.URL)
 
 	// The first call leaves a keep-alive connection in the pool; the drop_
