@@ -39,7 +39,10 @@ import (
 //   - refund_counted: the payment's refund_reserved after the reservation,
 //     one row exactly when reserved has one;
 //   - refund_existing: the refund already recorded under the external refund
-//     id, as the statement's snapshot sees it.
+//     id, as the statement's snapshot sees it. When reserved is empty
+//     although refund_target is refundable and fits, the insert met a row
+//     committed after the snapshot, which only a new statement sees
+//     (ReserveRefund reads it with externalRefundSQL).
 const reserveRefundClauses = `
 -- The payment to refund, if it is the calling client's, locked before
 -- anything else is written (the lock order of every command: payment
