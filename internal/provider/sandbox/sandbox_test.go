@@ -296,29 +296,29 @@ func TestLookupAnswersFromSomethingElse(t *testing.T) {
 		for _, tc := range tests {
 			t.Run(k.name+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
-				srv := answering(t, tc.status, strings.ReplaceAll(tc.body, "NOT_FOUND", k.notFound))
-				if got := outcome(k.lookup(client(t, srv.URL), context.Background(), "k")); got != tc.want {
+				c := answeredBy(t, tc.status, strings.ReplaceAll(tc.body, "NOT_FOUND", k.notFound))
+				if got := outcome(k.lookup(c, context.Background(), "k")); got != tc.want {
 					t.Fatalf("outcome = %s, want %s", got, tc.want)
 				}
 			})
 		}
 	}
 	// The other kind's not-found is not this kind's.
-	srv := answering(t, 404, `{"error":{"type":"charge_not_found"}}`)
-	if got := outcome(client(t, srv.URL).LookupRefund(context.Background(), "k")); got != "unknown" {
+	if got := outcome(answeredBy(t, 404, `{"error":{"type":"charge_not_found"}}`).LookupRefund(context.Background(), "k")); got != "unknown" {
 		t.Fatalf("a refund lookup answered charge_not_found: %s, want unknown", got)
 	}
 }
 
-// answering is a server that answers every request with status and body.
-func answering(t *testing.T, status int, body string) *httptest.Server {
+// answeredBy is a client of a server that answers every request with
+// status and body, as something other than the provider might.
+func answeredBy(t *testing.T, status int, body string) *sandbox.Client {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(status)
 		_, _ = w.Write([]byte(body))
 	}))
 	t.Cleanup(srv.Close)
-	return srv
+	return client(t, srv.URL)
 }
 
 func btoi(b bool) int {
@@ -420,7 +420,7 @@ func TestAnswersFromSomethingElse(t *testing.T) {
 			t.Run(k.name+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
 				body := strings.NewReplacer("FLAG", k.flag, "CHARGE", charges[k.name]).Replace(tc.body)
-				if got := outcome(k.create(t, client(t, answering(t, tc.status, body).URL), "pi_1")); got != tc.want {
+				if got := outcome(k.create(t, answeredBy(t, tc.status, body), "pi_1")); got != tc.want {
 					t.Fatalf("outcome = %s, want %s", got, tc.want)
 				}
 			})
@@ -433,7 +433,7 @@ func TestAnswersFromSomethingElse(t *testing.T) {
 		`{"error":{"type":"api_unavailable","charged":false}}`,
 	} {
 		status := map[bool]int{true: 200, false: 503}[strings.HasPrefix(body, `{"id"`)]
-		if got := outcome(client(t, answering(t, status, body).URL).Refund(context.Background(), refund(t, "pi_1"))); got != "unknown" {
+		if got := outcome(answeredBy(t, status, body).Refund(context.Background(), refund(t, "pi_1"))); got != "unknown" {
 			t.Fatalf("refund answered %d %s: %s, want unknown", status, body, got)
 		}
 	}
