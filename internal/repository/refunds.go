@@ -13,13 +13,14 @@ import (
 )
 
 // A refund's building blocks (issue 20): the reservation of a refund
-// against its payment's refund total, and the settling of a refund with
-// the provider's decision, each one statement. They hold no idempotency
-// key: the shared core composes the key's claim clause with
-// reserveRefundClauses into the refund's phase 1, and the key's completion
-// with settling into its phase 3, as charges.go does for a charge. The
+// against its payment's refund total, the settling of a refund with the
+// provider's decision, and the release of a reservation the provider did
+// not act on, each one statement. They hold no idempotency key: the
+// refund's CommandSteps compose the key's claim clause with
+// reserveRefundClauses into its phase 1, and the key's completion with
+// settling into its phase 3, as charges.go does for a charge. The
 // standalone statements below run the clauses alone, for the tests and
-// until the core exists.
+// until the refund is wired onto the core.
 //
 // The refund total is payment.refund_reserved (migration 00016): PENDING
 // and SUCCEEDED refunds count, and its CHECK keeps it within 0 and the
@@ -117,22 +118,25 @@ SELECT id, payment_id, client_id, payment_provider, external_refund_id, amount, 
   FROM refund
  WHERE payment_provider = @provider AND external_refund_id = @external`
 
-// settleRefundSQL sets a PENDING refund's final status and, for DECLINED
-// or FAILED, gives its amount back to the payment's refund total, in one
-// statement: a refund the provider did not make stops counting exactly
-// when it is recorded so. SUCCEEDED keeps its amount reserved for good.
-// The core composes the key's completion and the event with it.
-const settleRefundSQL = `
-WITH
--- The refund's payment, locked first, as the reservation locks it: the
--- same lock order for every statement that writes a refund.
+// lockRefundPaymentClause locks the payment of refund @refund first, as
+// the reservation locks it: every statement that writes a refund takes the
+// payment's lock before the refund's. It exposes refund_payment (id).
+const lockRefundPaymentClause = `
 refund_payment AS MATERIALIZED (
     SELECT p.id
       FROM payment p
       JOIN refund r ON r.payment_id = p.id
      WHERE r.id = @refund
        FOR NO KEY UPDATE OF p
-),
+)`
+
+// settleRefundSQL sets a PENDING refund's final status and, for DECLINED
+// or FAILED, gives its amount back to the payment's refund total, in one
+// statement: a refund the provider did not make stops counting exactly
+// when it is recorded so. SUCCEEDED keeps its amount reserved for good.
+// The core composes the key's completion and the event with it.
+const settleRefundSQL = `
+WITH` + lockRefundPaymentClause + `,
 -- The decision, once: only a PENDING refund, and only to a final status.
 -- Two settlings of one refund queue on the payment's lock, and the second
 -- finds it no longer PENDING.
@@ -153,13 +157,37 @@ given_back AS (
      WHERE p.id = s.payment_id AND s.status IN ('DECLINED', 'FAILED')
  RETURNING p.refund_reserved
 )
-SELECT EXISTS (SELECT 1 FROM settled) AS settled,
+SELECT EXISTS (SELECT 1 FROM settled) AS done,
+       (SELECT status FROM refund WHERE id = @refund) AS status_before`
+
+// releaseRefundSQL gives a PENDING refund's reservation back when the
+// provider did not act on it, for now (the core's GiveBack, in the
+// transaction that releases the key): the row goes, so a retry reserves the
+// external refund anew, and its amount stops counting, in one statement.
+const releaseRefundSQL = `
+WITH` + lockRefundPaymentClause + `,
+-- Only a PENDING refund: a decided one is never undone.
+released AS (
+    DELETE FROM refund
+     WHERE id = @refund AND status = 'PENDING'
+       AND payment_id IN (SELECT id FROM refund_payment)
+ RETURNING payment_id, amount
+),
+given_back AS (
+    UPDATE payment p
+       SET refund_reserved = p.refund_reserved - r.amount
+      FROM released r
+     WHERE p.id = r.payment_id
+ RETURNING p.refund_reserved
+)
+SELECT EXISTS (SELECT 1 FROM released) AS done,
        (SELECT status FROM refund WHERE id = @refund) AS status_before`
 
 var (
 	reserveRefundStmt  = compileNamed(reserveRefundSQL)
 	externalRefundStmt = compileNamed(externalRefundSQL)
 	settleRefundStmt   = compileNamed(settleRefundSQL)
+	releaseRefundStmt  = compileNamed(releaseRefundSQL)
 )
 
 // RefundReservationKind says what a reservation did.
@@ -306,25 +334,35 @@ func (s *Refunds) SettleRefund(ctx context.Context, id domain.RefundID, status d
 	if !status.Final() {
 		return fmt.Errorf("settle refund %d: %s is not a final status", id, status)
 	}
-	row, err := queryRow(ctx, s.db, settleRefundStmt, map[string]any{
-		"refund": int64(id),
-		"status": string(status),
-	})
+	return s.onPending(ctx, settleRefundStmt, "settle refund", id, map[string]any{"refund": int64(id), "status": string(status)})
+}
+
+// ReleaseRefund deletes a PENDING refund and gives its amount back (see
+// releaseRefundSQL). It returns an error, and changes nothing, if the
+// refund is not PENDING.
+func (s *Refunds) ReleaseRefund(ctx context.Context, id domain.RefundID) error {
+	return s.onPending(ctx, releaseRefundStmt, "release refund", id, map[string]any{"refund": int64(id)})
+}
+
+// onPending runs a statement that acts on PENDING refund id only, and
+// answers done and the refund's status before it.
+func (s *Refunds) onPending(ctx context.Context, q namedSQL, what string, id domain.RefundID, values map[string]any) error {
+	row, err := queryRow(ctx, s.db, q, values)
 	if err != nil {
 		return err
 	}
-	var settled bool
+	var done bool
 	var before sql.NullString
-	if err := row.Scan(&settled, &before); err != nil {
-		return mapError(fmt.Errorf("settle refund %d: %w", id, err))
+	if err := row.Scan(&done, &before); err != nil {
+		return mapError(fmt.Errorf("%s %d: %w", what, id, err))
 	}
 	switch {
-	case settled:
+	case done:
 		return nil
 	case !before.Valid:
-		return fmt.Errorf("settle refund %d: no such refund", id)
+		return fmt.Errorf("%s %d: no such refund", what, id)
 	default:
-		return fmt.Errorf("settle refund %d as %s: it is %s, not PENDING", id, status, before.String)
+		return fmt.Errorf("%s %d: it is %s, not PENDING", what, id, before.String)
 	}
 }
 

@@ -385,3 +385,44 @@ func TestRefundChecksAreTheBackstop(t *testing.T) {
 		}
 	}
 }
+
+// Releasing gives a PENDING refund's reservation back when the provider did
+// not act on it: the row goes, its amount stops counting, and a retry
+// reserves the same external refund anew. A decided refund is never
+// released.
+func TestReleaseRefund(t *testing.T) {
+	t.Parallel()
+	db, refunds := openRefunds(t)
+	ctx := context.Background()
+	p := addPayment(t, db, "demo-client", 9601, "100.00", "RUB", domain.PaymentSucceeded)
+	all := newRefund(t, p, "100.00", "re_all")
+	first, err := refunds.ReserveRefund(ctx, "demo-client", all)
+	if err != nil || first.Kind != repository.RefundReserved {
+		t.Fatalf("reserve: %+v, %v", first, err)
+	}
+	if err := refunds.ReleaseRefund(ctx, first.Refund.ID); err != nil {
+		t.Fatal(err)
+	}
+	if reserved, counted := refundTotal(t, db, p.ID); reserved != "0.00" || counted != "0.00" {
+		t.Fatalf("after the release: refund_reserved %s, counted %s; want 0.00", reserved, counted)
+	}
+	if n := countRows(t, db, `SELECT count(*) FROM refund WHERE id = ?`, int64(first.Refund.ID)); n != 0 {
+		t.Fatal("the released refund's row is still there")
+	}
+	again, err := refunds.ReserveRefund(ctx, "demo-client", all)
+	if err != nil || again.Kind != repository.RefundReserved || again.Refund.ID == first.Refund.ID {
+		t.Fatalf("the retry: %+v, %v; want a new reservation", again, err)
+	}
+	if err := refunds.ReleaseRefund(ctx, first.Refund.ID); err == nil {
+		t.Fatal("a refund released twice")
+	}
+	if err := refunds.SettleRefund(ctx, again.Refund.ID, domain.RefundSucceeded); err != nil {
+		t.Fatal(err)
+	}
+	if err := refunds.ReleaseRefund(ctx, again.Refund.ID); err == nil {
+		t.Fatal("a succeeded refund was released")
+	}
+	if reserved, counted := refundTotal(t, db, p.ID); reserved != "100.00" || counted != "100.00" {
+		t.Fatalf("after refusing to release a succeeded refund: refund_reserved %s, counted %s; want 100.00", reserved, counted)
+	}
+}
