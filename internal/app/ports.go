@@ -373,3 +373,38 @@ var ErrLockLost = errors.New("idempotency lock lost")
 // reached. The service fails closed on them: 503, never a charge without
 // its record.
 var ErrStoreUnavailable = errors.New("store unavailable")
+
+// ProviderRefund is one refund request to a payment provider.
+type ProviderRefund struct {
+	// IdempotencyKey is the refund's own provider key
+	// (domain.Refund.ProviderIdempotencyKey): derived from the business
+	// operation, so the provider refunds once however often it is asked.
+	IdempotencyKey string
+	// ChargeKey is the provider key the refunded payment was charged under
+	// (domain.Charge.ProviderIdempotencyKey): how the provider knows the
+	// charge, since this service keeps no provider charge id.
+	ChargeKey string
+	// Refund is what to refund: amount, currency, and the external refund
+	// id as the provider's reference.
+	Refund domain.Refund
+}
+
+// RefundProvider gives money back on the other side of a network. It is
+// a port of its own, beside PaymentProvider: each command asks for the
+// port it needs.
+//
+// Its answers fall in PaymentProvider's four cases, with the same errors,
+// read for a refund: a decision (ProviderApproved: refunded;
+// ProviderDeclined); refused for good (ErrProviderRefused: among others a
+// refund beyond what the charge has left); not refunded for now
+// (ErrProviderNotCharged alone); unknown (anything else). LookupRefund
+// answers as LookupCharge does, ErrNoProviderCharge meaning that no refund
+// was made under the key and none is being made. Asking again with the
+// same IdempotencyKey is always safe; adapters never retry on their own.
+type RefundProvider interface {
+	// Refund asks the provider to refund req under req.IdempotencyKey.
+	Refund(ctx context.Context, req ProviderRefund) (ProviderDecision, error)
+	// LookupRefund asks the provider, without refunding, what it holds
+	// under an idempotency key.
+	LookupRefund(ctx context.Context, idempotencyKey string) (ProviderDecision, error)
+}

@@ -8,15 +8,29 @@
 //	POST /v1/charges                     create a charge; Idempotency-Key header required
 //	     {"amount":"100.50","currency":"RUB","reference":"pi_1"}
 //	GET  /v1/charges?idempotency_key=K   look a charge up by its key (404 if none, 409 while processing)
-//	GET  /v1/ledger                      every charge and the counters, for tests
+//	POST /v1/refunds                     refund (part of) a charge; Idempotency-Key header required
+//	     {"charge":"<the charge's idempotency key>","amount":"10.00","currency":"RUB","reference":"re_1"}
+//	GET  /v1/refunds?idempotency_key=K   look a refund up by its key (404 if none, 409 while processing)
+//	GET  /v1/ledger                      every charge and refund, and the counters, for tests
 //	GET  /healthz                        200 while serving
 //
-// Errors are plain JSON: {"error":{"type":"...","message":"...","charged":false}}.
+// Errors are plain JSON: {"error":{"type":"...","message":"...","charged":false}}
+// ("refunded":false for a refund request).
 //
-// It keeps the idempotency promises real providers document:
+// A refund names its charge by the charge's idempotency key: the one name
+// of a charge that its payer holds even when the charge's answer was lost
+// (payment-service derives it, domain.Charge.ProviderIdempotencyKey). A
+// refund is refused with 422 invalid_request, "refunded": false, and
+// nothing recorded under its key, when its charge did not succeed (none,
+// declined, or still being processed), is in another currency, or has
+// less left to refund than asked: the succeeded refunds of a charge never
+// add up to more than it charged.
+//
+// It keeps the idempotency promises real providers document, for charges
+// and refunds alike:
 //
 //   - the same key with the same parameters returns the first answer and
-//     charges nothing new (Idempotent-Replayed: true);
+//     charges (or refunds) nothing new (Idempotent-Replayed: true);
 //   - the same key with other parameters is refused with 422
 //     idempotency_key_reused: never a second charge, never another amount;
 //   - the same key while its first request is still being processed is
@@ -25,7 +39,8 @@
 // And it fails the way real providers fail, deterministically by the
 // reference's prefix (so demos and tests can pick a fault) and, for any other
 // reference, at seeded random rates (Config.FaultRates, for load and fault
-// runs):
+// runs). A refund meets the same faults by its own reference, through the
+// same code; read "refunds" for "charges" below:
 //
 //	decline_...  declined (a decision, recorded like an approval)
 //	fail_...     503 before charging, saying so ("charged": false), every time
@@ -45,16 +60,12 @@
 // has a charge. The last two make the case the service must not get wrong:
 // a retry refused for good says nothing about the first attempt, and only
 // the lookup by key does. Random faults hit any request, replays included. The ledger is the
-// ground truth of what was charged, for tests in the same process and, over
-// HTTP, in others.
+// ground truth of what was charged and refunded, for tests in the same
+// process and, over HTTP, in others.
 package sandboxprovider
 
 import (
-	"fmt"
-	"maps"
 	"math/rand/v2"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -122,13 +133,14 @@ type Config struct {
 	Seed uint64
 }
 
-// ChargeStatus is the provider's decision.
+// ChargeStatus is the provider's decision on a charge or a refund.
 type ChargeStatus string
 
 const (
-	// StatusSucceeded: the charge was made.
+	// StatusSucceeded: the charge (or refund) was made.
 	StatusSucceeded ChargeStatus = "succeeded"
-	// StatusDeclined: the charge was refused, and that is final for the key.
+	// StatusDeclined: the charge (or refund) was refused, and that is final
+	// for the key.
 	StatusDeclined ChargeStatus = "declined"
 )
 
@@ -143,6 +155,12 @@ type Charge struct {
 // ChargeAnswer is the body of a 200 answer: the charge as it was decided,
 // byte for byte the same on every replay.
 type ChargeAnswer struct {
+	Decision
+}
+
+// Decision is what every decided answer says, a charge's or a refund's:
+// its JSON is flat in the answer.
+type Decision struct {
 	ID             string          `json:"id"`
 	IdempotencyKey string          `json:"idempotencyKey"`
 	Status         ChargeStatus    `json:"status"`
@@ -152,64 +170,110 @@ type ChargeAnswer struct {
 	Created        time.Time       `json:"created"`
 }
 
-// Counters count what the provider did, since it started.
-type Counters struct {
+// Refund is one refund of the ledger: one idempotency key, decided once.
+type Refund struct {
+	RefundAnswer
+	// Requests counts every request that carried this key, the first included.
+	Requests int `json:"requests"`
+}
+
+// RefundAnswer is the body of a refund's 200 answer, the same on every
+// replay.
+type RefundAnswer struct {
+	Decision
+	// Charge is the idempotency key of the charge refunded.
+	Charge string `json:"charge"`
+}
+
+// KeyCounters count the idempotency machinery's work for one kind of
+// request, the same for charges and refunds. Their JSON is flat in the
+// kind's counters.
+type KeyCounters struct {
 	Requests           int           `json:"requests"`
-	Charges            int           `json:"charges"`  // new succeeded charges: money moved
-	Declines           int           `json:"declines"` // new declined charges
-	Replays            int           `json:"replays"`  // a known key answered from the ledger
+	Replays            int           `json:"replays"` // a known key answered from the ledger
 	ParamConflicts     int           `json:"paramConflicts"`
 	InProgressRefusals int           `json:"inProgressRefusals"` // a second request while the first was processed
 	Faults             map[Fault]int `json:"faults"`
 }
 
+// Counters count what the provider did with charges, since it started.
+type Counters struct {
+	KeyCounters
+	Charges  int `json:"charges"`  // new succeeded charges: money moved
+	Declines int `json:"declines"` // new declined charges
+}
+
+// RefundCounters count what the provider did with refunds, since it
+// started.
+type RefundCounters struct {
+	KeyCounters
+	Refunds  int `json:"refunds"`  // new succeeded refunds: money moved back
+	Declines int `json:"declines"` // new declined refunds
+	// Refusals: refunds refused before anything was recorded, because they
+	// went beyond what their charge has left, or their charge cannot be
+	// refunded.
+	Refusals int `json:"refusals"`
+}
+
 // Ledger is a copy of the provider's state.
 type Ledger struct {
-	Charges  []Charge `json:"charges"`
-	Counters Counters `json:"counters"`
+	Charges        []Charge       `json:"charges"`
+	Refunds        []Refund       `json:"refunds"`
+	Counters       Counters       `json:"counters"`
+	RefundCounters RefundCounters `json:"refundCounters"`
 }
 
 // Succeeded returns the succeeded charges whose reference is ref: more than
 // one would be a double charge (it cannot happen here: one key, one charge).
 func (l Ledger) Succeeded(ref string) []Charge {
-	var out []Charge
-	for _, c := range l.Charges {
-		if c.Reference == ref && c.Status == StatusSucceeded {
-			out = append(out, c)
+	return where(l.Charges, func(c Charge) bool { return c.Reference == ref && c.Status == StatusSucceeded })
+}
+
+// SucceededRefunds returns the succeeded refunds whose own reference is
+// ref: more than one would be a double refund.
+func (l Ledger) SucceededRefunds(ref string) []Refund {
+	return where(l.Refunds, func(r Refund) bool { return r.Reference == ref && r.Status == StatusSucceeded })
+}
+
+// where returns the items that keep holds for, in order.
+func where[T any](items []T, keep func(T) bool) []T {
+	var out []T
+	for _, item := range items {
+		if keep(item) {
+			out = append(out, item)
 		}
 	}
 	return out
 }
 
-// chargeRequest is what a create call asks for.
-type chargeRequest struct {
-	Amount    decimal.Decimal
-	Currency  string
-	Reference string
-}
-
-func (r chargeRequest) sameAs(o chargeRequest) bool {
-	return r.Amount.Equal(o.Amount) && r.Currency == o.Currency && r.Reference == o.Reference
-}
-
-// entry is one key's state: being processed, then decided.
-type entry struct {
-	req    chargeRequest
-	charge *Charge // nil while processing
+// Refunded returns the succeeded refunds of the charges whose reference is
+// chargeRef, and their total: the money given back for that payment.
+func (l Ledger) Refunded(chargeRef string) ([]Refund, decimal.Decimal) {
+	keys := map[string]bool{}
+	for _, c := range l.Charges {
+		if c.Reference == chargeRef {
+			keys[c.IdempotencyKey] = true
+		}
+	}
+	out := where(l.Refunds, func(r Refund) bool { return keys[r.Charge] && r.Status == StatusSucceeded })
+	total := decimal.Zero
+	for _, r := range out {
+		total = total.Add(r.Amount)
+	}
+	return out, total
 }
 
 // Provider is the sandbox's state and logic, without HTTP (server.go serves it).
 type Provider struct {
 	cfg Config
 
-	mu       sync.Mutex
-	rng      *rand.Rand
-	byKey    map[string]*entry
-	byRef    map[string][]string // reference -> keys of its charges
-	refused  map[string]bool     // keys a busy_ fault has already refused once
-	nextID   int
-	counters Counters
-	now      func() time.Time
+	mu             sync.Mutex
+	rng            *rand.Rand
+	counters       Counters
+	refundCounters RefundCounters
+	charges        *book[chargeRequest, ChargeAnswer]
+	refunds        *book[refundRequest, RefundAnswer]
+	now            func() time.Time
 }
 
 // New returns a provider with an empty ledger.
@@ -217,43 +281,61 @@ func New(cfg Config) *Provider {
 	if cfg.SlowDelay == 0 {
 		cfg.SlowDelay = 15 * time.Second
 	}
-	return &Provider{
-		cfg:      cfg,
-		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
-		byKey:    map[string]*entry{},
-		byRef:    map[string][]string{},
-		refused:  map[string]bool{},
-		counters: Counters{Faults: map[Fault]int{}},
-		now:      time.Now,
+	p := &Provider{
+		cfg: cfg,
+		rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		now: time.Now,
 	}
+	p.charges = newBook[chargeRequest, ChargeAnswer](&p.counters.KeyCounters)
+	p.refunds = newBook[refundRequest, RefundAnswer](&p.refundCounters.KeyCounters)
+	return p
 }
 
-// Ledger returns a copy of the ledger, charges in the order they were made.
+func chargeOf(a ChargeAnswer, requests int) Charge {
+	return Charge{ChargeAnswer: a, Requests: requests}
+}
+func refundOf(a RefundAnswer, requests int) Refund {
+	return Refund{RefundAnswer: a, Requests: requests}
+}
+
+// Ledger returns a copy of the ledger, charges and refunds in the order
+// they were made.
 func (p *Provider) Ledger() Ledger {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	l := Ledger{Counters: p.countersLocked()}
-	for _, e := range p.byKey {
-		if e.charge != nil {
-			l.Charges = append(l.Charges, *e.charge)
-		}
+	return Ledger{
+		Charges:        decided(p.charges, chargeOf, func(c Charge) string { return c.ID }),
+		Refunds:        decided(p.refunds, refundOf, func(r Refund) string { return r.ID }),
+		Counters:       p.countersLocked(),
+		RefundCounters: p.refundCountersLocked(),
 	}
-	sort.Slice(l.Charges, func(i, j int) bool { return l.Charges[i].ID < l.Charges[j].ID })
-	return l
 }
 
-// Counters returns a copy of the counters alone: cheaper than Ledger for a
-// test that checks them after every step of a long run.
-func (p *Provider) Counters() Counters {
+// Counters returns a copy of the charges' counters alone: cheaper than
+// Ledger for a test that checks them after every step of a long run.
+func (p *Provider) Counters() Counters { return locked(p, p.countersLocked) }
+
+// RefundCounters returns a copy of the refunds' counters.
+func (p *Provider) RefundCounters() RefundCounters { return locked(p, p.refundCountersLocked) }
+
+// locked returns f's result, computed with p.mu held.
+func locked[T any](p *Provider, f func() T) T {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.countersLocked()
+	return f()
 }
 
-// countersLocked copies the counters; p.mu is held.
+// countersLocked copies the charges' counters; p.mu is held.
 func (p *Provider) countersLocked() Counters {
 	c := p.counters
-	c.Faults = maps.Clone(p.counters.Faults)
+	c.KeyCounters = copyCounts(c.KeyCounters)
+	return c
+}
+
+// refundCountersLocked copies the refunds' counters; p.mu is held.
+func (p *Provider) refundCountersLocked() RefundCounters {
+	c := p.refundCounters
+	c.KeyCounters = copyCounts(c.KeyCounters)
 	return c
 }
 
@@ -263,23 +345,34 @@ func (p *Provider) countersLocked() Counters {
 func (p *Provider) ChargesFor(reference string) []Charge {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []Charge
-	for _, key := range p.byRef[reference] {
-		out = append(out, *p.byKey[key].charge)
+	return byReference(p.charges, reference, chargeOf)
+}
+
+// RefundsFor returns every refund (succeeded or declined) of the charges
+// made for chargeRef, under any key: the provider's truth of what was
+// refunded for a payment's reference.
+func (p *Provider) RefundsFor(chargeRef string) []Refund {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	charges := map[string]bool{}
+	for _, key := range p.charges.byRef[chargeRef] {
+		charges[key] = true
 	}
-	return out
+	return where(decided(p.refunds, refundOf, func(r Refund) string { return r.ID }), func(r Refund) bool { return charges[r.Charge] })
 }
 
 // LookupResult is what the provider holds under a key.
 type LookupResult int
 
 const (
-	// LookupNone: no charge was made under the key, and none is being made.
+	// LookupNone: nothing was decided under the key, and nothing is being
+	// processed.
 	LookupNone LookupResult = iota
 	// LookupProcessing: the key's first request is being processed; it may
-	// still charge.
+	// still charge (or refund).
 	LookupProcessing
-	// LookupCharged: the charge was decided (succeeded or declined).
+	// LookupCharged: the charge (or refund) was decided (succeeded or
+	// declined).
 	LookupCharged
 )
 
@@ -295,120 +388,36 @@ func (p *Provider) Lookup(key string) (Charge, bool) {
 func (p *Provider) LookupState(key string) (Charge, LookupResult) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	e, ok := p.byKey[key]
-	switch {
-	case !ok:
-		return Charge{}, LookupNone
-	case e.charge == nil:
-		return Charge{}, LookupProcessing
-	default:
-		return *e.charge, LookupCharged
-	}
+	a, requests, found := p.charges.lookup(key)
+	return chargeOf(a, requests), found
 }
 
-// admission is what begin decided for a request.
-type admission int
-
-const (
-	admitNew        admission = iota // a new key: process it
-	admitReplay                      // a decided key with the same parameters
-	admitConflict                    // a known key with other parameters
-	admitInProgress                  // the key's first request is still being processed (or a busy_ fault says so)
-	admitRefused                     // a fault refuses the request before any charge (FaultNotCharged, FaultRefused)
-)
-
-// begin looks the key up, picks the fault this request meets, and for a
-// new key marks it as being processed.
-func (p *Provider) begin(key string, req chargeRequest) (admission, Fault, Charge) {
+// LookupRefund returns the refund made under key, if any.
+func (p *Provider) LookupRefund(key string) (Refund, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.counters.Requests++
-	e, known := p.byKey[key]
-	switch {
-	case known && !e.req.sameAs(req):
-		p.counters.ParamConflicts++
-		return admitConflict, FaultNone, Charge{}
-	case known && e.charge == nil:
-		p.counters.InProgressRefusals++
-		return admitInProgress, FaultNone, Charge{}
-	}
-	fault := p.faultFor(key, req.Reference, known)
-	if fault != FaultNone {
-		p.counters.Faults[fault]++
-	}
-	switch {
-	case fault == FaultRefused:
-		p.refused[key] = true
-		return admitRefused, fault, Charge{}
-	case fault == FaultBusy:
-		// Refused as a provider refuses a key it is still processing.
-		p.refused[key] = true
-		return admitInProgress, fault, Charge{}
-	case fault == FaultNotCharged:
-		return admitRefused, fault, Charge{}
-	case known:
-		e.charge.Requests++
-		p.counters.Replays++
-		return admitReplay, fault, *e.charge
-	}
-	p.byKey[key] = &entry{req: req}
-	return admitNew, fault, Charge{}
+	a, requests, found := p.refunds.lookup(key)
+	return refundOf(a, requests), found == LookupCharged
 }
 
-// decide makes the charge for a key admitted as new.
-func (p *Provider) decide(key string, req chargeRequest) Charge {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	status := StatusSucceeded
-	if strings.HasPrefix(req.Reference, DeclinePrefix) {
-		status = StatusDeclined
-		p.counters.Declines++
-	} else {
-		p.counters.Charges++
-	}
-	p.nextID++
-	c := &Charge{
-		ChargeAnswer: ChargeAnswer{
-			ID:             fmt.Sprintf("ch_%08d", p.nextID),
-			IdempotencyKey: key,
-			Status:         status,
-			Amount:         req.Amount,
-			Currency:       req.Currency,
-			Reference:      req.Reference,
-			Created:        p.now().UTC(),
-		},
-		Requests: 1,
-	}
-	p.byKey[key].charge = c
-	p.byRef[req.Reference] = append(p.byRef[req.Reference], key)
-	return *c
+// chargeRequest is what a charge's create call asks for, and the part of
+// a refund's that every kind has.
+type chargeRequest struct {
+	Amount    decimal.Decimal
+	Currency  string
+	Reference string
 }
 
-// faultFor picks the fault a request meets. A fault prefix gives the first
-// request for a key its first fault, and every later one its later fault
-// (a key is known once charged, refused once a busy_ or refuse_ fault has
-// turned it away); a reference without one meets the random faults on every
-// request, replays included, since a real network loses a replayed answer
-// as easily as the first. Called with p.mu held.
-func (p *Provider) faultFor(key, ref string, known bool) Fault {
-	for _, pf := range prefixes {
-		if !strings.HasPrefix(ref, pf.prefix) {
-			continue
-		}
-		if known || p.refused[key] {
-			return pf.later
-		}
-		return pf.first
-	}
-	if strings.HasPrefix(ref, DeclinePrefix) || len(p.cfg.FaultRates) == 0 {
-		return FaultNone
-	}
-	draw := p.rng.Float64()
-	for _, f := range Faults {
-		if draw < p.cfg.FaultRates[f] {
-			return f
-		}
-		draw -= p.cfg.FaultRates[f]
-	}
-	return FaultNone
+func (r chargeRequest) sameAs(o chargeRequest) bool {
+	return r.Amount.Equal(o.Amount) && r.Currency == o.Currency && r.Reference == o.Reference
+}
+
+func (r chargeRequest) fields() chargeRequest { return r }
+
+// decideCharge makes the charge for a key admitted as new. Called with
+// p.mu held.
+func (p *Provider) decideCharge(key string, req chargeRequest) (ChargeAnswer, error) {
+	a := ChargeAnswer{Decision: p.charges.decide(key, req, "ch_", &p.counters.Charges, &p.counters.Declines, p.now())}
+	p.charges.record(key, a)
+	return a, nil
 }

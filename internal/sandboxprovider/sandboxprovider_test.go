@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -11,17 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/example/payment-service/internal/sandboxprovider"
 )
 
 func start(t *testing.T, cfg sandboxprovider.Config) *sandboxprovider.Server {
-	t.Helper()
-	s, err := sandboxprovider.Start("127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return sandboxprovider.StartForTest(t, cfg)
 }
 
 type answer struct {
@@ -33,8 +30,19 @@ type answer struct {
 
 func create(t *testing.T, s *sandboxprovider.Server, key, amount, ref string, timeout time.Duration) answer {
 	t.Helper()
-	body := `{"amount":"` + amount + `","currency":"RUB","reference":"` + ref + `"}`
-	req, err := http.NewRequest(http.MethodPost, s.URL+"/v1/charges", strings.NewReader(body))
+	return post(t, s.URL+"/v1/charges", key, `{"amount":"`+amount+`","currency":"RUB","reference":"`+ref+`"}`, timeout)
+}
+
+// refund asks for a refund of amount RUB of the charge made under chargeKey.
+func refund(t *testing.T, s *sandboxprovider.Server, key, chargeKey, amount, ref string, timeout time.Duration) answer {
+	t.Helper()
+	return post(t, s.URL+"/v1/refunds", key,
+		`{"charge":"`+chargeKey+`","amount":"`+amount+`","currency":"RUB","reference":"`+ref+`"}`, timeout)
+}
+
+func post(t *testing.T, url, key, body string, timeout time.Duration) answer {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,13 +58,66 @@ func create(t *testing.T, s *sandboxprovider.Server, key, amount, ref string, ti
 	return answer{status: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", body: string(b), err: err}
 }
 
+// errorType returns an error answer's type and its "charged" or
+// "refunded" flag, whichever it has.
 func errorType(t *testing.T, a answer) (string, *bool) {
 	t.Helper()
 	var e sandboxprovider.ErrorBody
 	if err := json.Unmarshal([]byte(a.body), &e); err != nil {
 		t.Fatalf("error body %q: %v", a.body, err)
 	}
+	if e.Error.Charged != nil && e.Error.Refunded != nil {
+		t.Fatalf("error body %q says both charged and refunded", a.body)
+	}
+	if e.Error.Refunded != nil {
+		return e.Error.Type, e.Error.Refunded
+	}
 	return e.Error.Type, e.Error.Charged
+}
+
+// apiKind is one kind of keyed request, for the tests that hold for every
+// kind: the idempotency promises, the faults, the lookup.
+type apiKind struct {
+	name   string
+	path   string // of the create call and the lookup
+	create func(t *testing.T, s *sandboxprovider.Server, key, ref string, timeout time.Duration) answer
+	// made reports whether the key holds a decision, and succeeded counts
+	// the succeeded decisions for a reference, in the ledger.
+	made      func(s *sandboxprovider.Server, key string) bool
+	succeeded func(s *sandboxprovider.Server, ref string) int
+	counters  func(s *sandboxprovider.Server) sandboxprovider.KeyCounters
+}
+
+// kinds are charges and refunds. A refund refunds 1.00 of a charge of
+// 1000.00 under the key "big", which each test's provider makes first
+// (prepare).
+var kinds = []apiKind{
+	{
+		name: "charges", path: "/v1/charges",
+		create: func(t *testing.T, s *sandboxprovider.Server, key, ref string, timeout time.Duration) answer {
+			return create(t, s, key, "1.00", ref, timeout)
+		},
+		made:      func(s *sandboxprovider.Server, key string) bool { _, ok := s.Lookup(key); return ok },
+		succeeded: func(s *sandboxprovider.Server, ref string) int { return len(s.Ledger().Succeeded(ref)) },
+		counters:  func(s *sandboxprovider.Server) sandboxprovider.KeyCounters { return s.Counters().KeyCounters },
+	},
+	{
+		name: "refunds", path: "/v1/refunds",
+		create: func(t *testing.T, s *sandboxprovider.Server, key, ref string, timeout time.Duration) answer {
+			return refund(t, s, key, "big", "1.00", ref, timeout)
+		},
+		made:      func(s *sandboxprovider.Server, key string) bool { _, ok := s.LookupRefund(key); return ok },
+		succeeded: func(s *sandboxprovider.Server, ref string) int { return len(s.Ledger().SucceededRefunds(ref)) },
+		counters:  func(s *sandboxprovider.Server) sandboxprovider.KeyCounters { return s.RefundCounters().KeyCounters },
+	},
+}
+
+// prepare makes the charge the refunds of kinds refund.
+func prepare(t *testing.T, s *sandboxprovider.Server) {
+	t.Helper()
+	if a := create(t, s, "big", "1000.00", "pi_big", 5*time.Second); a.status != http.StatusOK {
+		t.Fatalf("the charge to refund: %+v", a)
+	}
 }
 
 // The idempotency promises: same key and parameters replay and charge
@@ -102,129 +163,153 @@ func TestOneKeyIsOneCharge(t *testing.T) {
 }
 
 // A second request while the first is processed is refused as in progress,
-// and charges nothing.
+// and does nothing.
 func TestSameKeyWhileProcessingIsInProgress(t *testing.T) {
 	t.Parallel()
-	s := start(t, sandboxprovider.Config{Latency: 500 * time.Millisecond})
-	var wg sync.WaitGroup
-	var first answer
-	wg.Go(func() { first = create(t, s, "k", "1", "pi_x", 5*time.Second) })
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			s := start(t, sandboxprovider.Config{Latency: 500 * time.Millisecond})
+			prepare(t, s)
+			var wg sync.WaitGroup
+			var first answer
+			seen := k.counters(s).Requests
+			wg.Go(func() { first = k.create(t, s, "k", "pi_x", 5*time.Second) })
+			waitForRequests(t, s, k, seen+1)
+			second := k.create(t, s, "k", "pi_x", 5*time.Second)
+			wg.Wait()
+			if typ, _ := errorType(t, second); second.status != http.StatusConflict || typ != sandboxprovider.ErrTypeInProgress {
+				t.Fatalf("second: %+v, want 409 in progress", second)
+			}
+			if first.status != http.StatusOK {
+				t.Fatalf("first: %+v", first)
+			}
+			if n, c := k.succeeded(s, "pi_x"), k.counters(s); n != 1 || c.InProgressRefusals != 1 {
+				t.Fatalf("%d made, counters = %+v", n, c)
+			}
+		})
+	}
+}
+
+// waitForRequests waits until the provider has seen n requests of kind k.
+func waitForRequests(t *testing.T, s *sandboxprovider.Server, k apiKind, n int) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for s.Ledger().Counters.Requests == 0 && time.Now().Before(deadline) {
+	for k.counters(s).Requests < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the provider saw %d %s requests in 5s, want %d", k.counters(s).Requests, k.name, n)
+		}
 		time.Sleep(5 * time.Millisecond)
-	}
-	second := create(t, s, "k", "1", "pi_x", 5*time.Second)
-	wg.Wait()
-	if typ, _ := errorType(t, second); second.status != http.StatusConflict || typ != sandboxprovider.ErrTypeInProgress {
-		t.Fatalf("second: %+v, want 409 in progress", second)
-	}
-	if first.status != http.StatusOK {
-		t.Fatalf("first: %+v", first)
-	}
-	if c := s.Ledger().Counters; c.Charges != 1 || c.InProgressRefusals != 1 {
-		t.Fatalf("counters = %+v", c)
 	}
 }
 
 // Each prefix fault does what the package documentation says, to the first
-// request of a key; the retry gets the charge, made once.
+// request of a key; the retry gets the charge (or refund), made once.
 func TestPrefixFaults(t *testing.T) {
 	t.Parallel()
-	s := start(t, sandboxprovider.Config{SlowDelay: 2 * time.Second})
 	tests := []struct {
-		ref         string
-		check       func(a answer) bool
-		chargedOnce bool // after the first request
-		retryOK     bool // the retry with the same key answers 200
+		ref      string
+		check    func(t *testing.T, a answer) bool
+		madeOnce bool // after the first request
+		retryOK  bool // the retry with the same key answers 200
 	}{
-		{"fail_1", func(a answer) bool {
-			typ, charged := errorType(t, a)
-			return a.status == http.StatusServiceUnavailable && typ == sandboxprovider.ErrTypeUnavailable && charged != nil && !*charged
+		{"fail_1", func(t *testing.T, a answer) bool {
+			typ, done := errorType(t, a)
+			return a.status == http.StatusServiceUnavailable && typ == sandboxprovider.ErrTypeUnavailable && done != nil && !*done
 		}, false, false},
-		{"drop_1", func(a answer) bool { return a.err != nil }, true, true},
-		{"gw502_1", func(a answer) bool { return a.status == http.StatusBadGateway }, true, true},
-		{"slow_1", func(a answer) bool {
+		{"drop_1", func(_ *testing.T, a answer) bool { return a.err != nil }, true, true},
+		{"gw502_1", func(_ *testing.T, a answer) bool { return a.status == http.StatusBadGateway }, true, true},
+		{"slow_1", func(_ *testing.T, a answer) bool {
 			var ne interface{ Timeout() bool }
 			return errors.As(a.err, &ne) && ne.Timeout()
 		}, true, true},
-		{"busy_1", func(a answer) bool {
-			typ, _ := errorType(t, a)
-			return a.status == http.StatusConflict && typ == sandboxprovider.ErrTypeInProgress
-		}, false, true},
-		{"refuse_1", refusedForGood(t), false, false},
-		{"busyrefuse_1", func(a answer) bool {
-			typ, _ := errorType(t, a)
-			return a.status == http.StatusConflict && typ == sandboxprovider.ErrTypeInProgress
-		}, false, false},
-		{"droprefuse_1", func(a answer) bool { return a.err != nil }, true, false},
+		{"busy_1", inProgress, false, true},
+		{"refuse_1", refusedForGood, false, false},
+		{"busyrefuse_1", inProgress, false, false},
+		{"droprefuse_1", func(_ *testing.T, a answer) bool { return a.err != nil }, true, false},
 	}
-	for _, tc := range tests {
-		t.Run(tc.ref, func(t *testing.T) {
-			key := "key-" + tc.ref
-			first := create(t, s, key, "10.00", tc.ref, 500*time.Millisecond)
-			if !tc.check(first) {
-				t.Fatalf("first request: %+v", first)
-			}
-			if _, charged := s.Lookup(key); charged != tc.chargedOnce {
-				t.Fatalf("charged after the first request = %v, want %v", charged, tc.chargedOnce)
-			}
-			retry := create(t, s, key, "10.00", tc.ref, 5*time.Second)
-			if ok := retry.status == http.StatusOK; ok != tc.retryOK {
-				t.Fatalf("retry: %+v, want 200 = %v", retry, tc.retryOK)
-			}
-			if !tc.retryOK && !refusedForGood(t)(retry) && tc.ref != "fail_1" {
-				t.Fatalf("retry of %s: %+v, want 422 with charged false", tc.ref, retry)
-			}
-			if n := len(s.Ledger().Succeeded(tc.ref)); n != btoi(tc.retryOK || tc.chargedOnce) {
-				t.Fatalf("succeeded charges for %s = %d", tc.ref, n)
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			s := start(t, sandboxprovider.Config{SlowDelay: 2 * time.Second})
+			prepare(t, s)
+			for _, tc := range tests {
+				t.Run(tc.ref, func(t *testing.T) {
+					key := "key-" + tc.ref
+					first := k.create(t, s, key, tc.ref, 500*time.Millisecond)
+					if !tc.check(t, first) {
+						t.Fatalf("first request: %+v", first)
+					}
+					if made := k.made(s, key); made != tc.madeOnce {
+						t.Fatalf("made after the first request = %v, want %v", made, tc.madeOnce)
+					}
+					retry := k.create(t, s, key, tc.ref, 5*time.Second)
+					if ok := retry.status == http.StatusOK; ok != tc.retryOK {
+						t.Fatalf("retry: %+v, want 200 = %v", retry, tc.retryOK)
+					}
+					if !tc.retryOK && !refusedForGood(t, retry) && tc.ref != "fail_1" {
+						t.Fatalf("retry of %s: %+v, want 422 saying nothing was done", tc.ref, retry)
+					}
+					if n := k.succeeded(s, tc.ref); n != btoi(tc.retryOK || tc.madeOnce) {
+						t.Fatalf("succeeded for %s = %d", tc.ref, n)
+					}
+				})
 			}
 		})
 	}
 }
 
 // refusedForGood checks a permanent refusal: 422 invalid_request, saying
-// nothing was charged.
-func refusedForGood(t *testing.T) func(a answer) bool {
-	return func(a answer) bool {
-		typ, charged := errorType(t, a)
-		return a.status == http.StatusUnprocessableEntity && typ == sandboxprovider.ErrTypeInvalidRequest && charged != nil && !*charged
-	}
+// nothing was charged (or refunded).
+func refusedForGood(t *testing.T, a answer) bool {
+	typ, done := errorType(t, a)
+	return a.status == http.StatusUnprocessableEntity && typ == sandboxprovider.ErrTypeInvalidRequest && done != nil && !*done
 }
 
-// The lookup by key tells the three states apart: no charge (404), a
-// request still being processed (409: it may yet charge, so it is not
-// "none"), and the decided charge (200).
+// inProgress checks a 409 in-progress refusal.
+func inProgress(t *testing.T, a answer) bool {
+	typ, _ := errorType(t, a)
+	return a.status == http.StatusConflict && typ == sandboxprovider.ErrTypeInProgress
+}
+
+// The lookup by key tells the three states apart: nothing made (404), a
+// request still being processed (409: it may yet charge or refund, so it
+// is not "none"), and the decision (200).
 func TestLookupByKey(t *testing.T) {
 	t.Parallel()
-	s := start(t, sandboxprovider.Config{Latency: 500 * time.Millisecond})
-	lookup := func(key string) int {
-		t.Helper()
-		resp, err := http.Get(s.URL + "/v1/charges?idempotency_key=" + key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	if got := lookup("k"); got != http.StatusNotFound {
-		t.Fatalf("before any request: %d, want 404", got)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() { create(t, s, "k", "1", "pi_x", 5*time.Second) })
-	deadline := time.Now().Add(5 * time.Second)
-	for s.Ledger().Counters.Requests == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if got := lookup("k"); got != http.StatusConflict {
-		t.Fatalf("while processing: %d, want 409", got)
-	}
-	wg.Wait()
-	if got := lookup("k"); got != http.StatusOK {
-		t.Fatalf("after the charge: %d, want 200", got)
-	}
-	create(t, s, "r", "1", "refuse_x", 5*time.Second)
-	if got := lookup("r"); got != http.StatusNotFound {
-		t.Fatalf("after a refusal: %d, want 404", got)
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			s := start(t, sandboxprovider.Config{Latency: 500 * time.Millisecond})
+			prepare(t, s)
+			lookup := func(key string) int {
+				t.Helper()
+				resp, err := http.Get(s.URL + k.path + "?idempotency_key=" + key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			if got := lookup("k"); got != http.StatusNotFound {
+				t.Fatalf("before any request: %d, want 404", got)
+			}
+			var wg sync.WaitGroup
+			seen := k.counters(s).Requests
+			wg.Go(func() { k.create(t, s, "k", "pi_x", 5*time.Second) })
+			waitForRequests(t, s, k, seen+1)
+			if got := lookup("k"); got != http.StatusConflict {
+				t.Fatalf("while processing: %d, want 409", got)
+			}
+			wg.Wait()
+			if got := lookup("k"); got != http.StatusOK {
+				t.Fatalf("after the decision: %d, want 200", got)
+			}
+			k.create(t, s, "r", "refuse_x", 5*time.Second)
+			if got := lookup("r"); got != http.StatusNotFound {
+				t.Fatalf("after a refusal: %d, want 404", got)
+			}
+		})
 	}
 }
 
@@ -284,5 +369,172 @@ func TestFaultRatesFromEnv(t *testing.T) {
 		case tc.wantErr == "" && (cfg.Seed != 7 || cfg.FaultRates[sandboxprovider.FaultBusy] != 0.2 || cfg.Latency != 5*time.Millisecond):
 			t.Errorf("%v: parsed %+v", tc.env, cfg)
 		}
+	}
+}
+
+// Random faults hit refunds as they hit charges, reproducibly from the
+// seed, and never refund a key twice.
+func TestSeededFaultsHitRefunds(t *testing.T) {
+	t.Parallel()
+	rates := map[sandboxprovider.Fault]float64{sandboxprovider.FaultDrop: 0.3, sandboxprovider.FaultNotCharged: 0.3}
+	run := func() (sandboxprovider.RefundCounters, sandboxprovider.Ledger) {
+		s := start(t, sandboxprovider.Config{FaultRates: rates, Seed: 42})
+		for range 50 { // the charge to refund meets the faults too: retry it
+			if _, ok := s.Lookup("big"); ok {
+				break
+			}
+			create(t, s, "big", "1000.00", "pi_big", 2*time.Second)
+		}
+		for i := range 40 {
+			key := "r" + string(rune('a'+i%20)) // every key twice
+			refund(t, s, key, "big", "1.00", "re_"+key, 2*time.Second)
+		}
+		l := s.Ledger()
+		return l.RefundCounters, l
+	}
+	c1, l1 := run()
+	c2, l2 := run()
+	if c1.Faults[sandboxprovider.FaultDrop] != c2.Faults[sandboxprovider.FaultDrop] ||
+		c1.Faults[sandboxprovider.FaultNotCharged] != c2.Faults[sandboxprovider.FaultNotCharged] || len(l1.Refunds) != len(l2.Refunds) {
+		t.Fatalf("two runs with seed 42 differ: %+v (%d refunds) vs %+v (%d)", c1, len(l1.Refunds), c2, len(l2.Refunds))
+	}
+	if c1.Faults[sandboxprovider.FaultDrop] == 0 || c1.Faults[sandboxprovider.FaultNotCharged] == 0 {
+		t.Fatalf("no faults drawn at 30%% each: %+v", c1)
+	}
+	refunded, total := l1.Refunded("pi_big")
+	if c1.Refunds != len(l1.Refunds) || len(refunded) != c1.Refunds || c1.Refunds > 20 || !total.Equal(decimal.NewFromInt(int64(c1.Refunds))) {
+		t.Fatalf("%d refunds counted, %d in the ledger, %d of pi_big totalling %s, over 20 keys of 1.00",
+			c1.Refunds, len(l1.Refunds), len(refunded), total)
+	}
+}
+
+// One key is one refund, as one key is one charge: the same parameters
+// replay the first answer, others are refused; the ledger over HTTP says
+// what was refunded for which payment, apart from what was charged.
+func TestOneKeyIsOneRefund(t *testing.T) {
+	t.Parallel()
+	s := start(t, sandboxprovider.Config{})
+	if a := create(t, s, "ck", "100.00", "pi_1", 5*time.Second); a.status != http.StatusOK {
+		t.Fatalf("charge: %+v", a)
+	}
+
+	first := refund(t, s, "r1", "ck", "30.00", "re_1", 5*time.Second)
+	var answer sandboxprovider.RefundAnswer
+	if err := json.Unmarshal([]byte(first.body), &answer); err != nil || first.status != http.StatusOK || first.replayed {
+		t.Fatalf("first: %+v (%v)", first, err)
+	}
+	if !strings.HasPrefix(answer.ID, "re_") || answer.IdempotencyKey != "r1" || answer.Status != sandboxprovider.StatusSucceeded ||
+		answer.Amount.String() != "30" || answer.Currency != "RUB" || answer.Reference != "re_1" || answer.Charge != "ck" {
+		t.Fatalf("answer = %+v", answer)
+	}
+	again := refund(t, s, "r1", "ck", "30", "re_1", 5*time.Second) // the same amount, written otherwise
+	if again.status != http.StatusOK || !again.replayed || again.body != first.body {
+		t.Fatalf("replay: %+v, want the first answer, replayed", again)
+	}
+	other := refund(t, s, "r1", "ck", "31.00", "re_1", 5*time.Second)
+	if typ, _ := errorType(t, other); other.status != http.StatusUnprocessableEntity || typ != sandboxprovider.ErrTypeKeyReused {
+		t.Fatalf("other amount under the key: %+v, want 422 %s", other, sandboxprovider.ErrTypeKeyReused)
+	}
+	declined := refund(t, s, "r2", "ck", "5", "decline_1", 5*time.Second)
+	if declined.status != http.StatusOK || !strings.Contains(declined.body, `"status":"declined"`) {
+		t.Fatalf("decline: %+v", declined)
+	}
+
+	ledger, err := sandboxprovider.FetchLedger(context.Background(), s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := ledger.RefundCounters; c.Refunds != 1 || c.Declines != 1 || c.Replays != 1 || c.ParamConflicts != 1 || c.Requests != 4 {
+		t.Fatalf("refund counters = %+v", c)
+	}
+	if c := ledger.Counters; c.Charges != 1 || c.Requests != 1 {
+		t.Fatalf("charge counters = %+v: refunds are counted apart", c)
+	}
+	if got, total := ledger.Refunded("pi_1"); len(got) != 1 || total.String() != "30" || got[0].Requests != 2 {
+		t.Fatalf("refunded for pi_1 = %+v, total %s", got, total)
+	}
+	if got := s.RefundsFor("pi_1"); len(got) != 2 {
+		t.Fatalf("refunds for pi_1 = %+v, want the succeeded and the declined one", got)
+	}
+	if _, ok := s.LookupRefund("r1"); !ok {
+		t.Fatal("lookup of a refunded key found nothing")
+	}
+}
+
+// The succeeded refunds of a charge never add up to more than it charged;
+// a refund of a charge that did not succeed is refused. A refusal says
+// nothing was refunded and records nothing under its key.
+func TestRefundsNeverExceedTheCharge(t *testing.T) {
+	t.Parallel()
+	s := start(t, sandboxprovider.Config{})
+	create(t, s, "ck", "100.00", "pi_1", 5*time.Second)
+	create(t, s, "dk", "50.00", "decline_c", 5*time.Second)
+	body := func(charge, amount, currency, ref string) string {
+		return `{"charge":"` + charge + `","amount":"` + amount + `","currency":"` + currency + `","reference":"` + ref + `"}`
+	}
+	tests := []struct {
+		name, key, body string
+		want            string // the decision, or "refused"
+	}{
+		{"60 of 100", "a", body("ck", "60.00", "RUB", "re_a"), "succeeded"},
+		{"50 more, with 40 left", "b", body("ck", "50.00", "RUB", "re_b"), "refused"},
+		{"a declined refund takes nothing", "c", body("ck", "40.00", "RUB", "decline_r"), "declined"},
+		{"exactly the 40 left", "d", body("ck", "40.00", "RUB", "re_d"), "succeeded"},
+		{"a cent more", "e", body("ck", "0.01", "RUB", "re_e"), "refused"},
+		{"a declined charge", "f", body("dk", "1", "RUB", "re_f"), "refused"},
+		{"no such charge", "g", body("nope", "1", "RUB", "re_g"), "refused"},
+		{"another currency", "h", body("ck", "1", "EUR", "re_h"), "refused"},
+	}
+	for _, tc := range tests {
+		a := post(t, s.URL+"/v1/refunds", tc.key, tc.body, 5*time.Second)
+		switch tc.want {
+		case "refused":
+			if !refusedForGood(t, a) || !strings.Contains(a.body, `"refunded":false`) {
+				t.Errorf("%s: %+v, want 422 invalid_request, refunded false", tc.name, a)
+			}
+			if _, ok := s.LookupRefund(tc.key); ok {
+				t.Errorf("%s: the refused refund's key holds a refund", tc.name)
+			}
+		default:
+			if a.status != http.StatusOK || !strings.Contains(a.body, `"status":"`+tc.want+`"`) {
+				t.Errorf("%s: %+v, want %s", tc.name, a, tc.want)
+			}
+		}
+	}
+	l := s.Ledger()
+	if _, total := l.Refunded("pi_1"); total.String() != "100" || l.RefundCounters.Refusals != 5 {
+		t.Fatalf("refunded %s of pi_1 with %d refusals, want 100 and 5", total, l.RefundCounters.Refusals)
+	}
+}
+
+// Refunds processed at the same time cannot together go beyond the
+// charge: of 25 refunds of 10.00 of a 100.00 charge, each held in
+// processing so that they overlap, exactly 10 are made.
+func TestConcurrentRefundsNeverExceedTheCharge(t *testing.T) {
+	t.Parallel()
+	s := start(t, sandboxprovider.Config{Latency: 100 * time.Millisecond})
+	create(t, s, "ck", "100.00", "pi_1", 5*time.Second)
+	answers := make([]answer, 25)
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Go(func() {
+			key := fmt.Sprintf("r%02d", i)
+			answers[i] = refund(t, s, key, "ck", "10.00", "re_"+key, 5*time.Second)
+		})
+	}
+	wg.Wait()
+	made, refused := 0, 0
+	for _, a := range answers {
+		switch {
+		case a.status == http.StatusOK:
+			made++
+		case refusedForGood(t, a):
+			refused++
+		default:
+			t.Fatalf("answer %+v", a)
+		}
+	}
+	if _, total := s.Ledger().Refunded("pi_1"); made != 10 || refused != 15 || total.String() != "100" {
+		t.Fatalf("%d made, %d refused, %s refunded; want 10, 15, 100", made, refused, total)
 	}
 }

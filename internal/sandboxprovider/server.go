@@ -19,8 +19,10 @@ import (
 func (p *Provider) Handler(done <-chan struct{}) http.Handler {
 	h := &handler{p: p, done: done}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/charges", h.createCharge)
-	mux.HandleFunc("GET /v1/charges", h.lookupCharge)
+	mux.HandleFunc("POST /v1/charges", create(h, charges))
+	mux.HandleFunc("GET /v1/charges", lookup(h, charges))
+	mux.HandleFunc("POST /v1/refunds", create(h, refunds))
+	mux.HandleFunc("GET /v1/refunds", lookup(h, refunds))
 	mux.HandleFunc("GET /v1/ledger", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, p.Ledger())
 	})
@@ -42,6 +44,7 @@ const (
 	ErrTypeInProgress     = "idempotency_request_in_progress"
 	ErrTypeUnavailable    = "api_unavailable"
 	ErrTypeChargeNotFound = "charge_not_found"
+	ErrTypeRefundNotFound = "refund_not_found"
 )
 
 const (
@@ -57,71 +60,128 @@ type ChargeRequest struct {
 	Reference string `json:"reference"`
 }
 
+// RefundRequest is the body of POST /v1/refunds: the fields of a charge
+// request (the amount to give back, the charge's currency, the refund's
+// own reference), and the charge.
+type RefundRequest struct {
+	// Charge is the idempotency key the charge was made under: the one
+	// name of a charge that its payer holds before the answer comes back.
+	Charge string `json:"charge"`
+	ChargeRequest
+}
+
 // ErrorBody is the body of every error answer.
 type ErrorBody struct {
 	Error struct {
 		Type    string `json:"type"`
 		Message string `json:"message"`
 		// Charged is false when the provider states that nothing was
-		// charged for this request; absent when it cannot say.
+		// charged for this charge request; absent when it cannot say.
 		Charged *bool `json:"charged,omitempty"`
+		// Refunded is the same for a refund request.
+		Refunded *bool `json:"refunded,omitempty"`
 	} `json:"error"`
 }
 
-func (h *handler) createCharge(w http.ResponseWriter, r *http.Request) {
-	key := r.Header.Get(headerIdempotencyKey)
-	if key == "" || len(key) > maxKeyOrReferenceBytes {
-		writeError(w, http.StatusBadRequest, ErrTypeInvalidRequest, "an Idempotency-Key header of 1 to 255 bytes is required", nil)
-		return
-	}
-	req, err := parseChargeRequest(r.Body)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, ErrTypeInvalidRequest, err.Error(), nil)
-		return
-	}
+// kind is what the API's handlers need of one kind of keyed request; the
+// handlers, their idempotency answers and their faults are the same for
+// every kind.
+type kind[R keyedRequest[R], A any] struct {
+	noun     string // "charge": in messages
+	done     string // "charged": what a refusal says did not happen
+	notFound string // the lookup's error type for a key that holds nothing
+	// flag is the error body's field that says whether it was done.
+	flag  func(*ErrorBody) **bool
+	book  func(*Provider) *book[R, A]
+	parse func(io.Reader) (R, error)
+	// decide makes the decision of a key admitted as new, with p.mu held;
+	// an error refuses the request for good, with nothing recorded.
+	decide func(p *Provider, key string, req R) (A, error)
+}
 
-	adm, fault, charge := h.p.begin(key, req)
-	switch adm {
-	case admitConflict:
-		writeError(w, http.StatusUnprocessableEntity, ErrTypeKeyReused,
-			"this idempotency key was used with other parameters; nothing was charged", nil)
-		return
-	case admitInProgress:
-		writeError(w, http.StatusConflict, ErrTypeInProgress, "a request with this idempotency key is being processed", nil)
-		return
-	case admitRefused:
-		notCharged := false
-		if fault == FaultRefused {
-			writeError(w, http.StatusUnprocessableEntity, ErrTypeInvalidRequest, "this charge request is refused; nothing was charged", &notCharged)
+// nothingDone marks an error body as saying that nothing was done for the
+// request: "charged": false, or "refunded": false.
+func (k kind[R, A]) nothingDone(e *ErrorBody) {
+	no := false
+	*k.flag(e) = &no
+}
+
+var charges = kind[chargeRequest, ChargeAnswer]{noun: "charge", done: "charged", notFound: ErrTypeChargeNotFound,
+	flag:  func(e *ErrorBody) **bool { return &e.Error.Charged },
+	book:  func(p *Provider) *book[chargeRequest, ChargeAnswer] { return p.charges },
+	parse: parseChargeRequest, decide: (*Provider).decideCharge}
+
+var refunds = kind[refundRequest, RefundAnswer]{noun: "refund", done: "refunded", notFound: ErrTypeRefundNotFound,
+	flag:  func(e *ErrorBody) **bool { return &e.Error.Refunded },
+	book:  func(p *Provider) *book[refundRequest, RefundAnswer] { return p.refunds },
+	parse: parseRefundRequest, decide: (*Provider).decideRefund}
+
+// create serves POST for a kind: the key's admission, the processing of a
+// new key, the fault the request meets, and the answer.
+func create[R keyedRequest[R], A any](h *handler, k kind[R, A]) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get(headerIdempotencyKey)
+		if key == "" || len(key) > maxKeyOrReferenceBytes {
+			writeError(w, http.StatusBadRequest, ErrTypeInvalidRequest, "an Idempotency-Key header of 1 to 255 bytes is required", nil)
 			return
 		}
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, ErrTypeUnavailable, "temporarily unavailable; nothing was charged", &notCharged)
-		return
-	case admitNew:
-		// Processing goes on even if the client goes away, as at a real
-		// provider: the client then does not know the outcome.
-		h.wait(nil, h.p.cfg.Latency)
-		charge = h.p.decide(key, req)
-	}
+		req, err := k.parse(r.Body)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, ErrTypeInvalidRequest, err.Error(), nil)
+			return
+		}
 
-	switch fault {
-	case FaultDrop:
-		// The charge is made; the answer is lost. The server closes the
-		// connection without writing anything.
-		panic(http.ErrAbortHandler)
-	case FaultBadGateway:
-		w.Header().Set("Content-Type", "text/html")
-		w.WriteHeader(http.StatusBadGateway)
-		_, _ = io.WriteString(w, "<html><body><h1>502 Bad Gateway</h1></body></html>\n")
-		return
-	case FaultSlow:
-		h.wait(r.Context().Done(), h.p.cfg.SlowDelay)
+		h.p.mu.Lock()
+		adm, fault, answer := k.book(h.p).begin(h.p, key, req)
+		h.p.mu.Unlock()
+		switch adm {
+		case admitConflict:
+			writeError(w, http.StatusUnprocessableEntity, ErrTypeKeyReused,
+				"this idempotency key was used with other parameters; nothing was "+k.done, nil)
+			return
+		case admitInProgress:
+			writeError(w, http.StatusConflict, ErrTypeInProgress, "a request with this idempotency key is being processed", nil)
+			return
+		case admitRefused:
+			if fault == FaultRefused {
+				writeError(w, http.StatusUnprocessableEntity, ErrTypeInvalidRequest,
+					"this "+k.noun+" request is refused; nothing was "+k.done, k.nothingDone)
+				return
+			}
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, ErrTypeUnavailable, "temporarily unavailable; nothing was "+k.done, k.nothingDone)
+			return
+		case admitNew:
+			// Processing goes on even if the client goes away, as at a real
+			// provider: the client then does not know the outcome.
+			h.wait(nil, h.p.cfg.Latency)
+			h.p.mu.Lock()
+			answer, err = k.decide(h.p, key, req)
+			h.p.mu.Unlock()
+			if err != nil {
+				writeError(w, http.StatusUnprocessableEntity, ErrTypeInvalidRequest, err.Error(), k.nothingDone)
+				return
+			}
+		}
+
+		switch fault {
+		case FaultDrop:
+			// The charge (or refund) is made; the answer is lost. The server closes the
+			// connection without writing anything.
+			panic(http.ErrAbortHandler)
+		case FaultBadGateway:
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = io.WriteString(w, "<html><body><h1>502 Bad Gateway</h1></body></html>\n")
+			return
+		case FaultSlow:
+			h.wait(r.Context().Done(), h.p.cfg.SlowDelay)
+		}
+		if adm == admitReplay {
+			w.Header().Set(headerReplayed, "true")
+		}
+		writeJSON(w, http.StatusOK, answer)
 	}
-	if adm == admitReplay {
-		w.Header().Set(headerReplayed, "true")
-	}
-	writeJSON(w, http.StatusOK, charge.ChargeAnswer)
 }
 
 // wait sleeps for d, or until the server stops or cancel is closed.
@@ -138,30 +198,64 @@ func (h *handler) wait(cancel <-chan struct{}, d time.Duration) {
 	}
 }
 
-func (h *handler) lookupCharge(w http.ResponseWriter, r *http.Request) {
-	key := r.URL.Query().Get("idempotency_key")
-	if key == "" {
-		writeError(w, http.StatusBadRequest, ErrTypeInvalidRequest, "the idempotency_key parameter is required", nil)
-		return
-	}
-	c, found := h.p.LookupState(key)
-	switch found {
-	case LookupNone:
-		writeError(w, http.StatusNotFound, ErrTypeChargeNotFound, "no charge was made with this idempotency key", nil)
-	case LookupProcessing:
-		writeError(w, http.StatusConflict, ErrTypeInProgress, "a request with this idempotency key is being processed", nil)
-	default:
-		writeJSON(w, http.StatusOK, c.ChargeAnswer)
+// lookup serves GET ?idempotency_key= for a kind: what the key holds,
+// without doing anything.
+func lookup[R keyedRequest[R], A any](h *handler, k kind[R, A]) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key := r.URL.Query().Get("idempotency_key")
+		if key == "" {
+			writeError(w, http.StatusBadRequest, ErrTypeInvalidRequest, "the idempotency_key parameter is required", nil)
+			return
+		}
+		h.p.mu.Lock()
+		answer, _, found := k.book(h.p).lookup(key)
+		h.p.mu.Unlock()
+		switch found {
+		case LookupNone:
+			writeError(w, http.StatusNotFound, k.notFound, "no "+k.noun+" was made with this idempotency key", nil)
+		case LookupProcessing:
+			writeError(w, http.StatusConflict, ErrTypeInProgress, "a request with this idempotency key is being processed", nil)
+		default:
+			writeJSON(w, http.StatusOK, answer)
+		}
 	}
 }
 
 func parseChargeRequest(body io.Reader) (chargeRequest, error) {
 	var in ChargeRequest
+	if err := decodeBody(body, "charge", &in); err != nil {
+		return chargeRequest{}, err
+	}
+	return in.parse()
+}
+
+func parseRefundRequest(body io.Reader) (refundRequest, error) {
+	var in RefundRequest
+	if err := decodeBody(body, "refund", &in); err != nil {
+		return refundRequest{}, err
+	}
+	common, err := in.ChargeRequest.parse()
+	if err != nil {
+		return refundRequest{}, err
+	}
+	if in.Charge == "" || len(in.Charge) > maxKeyOrReferenceBytes {
+		return refundRequest{}, errors.New("charge must be the charge's idempotency key, 1 to 255 bytes")
+	}
+	return refundRequest{chargeRequest: common, Charge: in.Charge}, nil
+}
+
+// decodeBody reads one JSON object of known fields into v.
+func decodeBody(body io.Reader, noun string, v any) error {
 	dec := json.NewDecoder(io.LimitReader(body, 16<<10))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return chargeRequest{}, fmt.Errorf("the body must be a JSON charge request: %v", err)
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("the body must be a JSON %s request: %v", noun, err)
 	}
+	return nil
+}
+
+// parse validates the fields every kind of request has.
+func (in ChargeRequest) parse() (chargeRequest, error) {
 	if len(in.Amount) == 0 || len(in.Amount) > 32 {
 		return chargeRequest{}, errors.New("amount must be a decimal string")
 	}
@@ -189,9 +283,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-func writeError(w http.ResponseWriter, status int, typ, msg string, charged *bool) {
+// writeError answers an error; nothingDone, when not nil, marks the body
+// as saying that nothing was done for the request.
+func writeError(w http.ResponseWriter, status int, typ, msg string, nothingDone func(*ErrorBody)) {
 	var body ErrorBody
-	body.Error.Type, body.Error.Message, body.Error.Charged = typ, msg, charged
+	body.Error.Type, body.Error.Message = typ, msg
+	if nothingDone != nil {
+		nothingDone(&body)
+	}
 	writeJSON(w, status, body)
 }
 
@@ -214,6 +313,25 @@ func Start(addr string, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("sandbox provider: listen on %s: %w", addr, err)
 	}
 	return Serve(ln, cfg), nil
+}
+
+// TB is what StartForTest needs of a *testing.T.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Cleanup(func())
+}
+
+// StartForTest serves a new provider on a free loopback port until the
+// test ends.
+func StartForTest(t TB, cfg Config) *Server {
+	t.Helper()
+	s, err := Start("127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
 // Serve serves a new provider on ln until Close.

@@ -1,10 +1,13 @@
 // Package sandbox is the adapter for the sandbox payment provider's HTTP API
 // (internal/sandboxprovider, run by cmd/sandbox-provider): it implements
-// app.PaymentProvider over a real network connection, and sorts every
-// failure into the port's three cases.
+// app.PaymentProvider and app.RefundProvider over a real network
+// connection, and sorts every answer into the ports' four cases. A charge
+// and a refund go through the same request and classification code; only
+// their URL, body and the flag their errors carry differ (operation).
 //
-// It makes exactly one HTTP request per Charge and never retries: the use
-// case owns retries, and only it knows whether one is safe. That includes
+// It makes exactly one HTTP request per Charge or Refund and never
+// retries: the use case owns retries, and only it knows whether one is
+// safe. That includes
 // net/http's own silent retry, which a request with an Idempotency-Key
 // header would otherwise get on a reused connection (see newRequest).
 package sandbox
@@ -44,10 +47,21 @@ type Config struct {
 	Timeout time.Duration
 }
 
-// Client implements app.PaymentProvider.
+// Client implements app.PaymentProvider and app.RefundProvider.
 type Client struct {
-	chargesURL *url.URL
-	http       *http.Client
+	charges operation
+	refunds operation
+	http    *http.Client
+}
+
+// operation is one kind of call the provider takes: charges or refunds.
+type operation struct {
+	noun     string // "charge": in errors
+	url      *url.URL
+	notFound string // the lookup's error type for "none under the key"
+	// nothingDone is the flag of an error answer that says nothing was
+	// done: "charged" or "refunded".
+	nothingDone func(errorAnswer) *bool
 }
 
 // New returns a client with one connection pool for all calls.
@@ -65,7 +79,10 @@ func New(cfg Config) (*Client, error) {
 		IdleConnTimeout:     90 * time.Second,
 	}
 	return &Client{
-		chargesURL: u.JoinPath("v1", "charges"),
+		charges: operation{noun: "charge", url: u.JoinPath("v1", "charges"), notFound: errTypeChargeNotFound,
+			nothingDone: func(e errorAnswer) *bool { return e.Error.Charged }},
+		refunds: operation{noun: "refund", url: u.JoinPath("v1", "refunds"), notFound: errTypeRefundNotFound,
+			nothingDone: func(e errorAnswer) *bool { return e.Error.Refunded }},
 		http: &http.Client{
 			Transport: transport,
 			Timeout:   cfg.Timeout,
@@ -75,48 +92,77 @@ func New(cfg Config) (*Client, error) {
 	}, nil
 }
 
-// chargeRequest and chargeAnswer are the provider's wire format.
+// chargeRequest, refundRequest and answer are the provider's wire format.
 type chargeRequest struct {
 	Amount    string `json:"amount"`
 	Currency  string `json:"currency"`
 	Reference string `json:"reference"`
 }
 
-type chargeAnswer struct {
+type refundRequest struct {
+	Charge string `json:"charge"`
+	chargeRequest
+}
+
+// answer is a decided charge or refund; Charge, the refunded charge's key,
+// is empty for a charge.
+type answer struct {
 	ID             string          `json:"id"`
 	IdempotencyKey string          `json:"idempotencyKey"`
 	Status         string          `json:"status"`
 	Amount         decimal.Decimal `json:"amount"`
 	Currency       string          `json:"currency"`
 	Reference      string          `json:"reference"`
+	Charge         string          `json:"charge"`
 }
 
 type errorAnswer struct {
 	Error struct {
-		Type    string `json:"type"`
-		Message string `json:"message"`
-		Charged *bool  `json:"charged"`
+		Type     string `json:"type"`
+		Message  string `json:"message"`
+		Charged  *bool  `json:"charged"`
+		Refunded *bool  `json:"refunded"`
 	} `json:"error"`
 }
 
-// errTypeChargeNotFound is the error type of the lookup's "no such charge".
-const errTypeChargeNotFound = "charge_not_found"
+// The lookups' error types for "nothing under the key".
+const (
+	errTypeChargeNotFound = "charge_not_found"
+	errTypeRefundNotFound = "refund_not_found"
+)
 
 // maxAnswerBytes bounds what is read of an answer.
 const maxAnswerBytes = 64 << 10
 
 // Charge implements app.PaymentProvider.
 func (c *Client) Charge(ctx context.Context, req app.ProviderCharge) (app.ProviderDecision, error) {
-	body, err := json.Marshal(chargeRequest{
-		Amount:    req.Charge.Amount.AmountString(),
-		Currency:  string(req.Charge.Amount.Currency()),
-		Reference: string(req.Charge.ExternalPaymentID),
-	})
+	body, want := describe(req.Charge.Amount, string(req.Charge.ExternalPaymentID), "")
+	return c.create(ctx, c.charges, req.IdempotencyKey, body, want)
+}
+
+// Refund implements app.RefundProvider.
+func (c *Client) Refund(ctx context.Context, req app.ProviderRefund) (app.ProviderDecision, error) {
+	fields, want := describe(req.Refund.Amount, string(req.Refund.ExternalRefundID), req.ChargeKey)
+	return c.create(ctx, c.refunds, req.IdempotencyKey, refundRequest{Charge: req.ChargeKey, chargeRequest: fields}, want)
+}
+
+// describe returns the fields every request has, for amount m under
+// reference, and the answer a 200 must give for it (charge: the refunded
+// charge's key, empty for a charge).
+func describe(m domain.Money, reference, charge string) (chargeRequest, answer) {
+	return chargeRequest{Amount: m.AmountString(), Currency: string(m.Currency()), Reference: reference},
+		answer{Amount: m.Amount(), Currency: string(m.Currency()), Reference: reference, Charge: charge}
+}
+
+// create sends one create call of op and sorts its answer; want is what a
+// 200 must describe.
+func (c *Client) create(ctx context.Context, op operation, key string, body any, want answer) (app.ProviderDecision, error) {
+	payload, err := json.Marshal(body)
 	if err != nil {
 		return "", fmt.Errorf("%w: encode request: %v", app.ErrProviderNotCharged, err)
 	}
 	var sent atomic.Bool // set by the transport's writer goroutine
-	httpReq, err := newRequest(ctx, c.chargesURL.String(), req.IdempotencyKey, body, &sent)
+	httpReq, err := newRequest(ctx, op.url.String(), key, payload, &sent)
 	if err != nil {
 		return "", fmt.Errorf("%w: build request: %v", app.ErrProviderNotCharged, err)
 	}
@@ -131,14 +177,14 @@ func (c *Client) Charge(ctx context.Context, req app.ProviderCharge) (app.Provid
 		return "", fmt.Errorf("%w: %v", app.ErrProviderOutcomeUnknown, err)
 	}
 	defer resp.Body.Close()
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	answerBody, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
 	if err != nil {
 		return "", fmt.Errorf("%w: reading the answer (%s): %v", app.ErrProviderOutcomeUnknown, resp.Status, err)
 	}
 	if resp.StatusCode == http.StatusOK {
-		return decision(req, answer)
+		return decision(op, want, answerBody)
 	}
-	return "", classifyRefusal(resp.StatusCode, answer)
+	return "", classifyRefusal(op, resp.StatusCode, answerBody)
 }
 
 // newRequest builds the POST. sent becomes true once the request has been
@@ -166,29 +212,29 @@ func newRequest(ctx context.Context, target, key string, body []byte, sent *atom
 }
 
 // decision reads a 200 answer. An answer that cannot be read, or that
-// describes another charge than the one asked for, is not a decision.
-func decision(req app.ProviderCharge, body []byte) (app.ProviderDecision, error) {
-	var a chargeAnswer
+// describes another charge (or refund) than the one asked for, is not a
+// decision.
+func decision(op operation, want answer, body []byte) (app.ProviderDecision, error) {
+	var a answer
 	if err := json.Unmarshal(body, &a); err != nil {
 		return "", fmt.Errorf("%w: unreadable answer: %v", app.ErrProviderOutcomeUnknown, err)
 	}
-	if a.Reference != string(req.Charge.ExternalPaymentID) || a.Currency != string(req.Charge.Amount.Currency()) ||
-		!a.Amount.Equal(req.Charge.Amount.Amount()) {
-		return "", fmt.Errorf("%w: the answer describes another charge (%s %s %s)",
-			app.ErrProviderOutcomeUnknown, a.Reference, a.Amount, a.Currency)
+	if a.Reference != want.Reference || a.Currency != want.Currency || !a.Amount.Equal(want.Amount) || a.Charge != want.Charge {
+		return "", fmt.Errorf("%w: the answer describes another %s (%s %s %s %s)",
+			app.ErrProviderOutcomeUnknown, op.noun, a.Reference, a.Amount, a.Currency, a.Charge)
 	}
-	return decisionOf(a)
+	return decisionOf(op, a)
 }
 
-// decisionOf is the decision a charge's status states.
-func decisionOf(a chargeAnswer) (app.ProviderDecision, error) {
+// decisionOf is the decision a charge's (or refund's) status states.
+func decisionOf(op operation, a answer) (app.ProviderDecision, error) {
 	switch a.Status {
 	case "succeeded":
 		return app.ProviderApproved, nil
 	case "declined":
 		return app.ProviderDeclined, nil
 	default:
-		return "", fmt.Errorf("%w: charge %s has status %q", app.ErrProviderOutcomeUnknown, a.ID, a.Status)
+		return "", fmt.Errorf("%w: %s %s has status %q", app.ErrProviderOutcomeUnknown, op.noun, a.ID, a.Status)
 	}
 }
 
@@ -204,9 +250,10 @@ func decisionOf(a chargeAnswer) (app.ProviderDecision, error) {
 //     side or of the moment (credentials, the URL, a rate limit) that an
 //     operator or time fixes: not charged, for now. A wrong API key must
 //     not end every payment FAILED.
-//   - 5xx with "charged": false: the provider says it did not charge.
+//   - 5xx with "charged": false ("refunded": false for a refund): the
+//     provider says it did not charge (refund).
 //   - everything else, 409 in progress and other 5xx among them: unknown.
-func classifyRefusal(status int, body []byte) error {
+func classifyRefusal(op operation, status int, body []byte) error {
 	var e errorAnswer
 	_ = json.Unmarshal(body, &e) // a gateway's HTML page is simply not an errorAnswer
 	what := fmt.Sprintf("provider answered %d %s", status, e.Error.Type)
@@ -216,7 +263,7 @@ func classifyRefusal(status int, body []byte) error {
 	case status == http.StatusUnauthorized, status == http.StatusForbidden,
 		status == http.StatusNotFound, status == http.StatusTooManyRequests:
 		return fmt.Errorf("%w: %s: %s", app.ErrProviderNotCharged, what, e.Error.Message)
-	case status >= 500 && e.Error.Charged != nil && !*e.Error.Charged:
+	case status >= 500 && op.nothingDone(e) != nil && !*op.nothingDone(e):
 		return fmt.Errorf("%w: %s: %s", app.ErrProviderNotCharged, what, e.Error.Message)
 	default:
 		return fmt.Errorf("%w: %s", app.ErrProviderOutcomeUnknown, what)
@@ -229,7 +276,18 @@ func classifyRefusal(status int, body []byte) error {
 // that and a readable 200 (409 while the key's request is being processed
 // among them) cannot say, and is unknown.
 func (c *Client) LookupCharge(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
-	u := *c.chargesURL
+	return c.lookup(ctx, c.charges, idempotencyKey)
+}
+
+// LookupRefund implements app.RefundProvider: GET /v1/refunds?idempotency_key=,
+// sorted as LookupCharge sorts a charge's.
+func (c *Client) LookupRefund(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
+	return c.lookup(ctx, c.refunds, idempotencyKey)
+}
+
+// lookup asks op's lookup what the provider holds under a key.
+func (c *Client) lookup(ctx context.Context, op operation, idempotencyKey string) (app.ProviderDecision, error) {
+	u := *op.url
 	u.RawQuery = url.Values{"idempotency_key": {idempotencyKey}}.Encode()
 	httpReq, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
@@ -240,25 +298,28 @@ func (c *Client) LookupCharge(ctx context.Context, idempotencyKey string) (app.P
 		return "", fmt.Errorf("%w: lookup: %v", app.ErrProviderOutcomeUnknown, err)
 	}
 	defer resp.Body.Close()
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
 	if err != nil {
 		return "", fmt.Errorf("%w: reading the lookup (%s): %v", app.ErrProviderOutcomeUnknown, resp.Status, err)
 	}
 	var e errorAnswer
 	switch {
 	case resp.StatusCode == http.StatusOK:
-		var a chargeAnswer
-		if err := json.Unmarshal(answer, &a); err != nil || a.IdempotencyKey != idempotencyKey {
-			return "", fmt.Errorf("%w: the lookup's answer is not the key's charge (%v)", app.ErrProviderOutcomeUnknown, err)
+		var a answer
+		if err := json.Unmarshal(body, &a); err != nil || a.IdempotencyKey != idempotencyKey {
+			return "", fmt.Errorf("%w: the lookup's answer is not the key's %s (%v)", app.ErrProviderOutcomeUnknown, op.noun, err)
 		}
-		return decisionOf(a)
-	case resp.StatusCode == http.StatusNotFound && json.Unmarshal(answer, &e) == nil && e.Error.Type == errTypeChargeNotFound:
-		// Only the provider's own "no such charge": a 404 from anything in
-		// front of it (a wrong path, a proxy) says nothing about the key.
+		return decisionOf(op, a)
+	case resp.StatusCode == http.StatusNotFound && json.Unmarshal(body, &e) == nil && e.Error.Type == op.notFound:
+		// Only the provider's own "none under the key": a 404 from anything
+		// in front of it (a wrong path, a proxy) says nothing about the key.
 		return "", fmt.Errorf("%w: %s", app.ErrNoProviderCharge, e.Error.Message)
 	default:
 		return "", fmt.Errorf("%w: lookup answered %s", app.ErrProviderOutcomeUnknown, resp.Status)
 	}
 }
 
-var _ app.PaymentProvider = (*Client)(nil)
+var (
+	_ app.PaymentProvider = (*Client)(nil)
+	_ app.RefundProvider  = (*Client)(nil)
+)
