@@ -22,7 +22,7 @@ import (
 // standalone statements below run the clauses alone, for the tests and
 // until the refund is wired onto the core.
 //
-// The refund total is payment.refund_reserved (migration 00016): PENDING
+// The refund total is payment.refund_reserved (migration 00015): PENDING
 // and SUCCEEDED refunds count, and its CHECK keeps it within 0 and the
 // payment's amount whatever a statement does.
 
