@@ -195,7 +195,8 @@ suite_witnesses() {
 # switches its first property off to show what it breaks next.
 suite_nofence() {
 	run mutant-nofence            bfs "violation:VIOLATED P4" -DSCEN=1 -DNOFENCE
-	run mutant-nofence-money      bfs "violation:VIOLATED P2" -DSCEN=1 -DNOFENCE -DSKIP_P4 -DSKIP_P6 -DMAXATT=1
+	run mutant-nofence-money      bfs "violation:VIOLATED P2" -DSCEN=1 -DNOFENCE -DSKIP_P4 -DSKIP_P6 -DMAXATT=1 -DMAXREFUSE=0
+	run mutant-nofence-failed     bfs "violation:VIOLATED P8" -DSCEN=1 -DNOFENCE -DSKIP_P4 -DSKIP_P6 -DMAXATT=1
 }
 suite_findsave() {
 	run mutant-findsave           bfs "violation:VIOLATED P3" -DSCEN=1 -DFINDSAVE
@@ -204,7 +205,7 @@ suite_findsave() {
 suite_delunknown() {
 	run mutant-delunknown         bfs "violation:VIOLATED P6" -DSCEN=1 -DDELUNKNOWN
 	run mutant-delunknown-money   bfs "violation:VIOLATED P2" -DSCEN=1 -DDELUNKNOWN -DSKIP_P6 -DMAXATT=1
-	run mutant-delunknown-issue9  bfs "violation:WITNESS 16 reached" -DSCEN=3 -DDELUNKNOWN -DSKIP_P6 -DWITNESS=16 -DMAXATT=1
+	run mutant-delunknown-issue9  bfs "violation:WITNESS 16 reached" -DSCEN=3 -DDELUNKNOWN -DSKIP_P6 -DWITNESS=16 -DMAXATT=1 -DMAXREFUSE=0
 }
 suite_noorderidx() {
 	run mutant-noorderidx         bfs "violation:VIOLATED P1" -DSCEN=2 -DNOORDERIDX
