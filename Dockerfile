@@ -1,8 +1,8 @@
-# syntax=docker/dockerfile:1
 # Multi-stage build: static binaries (CGO_ENABLED=0) in small non-root images.
 # The default target (the last stage) is the service; `--target
 # sandbox-provider` builds the sandbox payment provider that docker compose
-# runs next to it.
+# runs next to it, and `--target payment-demo` the demo client that seeds
+# compose's demo orders.
 
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
@@ -11,7 +11,8 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/payment-service ./cmd/payment-service && \
-    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/sandbox-provider ./cmd/sandbox-provider
+    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/sandbox-provider ./cmd/sandbox-provider && \
+    CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/payment-demo ./cmd/payment-demo
 
 # The sandbox payment provider: a stand-in for a real provider, for dev and demos.
 FROM gcr.io/distroless/static-debian12:nonroot AS sandbox-provider
@@ -23,6 +24,13 @@ HEALTHCHECK --interval=5s --timeout=4s --start-period=5s --retries=5 \
   CMD ["/usr/local/bin/sandbox-provider", "healthcheck"]
 ENTRYPOINT ["/usr/local/bin/sandbox-provider"]
 CMD ["serve"]
+
+# The demo client (cmd/payment-demo). Compose runs it once as seed-orders
+# (`payment-demo -seed-orders`): it publishes the README tour's orders.
+FROM gcr.io/distroless/static-debian12:nonroot AS payment-demo
+COPY --from=build /out/payment-demo /usr/local/bin/payment-demo
+USER nonroot:nonroot
+ENTRYPOINT ["/usr/local/bin/payment-demo"]
 
 # distroless/static: no shell, no package manager, uid 65532 ("nonroot").
 FROM gcr.io/distroless/static-debian12:nonroot AS payment-service

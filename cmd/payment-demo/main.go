@@ -5,12 +5,22 @@
 // key, prints every response, the payment row and the payment event; then
 // charges a second order through a provider that loses its answer, retries,
 // and shows the provider charged once; and tries to pay that order again
-// under a new key and a new external payment.
+// under a new key and a new external payment. It charges through the
+// reference client (pkg/paymentclient), as a client must: the same key on
+// every retry, 409 request-in-progress and 503 retried after Retry-After,
+// every attempt printed.
 //
 //	API_URL        default http://127.0.0.1:8080
 //	API_KEY        default demo-secret
 //	KAFKA_BROKERS  default 127.0.0.1:9092 (the dev stack's and compose's host listener)
 //	PROVIDER_URL   default http://127.0.0.1:8081 (the sandbox provider, for its ledger)
+//
+// With -seed-orders it only publishes the README tour's orders (1001,
+// 1002, 1003) as OrderCreated.v1 events to order.events, once the topic
+// exists, and exits: docker compose runs it so, as the one-shot service
+// seed-orders (`make dev` writes the same orders into its database). The
+// events' ids are fixed, so publishing them again is harmless: the
+// consumer drops a duplicate eventId.
 package main
 
 import (
@@ -18,6 +28,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -29,17 +40,46 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/example/payment-service/internal/demoorders"
+	"github.com/example/payment-service/pkg/paymentclient"
 )
+
+// orderEventsTopic is where the order service publishes order events, and
+// the service's consumer reads them (ORDER_EVENTS_TOPIC's default).
+const orderEventsTopic = "order.events"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	seedOrders := flag.Bool("seed-orders", false, "only publish the README tour's orders as OrderCreated.v1 events, once order.events exists, and exit")
+	flag.Parse()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if err := run(ctx); err != nil {
+	do := run
+	if *seedOrders {
+		do = seed
+	}
+	if err := do(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "payment-demo:", err)
 		os.Exit(1)
 	}
+}
+
+// seed publishes the tour's orders (package demoorders).
+func seed(ctx context.Context) error {
+	brokers := strings.Split(env("KAFKA_BROKERS", "127.0.0.1:9092"), ",")
+	events := make([]demoorders.Event, len(demoorders.Tour))
+	for i, o := range demoorders.Tour {
+		events[i] = demoorders.TourEvent(o)
+	}
+	if err := demoorders.Publish(ctx, brokers, orderEventsTopic, events...); err != nil {
+		return err
+	}
+	for _, e := range events {
+		fmt.Printf("published OrderCreated.v1 for order %d (eventId %s)\n", e.Order.ID, e.EventID)
+	}
+	return nil
 }
 
 type demo struct {
@@ -47,7 +87,30 @@ type demo struct {
 	key      string
 	brokers  []string
 	provider string
-	http     *http.Client
+	http     *http.Client // prints every answer (printingTransport)
+	client   *paymentclient.Client
+	// orderPause is the pause between charges of an order the service
+	// does not know yet (422 order-not-found).
+	orderPause time.Duration
+}
+
+// newDemo returns a demo against the service at api, charging through the
+// reference client over a transport that prints every attempt.
+func newDemo(api, key, provider string, brokers []string) (demo, error) {
+	d := demo{
+		api:        strings.TrimRight(api, "/"),
+		key:        key,
+		brokers:    brokers,
+		provider:   strings.TrimRight(provider, "/"),
+		http:       &http.Client{Timeout: 30 * time.Second, Transport: printingTransport{next: http.DefaultTransport}},
+		orderPause: 200 * time.Millisecond,
+	}
+	client, err := paymentclient.New(paymentclient.Config{BaseURL: d.api, APIKey: key, HTTPClient: d.http})
+	if err != nil {
+		return demo{}, err
+	}
+	d.client = client
+	return d, nil
 }
 
 func env(name, def string) string {
@@ -58,12 +121,10 @@ func env(name, def string) string {
 }
 
 func run(ctx context.Context) error {
-	d := demo{
-		api:      strings.TrimRight(env("API_URL", "http://127.0.0.1:8080"), "/"),
-		key:      env("API_KEY", "demo-secret"),
-		brokers:  strings.Split(env("KAFKA_BROKERS", "127.0.0.1:9092"), ","),
-		provider: strings.TrimRight(env("PROVIDER_URL", "http://127.0.0.1:8081"), "/"),
-		http:     &http.Client{Timeout: 30 * time.Second},
+	d, err := newDemo(env("API_URL", "http://127.0.0.1:8080"), env("API_KEY", "demo-secret"),
+		env("PROVIDER_URL", "http://127.0.0.1:8081"), strings.Split(env("KAFKA_BROKERS", "127.0.0.1:9092"), ","))
+	if err != nil {
+		return err
 	}
 	// A fresh order each run, so the demo can be repeated on one stack.
 	orderID := 500_000 + time.Now().Unix()%1_000_000
@@ -77,10 +138,11 @@ func run(ctx context.Context) error {
 		return err
 	}
 
+	// The operation's key, made once: every attempt below sends it.
 	key := "demo-" + eventID.String()
-	body := fmt.Sprintf(`{"orderId":%d,"customerId":42,"amount":"100.50","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_demo_%d"}`, orderID, orderID)
+	req := demoCharge(orderID, fmt.Sprintf("pi_demo_%d", orderID))
 	step("2. charge it: POST /payments, Idempotency-Key: %s (422 order-not-found until the consumer has projected the order; nothing is stored, so the same key is retried)", key)
-	first, err := d.chargeOnceOrderKnown(ctx, key, body)
+	first, err := d.chargeOnceOrderKnown(ctx, key, req)
 	if err != nil {
 		return err
 	}
@@ -89,30 +151,43 @@ func run(ctx context.Context) error {
 		return err
 	}
 	step("3. the same request again: a replay, nothing charged")
-	if _, err := d.post(ctx, key, body); err != nil {
-		return err
+	if res, err := d.client.Charge(ctx, key, req); err != nil || !res.Replayed {
+		return fmt.Errorf("the same request again: %+v, %v; want the stored answer replayed", res, err)
 	}
 	step("4. the same key with a changed amount: 409 idempotency-key-reused")
-	if _, err := d.post(ctx, key, strings.Replace(body, `"100.50"`, `"999.00"`, 1)); err != nil {
+	changed := req
+	changed.Amount = "999.00"
+	if err := expect(d.client.Charge(ctx, key, changed))(paymentclient.ErrKeyReused); err != nil {
 		return err
 	}
 
-	var payment struct {
-		ID int64 `json:"id"`
-	}
-	if err := json.Unmarshal(first, &payment); err != nil || payment.ID == 0 {
-		return fmt.Errorf("first charge returned no payment: %s", first)
-	}
-	step("5. the payment row: GET /payments/%d", payment.ID)
-	if _, err := d.get(ctx, "/payments/"+strconv.FormatInt(payment.ID, 10)); err != nil {
+	step("5. the payment row: GET /payments/%d", first.Payment.ID)
+	if _, err := d.get(ctx, "/payments/"+strconv.FormatInt(first.Payment.ID, 10)); err != nil {
 		return err
 	}
 
 	step("6. the payment event on payment.events (from the outbox)")
-	if err := d.printPaymentEvent(ctx, payment.ID); err != nil {
+	if err := d.printPaymentEvent(ctx, first.Payment.ID); err != nil {
 		return err
 	}
 	return d.lostAnswer(ctx, orderID+2_000_000)
+}
+
+// demoCharge is the charge of a demo order (customer 42, 100.50 RUB).
+func demoCharge(orderID int64, externalPaymentID string) paymentclient.ChargeRequest {
+	return paymentclient.ChargeRequest{OrderID: orderID, CustomerID: 42, Amount: "100.50", Currency: "RUB",
+		PaymentProvider: "sandbox", ExternalPaymentID: externalPaymentID}
+}
+
+// expect checks that a charge was refused with want, and says so.
+func expect(_ paymentclient.Result, err error) func(want error) error {
+	return func(want error) error {
+		if !errors.Is(err, want) {
+			return fmt.Errorf("got %v, want %v", err, want)
+		}
+		fmt.Printf("refused, as it must be: %v\n", err)
+		return nil
+	}
 }
 
 // lostAnswer charges a new order through a provider that charges and then
@@ -131,89 +206,65 @@ func (d demo) lostAnswer(ctx context.Context, orderID int64) error {
 	}
 	key := "demo-lost-" + eventID.String()
 	external := fmt.Sprintf("drop_demo_%d", orderID)
-	body := fmt.Sprintf(`{"orderId":%d,"customerId":42,"amount":"100.50","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"%s"}`, orderID, external)
-	if _, err := d.chargeOnceOrderKnown(ctx, key, body); err != nil {
+	step("8. the client gets 503 outcome-unknown and retries by itself, after Retry-After, with the same key and body: the retry resumes the payment and records the provider's answer")
+	res, err := d.chargeOnceOrderKnown(ctx, key, demoCharge(orderID, external))
+	if err != nil {
 		return err
 	}
-	step("8. retry with the same key and body: it resumes the payment and records the provider's answer")
-	if _, err := d.post(ctx, key, body); err != nil {
-		return err
-	}
+	fmt.Printf("payment %d %s after %d attempts under one key\n", res.Payment.ID, res.Payment.Status, res.Attempts)
 	step("9. what the provider charged under that key: one charge (the retry was answered from its ledger)")
 	if _, err := d.getFrom(ctx, d.provider, "/v1/charges?idempotency_key=sandbox:"+external); err != nil {
 		return err
 	}
 	step("10. the same order again with a new key and a new external payment: 409 order-already-paid")
-	_, err = d.post(ctx, key+"-again", strings.Replace(body, external, "pi_demo_again_"+strconv.FormatInt(orderID, 10), 1))
-	return err
+	return expect(d.client.Charge(ctx, key+"-again", demoCharge(orderID, "pi_demo_again_"+strconv.FormatInt(orderID, 10))))(paymentclient.ErrOrderAlreadyPaid)
 }
 
 // createOrder publishes OrderCreated.v1. The first charge waits for the
 // projection (chargeOnceOrderKnown): a client sees an order on GET /orders
 // only once it has a payment for it.
 func (d demo) createOrder(ctx context.Context, eventID uuid.UUID, orderID int64) error {
-	event := map[string]any{
-		"eventId": eventID.String(), "sagaId": uuid.NewString(), "eventType": "OrderCreated.v1",
-		"orderId": orderID, "customerId": 42, "amount": json.Number("100.50"), "currency": "RUB",
-		"occurredAt": time.Now().UTC().Format(time.RFC3339),
+	event := demoorders.Event{EventID: eventID, SagaID: uuid.New(), OccurredAt: time.Now(),
+		Order: demoorders.Order{ID: orderID, CustomerID: 42, Amount: "100.50", Currency: "RUB"}}
+	if err := demoorders.Publish(ctx, d.brokers, orderEventsTopic, event); err != nil {
+		return err
 	}
-	return d.publish(ctx, "order.events", strconv.FormatInt(orderID, 10), event)
+	m, err := event.Message()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s\n", m.Value)
+	return nil
 }
 
 func step(format string, args ...any) {
 	fmt.Printf("\n== "+format+"\n", args...)
 }
 
-func (d demo) publish(ctx context.Context, topic, key string, v any) error {
-	value, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	w := &kafka.Writer{Addr: kafka.TCP(d.brokers...), Topic: topic, RequiredAcks: kafka.RequireAll, Balancer: &kafka.Hash{}}
-	defer w.Close()
-	if err := w.WriteMessages(ctx, kafka.Message{Key: []byte(key), Value: value}); err != nil {
-		return fmt.Errorf("publish to %s at %v: %w", topic, d.brokers, err)
-	}
-	fmt.Printf("%s\n", value)
-	return nil
-}
+// printingTransport prints every answer, headers that matter and body, so
+// the demo shows each attempt, the client's own retries included.
+type printingTransport struct{ next http.RoundTripper }
 
-func (d demo) do(ctx context.Context, method, path, key, body string) (int, []byte, error) {
-	return d.doAt(ctx, d.api, method, path, key, body)
-}
-
-func (d demo) doAt(ctx context.Context, base, method, path, key, body string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
+func (p printingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := p.next.RoundTrip(req)
 	if err != nil {
-		return 0, nil, err
+		fmt.Printf("%s %s -> no answer: %v\n", req.Method, req.URL.Path, err)
+		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+d.key)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", key)
-	}
-	resp, err := d.http.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
-	fmt.Printf("%s %s -> %s", method, path, resp.Status)
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	fmt.Printf("%s %s -> %s", req.Method, req.URL.Path, resp.Status)
 	for _, h := range []string{"Idempotent-Replayed", "Retry-After"} {
 		if v := resp.Header.Get(h); v != "" {
 			fmt.Printf("  (%s: %s)", h, v)
 		}
 	}
 	fmt.Printf("\n%s\n", b)
-	return resp.StatusCode, b, nil
-}
-
-func (d demo) post(ctx context.Context, key, body string) ([]byte, error) {
-	_, b, err := d.do(ctx, http.MethodPost, "/payments", key, body)
-	return b, err
+	return resp, nil
 }
 
 func (d demo) get(ctx context.Context, path string) ([]byte, error) {
@@ -221,23 +272,35 @@ func (d demo) get(ctx context.Context, path string) ([]byte, error) {
 }
 
 func (d demo) getFrom(ctx context.Context, base, path string) ([]byte, error) {
-	_, b, err := d.doAt(ctx, base, http.MethodGet, path, "", "")
-	return b, err
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+d.key)
+	resp, err := d.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
 }
 
-// chargeOnceOrderKnown posts the charge until it is no longer 422: the
-// order is unknown until the consumer has projected it, and a 422 stores
-// nothing, so retrying the same key is the documented way to wait.
-func (d demo) chargeOnceOrderKnown(ctx context.Context, key, body string) ([]byte, error) {
+// chargeOnceOrderKnown charges through the reference client, which retries
+// what may still succeed with the same key (no answer, 503, 409
+// request-in-progress, each after its Retry-After), and charges again while
+// the answer is 422 order-not-found: the order is unknown until the
+// consumer has projected it, and a 422 stores nothing, so retrying the same
+// key is the documented way to wait.
+func (d demo) chargeOnceOrderKnown(ctx context.Context, key string, req paymentclient.ChargeRequest) (paymentclient.Result, error) {
 	for {
-		status, b, err := d.do(ctx, http.MethodPost, "/payments", key, body)
-		if err != nil || status != http.StatusUnprocessableEntity {
-			return b, err
+		res, err := d.client.Charge(ctx, key, req)
+		if !errors.Is(err, paymentclient.ErrOrderNotFound) {
+			return res, err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("the order never became known: %w", ctx.Err())
-		case <-time.After(200 * time.Millisecond):
+			return paymentclient.Result{}, fmt.Errorf("the order never became known: %w", ctx.Err())
+		case <-time.After(d.orderPause):
 		}
 	}
 }

@@ -34,6 +34,7 @@ import (
 
 	"github.com/example/payment-service/db/migrations"
 	"github.com/example/payment-service/internal/config"
+	"github.com/example/payment-service/internal/demoorders"
 	"github.com/example/payment-service/internal/kafkatest"
 	"github.com/example/payment-service/internal/pgtemp"
 	"github.com/example/payment-service/internal/sandboxprovider"
@@ -44,18 +45,6 @@ import (
 var devDefaults = map[string]string{
 	"HTTP_ADDR": "127.0.0.1:8080",
 	"API_KEYS":  "demo-client:demo-secret",
-}
-
-// demoOrders are in order_projection from the start, so a newcomer can
-// charge one at once (see README.md).
-var demoOrders = []struct {
-	id, customer int64
-	amount       string
-	currency     string
-}{
-	{1001, 42, "100.50", "RUB"},
-	{1002, 42, "2500.00", "RUB"},
-	{1003, 7, "19.99", "EUR"},
 }
 
 func main() {
@@ -127,16 +116,19 @@ func run(ctx context.Context) error {
 	return svc.Run(ctx)
 }
 
+// seed writes the README tour's orders (internal/demoorders) into
+// order_projection, so a newcomer can charge one at once; compose, which
+// has no such shortcut, publishes them as events instead.
 func seed(ctx context.Context, dsn string) error {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
-	for _, o := range demoOrders {
+	for _, o := range demoorders.Tour {
 		_, err := conn.Exec(ctx,
 			`INSERT INTO order_projection (order_id, customer_id, amount, currency) VALUES ($1, $2, $3, $4)
-			 ON CONFLICT (order_id) DO NOTHING`, o.id, o.customer, o.amount, o.currency)
+			 ON CONFLICT (order_id) DO NOTHING`, o.ID, o.CustomerID, o.Amount, o.Currency)
 		if err != nil {
 			return fmt.Errorf("seed demo orders: %w", err)
 		}

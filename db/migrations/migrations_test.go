@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pressly/goose/v3"
 
 	"github.com/example/payment-service/db/migrations"
 	"github.com/example/payment-service/internal/testdb"
@@ -53,15 +54,7 @@ func TestAConcurrentIndexBuildThatFailedIsBuiltAgain(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			dsn := testdb.New(t)
-			db, err := sql.Open("pgx", dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			p, err := migrations.NewProvider(db)
-			if err != nil {
-				t.Fatal(err)
-			}
+			db, p := openProvider(t, dsn)
 			if _, err := p.DownTo(ctx, version-1); err != nil {
 				t.Fatalf("down to %d: %v", version-1, err)
 			}
@@ -102,6 +95,22 @@ func TestAConcurrentIndexBuildThatFailedIsBuiltAgain(t *testing.T) {
 	if tested == 0 {
 		t.Fatal("no migration builds an index CONCURRENTLY: the pattern no longer matches the files")
 	}
+}
+
+// openProvider opens the database at dsn, closed when the test ends, and
+// a goose provider over it.
+func openProvider(t *testing.T, dsn string) (*sql.DB, *goose.Provider) {
+	t.Helper()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	p, err := migrations.NewProvider(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, p
 }
 
 // upSection returns a migration's version and the text of its Up section.

@@ -78,9 +78,9 @@ func TestReleaseThatLosesTheFenceAnswersInProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	provider := &gatedProvider{called: make(chan struct{}), release: make(chan struct{})}
-	uc := app.NewChargePayment(repository.NewTransactor(db),
-		repository.NewChargeStore(db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}, nil),
-		map[domain.ProviderName]app.PaymentProvider{"sandbox": provider}, httpapi.ResponseEncoder{}, 30*time.Second, logger)
+	store := repository.NewChargeStore(db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}, nil)
+	uc := app.NewChargePayment(app.NewCore(repository.NewTransactor(db), store, 30*time.Second, logger), store,
+		map[domain.ProviderName]app.PaymentProvider{"sandbox": provider}, httpapi.ResponseEncoder{})
 	money, err := domain.NewMoney(decimal.RequireFromString("10"), "RUB")
 	if err != nil {
 		t.Fatal(err)

@@ -76,8 +76,14 @@ const (
 type IdempotencyRecord struct {
 	// Scope is the client and key the record belongs to.
 	Scope IdempotencyScope
-	// CommandHash is ChargeCommand.Hash of the command that claimed the key.
+	// CommandHash is the hash of the command that claimed the key
+	// (ChargeCommand.Hash for a charge).
 	CommandHash string
+	// Command names the command the record belongs to (migration 00013).
+	// Read where the jobs need it (the completer's list, the records read
+	// through GORM); the hot path's lock-free read leaves it empty, since
+	// the command hash already tells one command from another.
+	Command CommandName
 	// Status is IN_PROGRESS or COMPLETED.
 	Status RecordStatus
 	// Response is the stored answer; set when Completed.
@@ -142,8 +148,6 @@ type ClaimAndReserveResult struct {
 // own: each is one SQL statement, so it runs without a transaction around
 // it, in one round trip.
 type ChargeStore interface {
-	// LookupKey reads a key's record without locking or writing anything.
-	LookupKey(ctx context.Context, scope IdempotencyScope) (rec IdempotencyRecord, found bool, err error)
 	// ClaimAndReserve is phase 1 on its own, Charges.ClaimAndReserve's
 	// statement committed by itself. It commits only the usual answer: the
 	// key claimed, with a PENDING payment to charge that is its recovery

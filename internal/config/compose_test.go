@@ -20,36 +20,14 @@ import (
 // variables the service reads, and that the service accepts it.
 func TestComposeEnvironmentIsWhatTheServiceReads(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile("../../docker-compose.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var compose struct {
-		Services map[string]struct {
-			Image string `yaml:"image"`
-			Build struct {
-				Context string `yaml:"context"`
-				Target  string `yaml:"target"`
-			} `yaml:"build"`
-			Environment map[string]string `yaml:"environment"`
-			DependsOn   map[string]struct {
-				Condition string `yaml:"condition"`
-			} `yaml:"depends_on"`
-			Healthcheck struct {
-				Test []string `yaml:"test"`
-			} `yaml:"healthcheck"`
-		} `yaml:"services"`
-	}
-	if err := yaml.Unmarshal(raw, &compose); err != nil {
-		t.Fatal(err)
-	}
+	compose := readCompose(t)
 	svc, ok := compose.Services["payment-service"]
 	if !ok || svc.Build.Context == "" {
 		t.Fatal("docker-compose.yml has no payment-service built from the Dockerfile")
 	}
 
 	read := map[string]bool{}
-	_, err = config.Load(func(name string) string {
+	_, err := config.Load(func(name string) string {
 		read[name] = true
 		return svc.Environment[name]
 	})
@@ -130,6 +108,87 @@ func TestComposeEnvironmentIsWhatTheServiceReads(t *testing.T) {
 	}
 }
 
+// composeFile is what the tests read of docker-compose.yml.
+type composeFile struct {
+	Services map[string]struct {
+		Image string `yaml:"image"`
+		Build struct {
+			Context string `yaml:"context"`
+			Target  string `yaml:"target"`
+		} `yaml:"build"`
+		Command     []string          `yaml:"command"`
+		Restart     string            `yaml:"restart"`
+		Environment map[string]string `yaml:"environment"`
+		DependsOn   map[string]struct {
+			Condition string `yaml:"condition"`
+		} `yaml:"depends_on"`
+		Healthcheck struct {
+			Test []string `yaml:"test"`
+		} `yaml:"healthcheck"`
+	} `yaml:"services"`
+}
+
+func readCompose(t *testing.T) composeFile {
+	t.Helper()
+	raw, err := os.ReadFile("../../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compose composeFile
+	if err := yaml.Unmarshal(raw, &compose); err != nil {
+		t.Fatal(err)
+	}
+	return compose
+}
+
+// The README's tour charges order 1001 first. `make dev` writes the tour's
+// orders into its database; compose has a one-shot service that publishes
+// them as order events (payment-demo -seed-orders, internal/demoorders),
+// run once, after the broker is healthy and kafka-init made the topics, on
+// the network and listener the service's consumer uses, to the topic it
+// reads.
+func TestComposeSeedsTheToursOrders(t *testing.T) {
+	t.Parallel()
+	compose := readCompose(t)
+	seed, ok := compose.Services["seed-orders"]
+	if !ok {
+		t.Fatal("docker-compose.yml has no seed-orders service: the README tour's first charge is 422 order-not-found on compose")
+	}
+	dockerfile, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stage := dockerfileStage(string(dockerfile), seed.Build.Target)
+	if seed.Build.Context != "." || !strings.Contains(stage, `ENTRYPOINT ["/usr/local/bin/payment-demo"]`) {
+		t.Errorf("seed-orders must run payment-demo, built from the Dockerfile (target %q)", seed.Build.Target)
+	}
+	if len(seed.Command) != 1 || seed.Command[0] != "-seed-orders" {
+		t.Errorf("seed-orders runs %v, want [-seed-orders]", seed.Command)
+	}
+	if seed.Restart != "no" {
+		t.Errorf("seed-orders restart %q, want \"no\": it runs once", seed.Restart)
+	}
+	if seed.DependsOn["kafka"].Condition != "service_healthy" || seed.DependsOn["kafka-init"].Condition != "service_completed_successfully" {
+		t.Errorf("seed-orders must wait for a healthy kafka and a completed kafka-init; depends_on %+v", seed.DependsOn)
+	}
+	svc := compose.Services["payment-service"]
+	if seed.Environment["KAFKA_BROKERS"] == "" || seed.Environment["KAFKA_BROKERS"] != svc.Environment["KAFKA_BROKERS"] {
+		t.Errorf("seed-orders publishes to %q, the service consumes from %q", seed.Environment["KAFKA_BROKERS"], svc.Environment["KAFKA_BROKERS"])
+	}
+	cfg, err := config.Load(func(name string) string { return svc.Environment[name] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// payment-demo publishes to order.events (cmd/payment-demo's
+	// orderEventsTopic); the service must read it, and kafka-init make it.
+	if cfg.OrderConsumer.Topic != "order.events" {
+		t.Errorf("the service reads %q, seed-orders publishes to order.events", cfg.OrderConsumer.Topic)
+	}
+	if init := strings.Join(compose.Services["kafka-init"].Command, " "); !strings.Contains(init, "order.events:") {
+		t.Errorf("kafka-init does not create order.events: %s", init)
+	}
+}
+
 // dockerfileStage returns the text of the stage named target ("FROM ... AS
 // target" up to the next FROM), or "" if there is none.
 func dockerfileStage(dockerfile, target string) string {
@@ -138,4 +197,27 @@ func dockerfileStage(dockerfile, target string) string {
 		return ""
 	}
 	return m[1]
+}
+
+// A `# syntax=` parser directive makes BuildKit (compose v2's builder) pull
+// that frontend image before it builds, so a build with every base image
+// present still needs a registry. The Dockerfile uses nothing the built-in
+// frontend lacks; it stays without one.
+func TestDockerfileNeedsNoFrontendImage(t *testing.T) {
+	t.Parallel()
+	dockerfile, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Parser directives are the `# key=value` comments before the first
+	// instruction, blank line or other comment.
+	for _, line := range strings.Split(string(dockerfile), "\n") {
+		m := regexp.MustCompile(`^#\s*(\w+)\s*=`).FindStringSubmatch(line)
+		if m == nil {
+			break
+		}
+		if strings.EqualFold(m[1], "syntax") {
+			t.Fatalf("Dockerfile: %q makes BuildKit fetch a frontend image before it builds", line)
+		}
+	}
 }

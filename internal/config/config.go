@@ -59,6 +59,18 @@ type Config struct {
 	// ProviderTimeout plus a few seconds to let every charge finish
 	// in-process.
 	ShutdownTimeout time.Duration
+	// The other stages of the shutdown have bounds of their own, so that
+	// no stage spends another's time (service.Run):
+	// ShutdownJobsTimeout (SHUTDOWN_JOBS_TIMEOUT, default 5s) for the
+	// scheduled jobs and ShutdownConsumerTimeout
+	// (SHUTDOWN_CONSUMER_TIMEOUT, default 5s) for the order consumer, both
+	// running next to the HTTP drain; then ShutdownRelayTimeout
+	// (SHUTDOWN_RELAY_TIMEOUT, default 3s), once every writer has stopped,
+	// for the outbox relay to publish what they committed. What it leaves
+	// unpublished waits in the outbox for the next leader.
+	ShutdownJobsTimeout     time.Duration
+	ShutdownConsumerTimeout time.Duration
+	ShutdownRelayTimeout    time.Duration
 	// LogLevel (LOG_LEVEL, default info): debug, info, warn or error.
 	LogLevel slog.Level
 	// KafkaBrokers (KAFKA_BROKERS, optional) lists host:port pairs; used by
@@ -172,6 +184,12 @@ func Load(getenv func(string) string) (Config, error) {
 		p.fail("OUTBOX_BATCH_SIZE", "must be at most 10000, got %d", cfg.OutboxBatchSize)
 	}
 	cfg.OutboxPollInterval = p.duration("OUTBOX_POLL_INTERVAL", 5*time.Second, 100*time.Millisecond, 5*time.Minute)
+	// With the defaults the whole shutdown fits an orchestrator's usual
+	// 30s grace: max(jobs 5s, consumer 5s, HTTP 15s plus the charges'
+	// 11s abort grace) plus the relay's 3s.
+	cfg.ShutdownJobsTimeout = p.duration("SHUTDOWN_JOBS_TIMEOUT", 5*time.Second, 100*time.Millisecond, 10*time.Minute)
+	cfg.ShutdownConsumerTimeout = p.duration("SHUTDOWN_CONSUMER_TIMEOUT", 5*time.Second, 100*time.Millisecond, 10*time.Minute)
+	cfg.ShutdownRelayTimeout = p.duration("SHUTDOWN_RELAY_TIMEOUT", 3*time.Second, 100*time.Millisecond, 10*time.Minute)
 	cfg.OrderConsumer = p.orderConsumer()
 	cfg.Tracing = p.tracing()
 	// A provider call must end while its claim still holds the key: a call

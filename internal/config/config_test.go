@@ -99,3 +99,27 @@ func wantRejected(t *testing.T, tests []rejection) {
 		})
 	}
 }
+
+// Each stage of the shutdown has its own bound (service.Run): defaults that
+// fit a 30s grace, and a value outside its range names its variable.
+func TestShutdownStagesHaveBoundsOfTheirOwn(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Load(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ShutdownTimeout != 15*time.Second || cfg.ShutdownJobsTimeout != 5*time.Second ||
+		cfg.ShutdownConsumerTimeout != 5*time.Second || cfg.ShutdownRelayTimeout != 3*time.Second {
+		t.Fatalf("shutdown bounds = %s, %s, %s, %s; want 15s, 5s, 5s, 3s",
+			cfg.ShutdownTimeout, cfg.ShutdownJobsTimeout, cfg.ShutdownConsumerTimeout, cfg.ShutdownRelayTimeout)
+	}
+	cfg, err = config.Load(env(map[string]string{"SHUTDOWN_RELAY_TIMEOUT": "20s", "SHUTDOWN_JOBS_TIMEOUT": "1s", "SHUTDOWN_CONSUMER_TIMEOUT": "2s"}))
+	if err != nil || cfg.ShutdownRelayTimeout != 20*time.Second || cfg.ShutdownJobsTimeout != time.Second || cfg.ShutdownConsumerTimeout != 2*time.Second {
+		t.Fatalf("Load = %+v, %v; want the bounds set", cfg, err)
+	}
+	wantRejected(t, []rejection{
+		{"relay bound too short", map[string]string{"SHUTDOWN_RELAY_TIMEOUT": "1ms"}, "SHUTDOWN_RELAY_TIMEOUT"},
+		{"jobs bound not a duration", map[string]string{"SHUTDOWN_JOBS_TIMEOUT": "5"}, "SHUTDOWN_JOBS_TIMEOUT"},
+		{"consumer bound too long", map[string]string{"SHUTDOWN_CONSUMER_TIMEOUT": "1h"}, "SHUTDOWN_CONSUMER_TIMEOUT"},
+	})
+}

@@ -3,13 +3,7 @@ package jobs_test
 import (
 	"context"
 	"net/http"
-	"strings"
 	"testing"
-
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/example/payment-service/internal/provider"
-	"github.com/example/payment-service/internal/testdb"
 )
 
 // Issue 21's stuck payment: the first provider call never charged and its
@@ -20,19 +14,8 @@ import (
 // stored, the order free.
 func TestCompleterEndsARefusedChargeWithNoChargeAtTheProvider(t *testing.T) {
 	t.Parallel()
-	dsn := testdb.New(t)
-	db := pool(t, dsn)
-	exec(t, db, `INSERT INTO order_projection (order_id, customer_id, amount, currency) VALUES (1001, 42, 100.50, 'RUB')`)
-	sb := startProvider(t)
-	calls := provider.CallsMetric(prometheus.NewRegistry())
-	base := newReplica(t, dsn, replicaOptions{})
-	charge := chargeThrough(t, base, sb.URL, calls)
-	body := strings.Replace(chargeBody, "pi_abandoned", "busyrefuse_stuck", 1)
-
-	resp, answer, err := postChargeWith(apiServer(t, base, charge), "stuck-1", body)
-	if err != nil || resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(answer), "outcome-unknown") {
-		t.Fatalf("first answer: %v %s %v, want 503 outcome-unknown", resp.StatusCode, answer, err)
-	}
+	lost := loseTheAnswer(t, "busyrefuse_stuck", "stuck-1")
+	dsn, db, sb, calls, charge := lost.dsn, lost.db, lost.provider, lost.calls, lost.charge
 	exec(t, db, `UPDATE idempotency_record SET locked_until = clock_timestamp() - interval '2 minutes' WHERE status = 'IN_PROGRESS'`)
 
 	r := newReplica(t, dsn, replicaOptions{charge: charge})
@@ -41,7 +24,7 @@ func TestCompleterEndsARefusedChargeWithNoChargeAtTheProvider(t *testing.T) {
 	}
 	var httpStatus int
 	var paymentStatus string
-	err = db.QueryRow(context.Background(), `SELECT r.http_status, p.status FROM idempotency_record r JOIN payment p ON p.id = r.payment_id
+	err := db.QueryRow(context.Background(), `SELECT r.http_status, p.status FROM idempotency_record r JOIN payment p ON p.id = r.payment_id
 		WHERE r.idempotency_key = 'stuck-1' AND r.status = 'COMPLETED'`).Scan(&httpStatus, &paymentStatus)
 	if err != nil || httpStatus != http.StatusPaymentRequired || paymentStatus != "FAILED" {
 		t.Fatalf("after one completer run: %d %s %v, want COMPLETED 402 and FAILED", httpStatus, paymentStatus, err)

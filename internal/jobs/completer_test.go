@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/example/payment-service/internal/app"
@@ -21,6 +25,7 @@ import (
 	"github.com/example/payment-service/internal/provider"
 	"github.com/example/payment-service/internal/provider/sandbox"
 	"github.com/example/payment-service/internal/repository"
+	"github.com/example/payment-service/internal/sandboxprovider"
 	"github.com/example/payment-service/internal/testdb"
 )
 
@@ -95,9 +100,7 @@ func TestCompleterFinishesAnAbandonedCharge(t *testing.T) {
 	charge := chargeThrough(t, r, sb.URL, calls)
 	r = newReplica(t, dsn, replicaOptions{charge: charge})
 
-	crashing := app.NewChargePayment(r.tx, repository.NewChargeStore(r.db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}, nil),
-		map[domain.ProviderName]app.PaymentProvider{sandbox.Name: crashingProvider{}},
-		httpapi.ResponseEncoder{}, 30*time.Second, discardLogger)
+	crashing := chargeWith(r, crashingProvider{})
 	if resp, _, err := postCharge(apiServer(t, r, crashing)); err == nil {
 		t.Fatalf("the crashing request answered %d", resp.StatusCode)
 	}
@@ -176,22 +179,8 @@ func TestCompleterFinishesAnAbandonedCharge(t *testing.T) {
 // the provider before, so the completer must keep it, not release it.
 func TestCompleterResolvesALostProviderAnswer(t *testing.T) {
 	t.Parallel()
-	dsn := testdb.New(t)
-	db := pool(t, dsn)
-	exec(t, db, `INSERT INTO order_projection (order_id, customer_id, amount, currency) VALUES (1001, 42, 100.50, 'RUB')`)
-	sb := startProvider(t)
-	calls := provider.CallsMetric(prometheus.NewRegistry())
-	base := newReplica(t, dsn, replicaOptions{})
-	charge := chargeThrough(t, base, sb.URL, calls)
-	body := strings.Replace(chargeBody, "pi_abandoned", "drop_lost", 1)
-
-	resp, answer, err := postChargeWith(apiServer(t, base, charge), "lost-1", body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(answer), "outcome-unknown") {
-		t.Fatalf("first answer: %d %s, want 503 outcome-unknown", resp.StatusCode, answer)
-	}
+	lost := loseTheAnswer(t, "drop_lost", "lost-1")
+	dsn, db, sb, calls, base, charge, body := lost.dsn, lost.db, lost.provider, lost.calls, lost.base, lost.charge, lost.body
 	const pendingClaim = `SELECT count(*) FROM idempotency_record r JOIN payment p ON p.id = r.payment_id
 		WHERE r.idempotency_key = 'lost-1' AND r.status = 'IN_PROGRESS' AND p.status = 'PENDING'`
 	// The client does not come back within the completer's grace.
@@ -219,7 +208,7 @@ func TestCompleterResolvesALostProviderAnswer(t *testing.T) {
 	}
 	var httpStatus int
 	var paymentStatus string
-	err = db.QueryRow(context.Background(), `SELECT r.http_status, p.status FROM idempotency_record r JOIN payment p ON p.id = r.payment_id
+	err := db.QueryRow(context.Background(), `SELECT r.http_status, p.status FROM idempotency_record r JOIN payment p ON p.id = r.payment_id
 		WHERE r.idempotency_key = 'lost-1' AND r.status = 'COMPLETED'`).Scan(&httpStatus, &paymentStatus)
 	if err != nil || httpStatus != http.StatusCreated || paymentStatus != "SUCCEEDED" {
 		t.Fatalf("after the completer: %d %s %v, want COMPLETED 201 and SUCCEEDED", httpStatus, paymentStatus, err)
@@ -231,10 +220,130 @@ func TestCompleterResolvesALostProviderAnswer(t *testing.T) {
 	if len(charged) != 1 || charged[0].Requests != 2 {
 		t.Fatalf("provider ledger: %+v, want one charge from two requests (the lost one and the completer's)", charged)
 	}
-	resp, answer, err = postChargeWith(apiServer(t, r, charge), "lost-1", body)
+	resp, answer, err := postChargeWith(apiServer(t, r, charge), "lost-1", body)
 	if err != nil || resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("the client's late retry: %v %s %v, want the stored 201", resp.StatusCode, answer, err)
 	}
+}
+
+// Issue 20: only for a charge does an unfinished record with payment_id
+// NULL mean "nothing reserved". A refund whose provider answer was lost
+// keeps its recovery point elsewhere, and when the completer released its
+// record every retry of its key met a fresh claim, 409 request-in-progress,
+// while the refund stayed PENDING. Each job, on its own, must leave the
+// unfinished records of a command it does not know exactly as they are,
+// however old and expired, while it still does its work on the charge's.
+// Finished records go after the TTL whatever their command.
+func TestJobsLeaveUnfinishedRecordsOfUnknownCommandsAlone(t *testing.T) {
+	t.Parallel()
+	const completer, purge, release = "completer", "purge", "release"
+	// Past the TTL, lock expired beyond the completer's grace: every record
+	// below is as old as any job ever sees one.
+	old, expired := defaultPolicy.IdempotencyTTL+time.Hour, time.Now().Add(-2*time.Minute)
+	records := []struct {
+		record
+		goneAfter []string // the jobs that delete it
+	}{
+		{record: record{key: "refund-answer-lost", command: "refund", status: app.RecordInProgress, age: old, lockedUntil: expired}},
+		{record: record{key: "refund-of-a-payment", command: "refund", status: app.RecordInProgress, age: old, lockedUntil: expired, withPayment: true}},
+		{record: record{key: "refund-completed", command: "refund", status: app.RecordCompleted, age: old}, goneAfter: []string{purge}},
+		{record: record{key: "charge-claim-abandoned", status: app.RecordInProgress, age: old, lockedUntil: expired}, goneAfter: []string{completer, purge, release}},
+	}
+	for _, job := range []struct {
+		name string
+		run  func(context.Context, *replica) error
+	}{
+		{completer, func(ctx context.Context, r *replica) error { return r.jobs.CompleteAbandonedCharges(ctx) }},
+		{purge, func(ctx context.Context, r *replica) error { return r.jobs.PurgeExpired(ctx) }},
+		// The completer's release of a key it listed as a charge's, after
+		// the key changed hands to another command: the DELETE re-checks.
+		{release, func(ctx context.Context, r *replica) error {
+			for _, rec := range records {
+				scope := app.IdempotencyScope{ClientID: "c", Key: rec.key}
+				if _, err := repository.NewRetention(r.db).ReleaseAbandoned(ctx, []app.CommandName{app.CommandCharge}, scope); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+	} {
+		t.Run(job.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := testdb.New(t)
+			db := pool(t, dsn)
+			r := newReplica(t, dsn, replicaOptions{})
+			now := time.Now()
+			before := map[string]string{}
+			for _, rec := range records {
+				insertRecord(t, db, now, rec.record)
+				before[rec.key] = recordRow(t, db, rec.key)
+			}
+
+			if err := job.run(context.Background(), r); err != nil {
+				t.Fatal(err)
+			}
+
+			for _, rec := range records {
+				switch after := recordRow(t, db, rec.key); {
+				case slices.Contains(rec.goneAfter, job.name):
+					if after != "" {
+						t.Errorf("%s is still there: %s", rec.key, after)
+					}
+				case after != before[rec.key]:
+					t.Errorf("%s was touched:\n before %s\n after  %s", rec.key, before[rec.key], after)
+				}
+			}
+			if job.name == completer {
+				for outcome, want := range map[string]float64{"completed": 0, "released": 1, "busy": 0, "unknown": 0, "failed": 0} {
+					if got := r.counter(t, "payment_abandoned_charges_total", map[string]string{"outcome": outcome}); got != want {
+						t.Errorf("abandoned charges %s = %v, want %v: the completer must not even look at another command's record", outcome, got, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// recordRow is the whole idempotency record of key as JSON, "" if there is
+// none.
+func recordRow(t testing.TB, db *pgxpool.Pool, key string) string {
+	t.Helper()
+	var row string
+	err := db.QueryRow(context.Background(), `SELECT row_to_json(r)::text FROM idempotency_record r WHERE idempotency_key = $1`, key).Scan(&row)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		t.Fatal(err)
+	}
+	return row
+}
+
+// lostAnswer is a charge whose first answer was 503 outcome-unknown, with
+// the replica, provider and counters it ran on.
+type lostAnswer struct {
+	dsn      string
+	db       *pgxpool.Pool
+	provider *sandboxprovider.Server
+	calls    *prometheus.CounterVec
+	base     *replica
+	charge   *app.ChargePayment
+	body     string
+}
+
+// loseTheAnswer charges order 1001 under key with the sandbox reference
+// ref, whose prefix makes the first answer get lost, and requires the
+// client to be told the outcome is unknown.
+func loseTheAnswer(t *testing.T, ref, key string) lostAnswer {
+	t.Helper()
+	l := lostAnswer{dsn: testdb.New(t), provider: startProvider(t), calls: provider.CallsMetric(prometheus.NewRegistry())}
+	l.db = pool(t, l.dsn)
+	exec(t, l.db, `INSERT INTO order_projection (order_id, customer_id, amount, currency) VALUES (1001, 42, 100.50, 'RUB')`)
+	l.base = newReplica(t, l.dsn, replicaOptions{})
+	l.charge = chargeThrough(t, l.base, l.provider.URL, l.calls)
+	l.body = strings.Replace(chargeBody, "pi_abandoned", ref, 1)
+	resp, answer, err := postChargeWith(apiServer(t, l.base, l.charge), key, l.body)
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(answer), "outcome-unknown") {
+		t.Fatalf("first answer: %v %s %v, want 503 outcome-unknown", resp.StatusCode, answer, err)
+	}
+	return l
 }
 
 // deadAddr is a loopback address nothing listens on.

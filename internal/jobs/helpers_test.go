@@ -71,7 +71,7 @@ func newReplica(t testing.TB, dsn string, o replicaOptions) *replica {
 		registry: registry,
 		jobs: jobs.New(jobs.Deps{
 			Purge:    app.NewPurgeExpired(retention, o.policy, o.batchSize),
-			Complete: app.NewCompleteAbandonedCharges(tx, retention, o.charge, time.Minute, 100, discardLogger),
+			Complete: app.NewCompleteAbandonedCharges(retention, map[app.CommandName]app.Resumable{app.CommandCharge: o.charge}, time.Minute, 100, discardLogger),
 			Logger:   discardLogger,
 			Registry: registry,
 			Now:      o.now,
@@ -149,9 +149,15 @@ func chargeThrough(t testing.TB, r *replica, url string, calls *prometheus.Count
 	if err != nil {
 		t.Fatal(err)
 	}
-	return app.NewChargePayment(r.tx, repository.NewChargeStore(r.db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}, nil),
-		map[domain.ProviderName]app.PaymentProvider{sandbox.Name: provider.Instrument(sandbox.Name, client, calls)},
-		httpapi.ResponseEncoder{}, 30*time.Second, discardLogger)
+	return chargeWith(r, provider.Instrument(sandbox.Name, client, calls))
+}
+
+// chargeWith builds the charge use case of replica r on the sandbox
+// provider p.
+func chargeWith(r *replica, p app.PaymentProvider) *app.ChargePayment {
+	store := repository.NewChargeStore(r.db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}, nil)
+	return app.NewChargePayment(app.NewCore(r.tx, store, 30*time.Second, discardLogger), store,
+		map[domain.ProviderName]app.PaymentProvider{sandbox.Name: p}, httpapi.ResponseEncoder{})
 }
 
 // counterOf reads the provider calls counter for one outcome.

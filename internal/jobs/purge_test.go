@@ -1,6 +1,7 @@
 package jobs_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/url"
@@ -21,6 +22,7 @@ import (
 
 type record struct {
 	key         string
+	command     app.CommandName // "": app.CommandCharge
 	status      app.RecordStatus
 	age         time.Duration // created_at = now - age
 	lockedUntil time.Time     // IN_PROGRESS only; compared with the database clock
@@ -44,13 +46,14 @@ func insertRecord(t testing.TB, db *pgxpool.Pool, now time.Time, r record) {
 		}
 		paymentID = &id
 	}
+	command := cmp.Or(r.command, app.CommandCharge)
 	if r.status == app.RecordCompleted {
-		exec(t, db, `INSERT INTO idempotency_record (client_id, idempotency_key, command_hash, status, response, http_status, payment_id, created_at)
-			VALUES ('c', $1, 'h', 'COMPLETED', '{}', 201, $2, $3)`, r.key, paymentID, now.Add(-r.age))
+		exec(t, db, `INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, response, http_status, payment_id, created_at)
+			VALUES ('c', $1, $2, 'h', 'COMPLETED', '{}', 201, $3, $4)`, r.key, command, paymentID, now.Add(-r.age))
 		return
 	}
-	exec(t, db, `INSERT INTO idempotency_record (client_id, idempotency_key, command_hash, status, payment_id, lock_token, locked_until, created_at)
-		VALUES ('c', $1, 'h', 'IN_PROGRESS', $2, $3, $4, $5)`, r.key, paymentID, uuid.New(), r.lockedUntil, now.Add(-r.age))
+	exec(t, db, `INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, payment_id, lock_token, locked_until, created_at)
+		VALUES ('c', $1, $2, 'h', 'IN_PROGRESS', $3, $4, $5, $6)`, r.key, command, paymentID, uuid.New(), r.lockedUntil, now.Add(-r.age))
 }
 
 // withSearchPath puts schema first on the connection's search_path.

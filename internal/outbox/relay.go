@@ -122,6 +122,17 @@ type Relay struct {
 
 	mu    sync.Mutex
 	state error // see Health
+	// What Flush waits for: whether this relay leads, and when the last
+	// read that found the whole backlog (less than a full batch, all of it
+	// published and marked) began. changed is closed and replaced when
+	// either changes.
+	leading  bool
+	caughtUp time.Time
+	changed  chan struct{}
+	// Flush ends the leader's wait for notifications early: it calls
+	// cancelWait during the wait, or sets readNow for the next one.
+	cancelWait context.CancelFunc
+	readNow    bool
 }
 
 // errRelayNotRunning is the state before Run and after it returns.
@@ -177,7 +188,79 @@ func New(cfg Config) (*Relay, error) {
 	if !traced {
 		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
-	return &Relay{cfg: cfg, traced: traced, state: errRelayNotRunning}, nil
+	return &Relay{cfg: cfg, traced: traced, state: errRelayNotRunning,
+		changed: make(chan struct{})}, nil
+}
+
+// Flush returns once this relay has read the outbox after the call and
+// published every row it found: what committed before the call is on its
+// topic. It returns nil at once when this relay does not lead (the
+// leader, in another replica or after a restart, publishes the rows), and
+// ctx's error if ctx ends first; the rows then wait in the outbox for the
+// next leader, never lost. The service calls it at shutdown, after every
+// writer stopped and before it stops Run, so that the events of the last
+// requests leave now rather than at the next start.
+func (r *Relay) Flush(ctx context.Context) error {
+	start := time.Now()
+	r.mu.Lock()
+	if r.cancelWait != nil {
+		r.cancelWait()
+	} else {
+		r.readNow = true
+	}
+	r.mu.Unlock()
+	for {
+		r.mu.Lock()
+		leading, caughtUp, changed := r.leading, r.caughtUp, r.changed
+		r.mu.Unlock()
+		if !leading || !caughtUp.Before(start) {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// beginWait registers cancel as the way Flush ends the coming wait for
+// notifications; it returns false, and registers nothing, when a Flush
+// already asked for a read.
+func (r *Relay) beginWait(cancel context.CancelFunc) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.readNow {
+		r.readNow = false
+		return false
+	}
+	r.cancelWait = cancel
+	return true
+}
+
+func (r *Relay) endWait() {
+	r.mu.Lock()
+	r.cancelWait = nil
+	r.mu.Unlock()
+}
+
+// setLeading records a change of leadership for Flush.
+func (r *Relay) setLeading(leading bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.leading, r.caughtUp = leading, time.Time{}
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// setCaughtUp records, for Flush, that a read begun at readFrom found the
+// whole backlog and published it.
+func (r *Relay) setCaughtUp(readFrom time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.caughtUp = readFrom
+	close(r.changed)
+	r.changed = make(chan struct{})
 }
 
 // Run relays until ctx ends and returns nil then. Losing the leadership or
@@ -201,7 +284,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		} else {
 			r.cfg.Logger.InfoContext(ctx, "outbox relay: leading")
 			r.cfg.Metrics.setLeader(true)
+			r.setLeading(true)
 			err = r.lead(ctx, sess)
+			r.setLeading(false)
 			r.cfg.Metrics.setLeader(false)
 			_ = sess.Close()
 			if ctx.Err() != nil {
@@ -226,6 +311,7 @@ func (r *Relay) lead(ctx context.Context, sess Session) error {
 	defer pubs.closeAll()
 	pause := backoff.New(r.cfg.RetryBackoff, r.cfg.MaxRetryBackoff)
 	for {
+		readFrom := time.Now()
 		n, err := r.relayBatch(ctx, sess, pubs)
 		var pubErr *publishError
 		switch {
@@ -253,9 +339,14 @@ func (r *Relay) lead(ctx context.Context, sess Session) error {
 		if n == r.cfg.BatchSize {
 			continue // a full batch: there may be more
 		}
-		// Sleep until a commit notifies us or the safety-net poll is due.
+		r.setCaughtUp(readFrom)
+		// Sleep until a commit notifies us, the safety-net poll is due, or
+		// Flush wants a read now.
 		waitCtx, cancel := context.WithTimeout(ctx, r.cfg.PollInterval)
-		err = sess.Wait(waitCtx)
+		if r.beginWait(cancel) {
+			err = sess.Wait(waitCtx)
+			r.endWait()
+		}
 		timedOut := waitCtx.Err() != nil
 		cancel()
 		if ctx.Err() != nil {

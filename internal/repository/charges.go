@@ -75,13 +75,17 @@ reserved AS (
  RETURNING *
 ),
 -- Claim the key (R-DIST-IDEM-3): insert-if-absent, never find-then-save.
--- The DO UPDATE branch is the takeover of a crashed or answer-lost claim:
--- only an IN_PROGRESS record of the same command whose lock has run out,
+-- The record names its command, 'charge' (app.CommandCharge, migration
+-- 00013): the jobs read payment_id as the charge's recovery point only in
+-- records of that name. The DO UPDATE branch is the takeover of a crashed
+-- or answer-lost claim: only an IN_PROGRESS record of the same command and
+-- command hash whose lock has run out (the hash covers the operation too,
+-- but how a command hashes is its own affair; the name is checked as well),
 -- and the new lock_token fences the old owner out. payment_id is the
 -- recovery point; a takeover keeps the one it finds.
 claimed AS (
-    INSERT INTO idempotency_record AS r (client_id, idempotency_key, command_hash, status, lock_token, locked_until, payment_id)
-    VALUES (@client, @key, @hash, 'IN_PROGRESS', @token, clock_timestamp() + @lock_micros * interval '1 microsecond', (SELECT id FROM reserved))
+    INSERT INTO idempotency_record AS r (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, payment_id)
+    VALUES (@client, @key, 'charge', @hash, 'IN_PROGRESS', @token, clock_timestamp() + @lock_micros * interval '1 microsecond', (SELECT id FROM reserved))
         ON CONFLICT (client_id, idempotency_key) DO UPDATE
        SET lock_token = EXCLUDED.lock_token,
            locked_until = EXCLUDED.locked_until,
@@ -89,6 +93,7 @@ claimed AS (
            updated_at = now()
      WHERE r.status = 'IN_PROGRESS'
        AND r.locked_until < clock_timestamp()
+       AND r.command = EXCLUDED.command
        AND r.command_hash = EXCLUDED.command_hash
  RETURNING r.payment_id
 ),

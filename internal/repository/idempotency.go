@@ -21,6 +21,7 @@ type idempotencyRecordRow struct {
 	ClientID       string
 	IdempotencyKey string
 	CommandHash    string
+	Command        string
 	Status         string
 	Response       []byte
 	HTTPStatus     *int `gorm:"column:http_status"`
@@ -37,6 +38,7 @@ func (row idempotencyRecordRow) toApp() app.IdempotencyRecord {
 	rec := app.IdempotencyRecord{
 		Scope:       app.IdempotencyScope{ClientID: domain.ClientID(row.ClientID), Key: row.IdempotencyKey},
 		CommandHash: row.CommandHash,
+		Command:     app.CommandName(row.Command),
 		Status:      app.RecordStatus(row.Status),
 		CreatedAt:   row.CreatedAt,
 	}

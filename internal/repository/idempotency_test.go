@@ -174,7 +174,9 @@ func TestClaimAndReserveStatement(t *testing.T) {
 		charge domain.Charge
 		check  func(t *testing.T, res app.ClaimAndReserveResult)
 	}{
-		{name: "new key, matching order: claimed and reserved, linked", key: "k1", hash: "h1", token: first, charge: newCharge(t, 1, "10.00", "e1"),
+		// Without the default that releases before migration 00013 rely on
+		// (the contract step drops it), as the claim must work then.
+		{name: "new key, matching order: claimed and reserved, linked", before: `ALTER TABLE idempotency_record ALTER COLUMN command DROP DEFAULT`, key: "k1", hash: "h1", token: first, charge: newCharge(t, 1, "10.00", "e1"),
 			check: func(t *testing.T, res app.ClaimAndReserveResult) {
 				if !res.Claimed || !res.Reserved || !res.OrderMatches || res.Payment == nil || res.Payment.Status != domain.PaymentPending {
 					t.Fatalf("%+v", res)
@@ -182,6 +184,11 @@ func TestClaimAndReserveStatement(t *testing.T) {
 				firstPayment = res.Payment.ID
 				if n := countRows(t, db, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = 'k1' AND payment_id = ? AND lock_token = ?`, int64(firstPayment), first); n != 1 {
 					t.Fatal("the claim does not point at its payment")
+				}
+				// The jobs read payment_id as a charge's only in the
+				// charge's records (migration 00013).
+				if n := countRows(t, db, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = 'k1' AND command = ?`, string(app.CommandCharge)); n != 1 {
+					t.Fatalf("the claim does not name its command %q", app.CommandCharge)
 				}
 			}},
 		{name: "same key, lock live: not claimed", key: "k1", hash: "h1", token: second, charge: newCharge(t, 1, "10.00", "e1"),
@@ -213,6 +220,18 @@ func TestClaimAndReserveStatement(t *testing.T) {
 				}
 				if n := countRows(t, db, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = 'k1' AND lock_token = ?`, second); n != 1 {
 					t.Fatal("the takeover did not fence the old owner out with a new token")
+				}
+			}},
+		{name: "lock expired, same command hash, but another command's record: not taken over",
+			before: `INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until)
+				VALUES ('demo-client', 'k6', 'refund', 'h7', 'IN_PROGRESS', gen_random_uuid(), now() - interval '1 second')`,
+			key: "k6", hash: "h7", token: second, charge: newCharge(t, 2, "20.00", "e6"),
+			check: func(t *testing.T, res app.ClaimAndReserveResult) {
+				if res.Claimed {
+					t.Fatalf("%+v", res)
+				}
+				if n := countRows(t, db, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = 'k6' AND command = 'refund' AND lock_token <> ?`, second); n != 1 {
+					t.Fatal("the refund's record changed hands")
 				}
 			}},
 		{name: "new key, the external payment exists: claimed, nothing reserved", key: "k2", hash: "h3", token: first, charge: newCharge(t, 2, "20.00", "e1"),

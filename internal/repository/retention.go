@@ -25,12 +25,17 @@ type retentionTarget struct {
 
 var retentionTargets = map[app.RetentionTable]retentionTarget{
 	// R-DIST-IDEM-5: a record is kept for the TTL after it was created. Past
-	// it, a COMPLETED record goes. An IN_PROGRESS record goes only when its
-	// lock has expired by the database clock (the clock the claim uses to
-	// grant takeovers) and no payment was reserved: while the lock is live a
-	// request is still working on it, and an expired claim with a reserved
-	// payment is the recovery point the completer needs to finish the charge.
-	// Once the completer has recorded the outcome it goes with the next run.
+	// it, a COMPLETED record goes, whatever its command: its outcome is
+	// final, and the TTL is the rule's for every command. An IN_PROGRESS
+	// record goes only if it is a charge's (app.CommandCharge, migration
+	// 00013), its lock has expired by the database clock (the clock the
+	// claim uses to grant takeovers) and no payment was reserved: while the
+	// lock is live a request is still working on it, and an expired claim
+	// with a reserved payment is the recovery point the completer needs to
+	// finish the charge. Once the completer has recorded the outcome it goes
+	// with the next run. Only for a charge does payment_id NULL mean that
+	// nothing was reserved; another command's unfinished record may stand
+	// for money moved, and stays until that command finishes it.
 	// A client that retries after its record is gone is still not charged
 	// twice: the payment row's UNIQUE (provider, external id), the second
 	// layer of R-DIST-IDEM-4, returns the existing payment.
@@ -38,7 +43,7 @@ var retentionTargets = map[app.RetentionTable]retentionTarget{
 		table: "idempotency_record",
 		key:   "client_id, idempotency_key",
 		age:   "created_at",
-		also:  "(status = 'COMPLETED' OR (locked_until < clock_timestamp() AND payment_id IS NULL))",
+		also:  "(status = 'COMPLETED' OR (command = 'charge' AND locked_until < clock_timestamp() AND payment_id IS NULL))",
 	},
 	// R-DIST-IDEM-2: a row is kept for the configured retention, which the
 	// configuration keeps at least as long as the idempotency TTL.
@@ -117,12 +122,14 @@ func (s *Retention) DeleteExpiredBatch(ctx context.Context, table app.RetentionT
 // ListAbandoned implements app.AbandonedCharges. The partial index of
 // migration 00005 keeps this cheap however many completed records the table
 // holds.
-// Expiry is judged by the database clock, the clock the claim uses.
-func (s *Retention) ListAbandoned(ctx context.Context, expiredFor time.Duration, limit int) ([]app.IdempotencyRecord, error) {
+// Expiry is judged by the database clock, the clock the claim uses. Records
+// of other commands are filtered out here, not after the LIMIT, so however
+// many of them wait, they never crowd the caller's records out of a page.
+func (s *Retention) ListAbandoned(ctx context.Context, commands []app.CommandName, expiredFor time.Duration, limit int) ([]app.IdempotencyRecord, error) {
 	var rows []idempotencyRecordRow
 	err := s.db.WithContext(ctx).
-		Where("status = ? AND locked_until < clock_timestamp() - ? * interval '1 microsecond'",
-			string(app.RecordInProgress), expiredFor.Microseconds()).
+		Where("status = ? AND locked_until < clock_timestamp() - ? * interval '1 microsecond' AND command IN ?",
+			string(app.RecordInProgress), expiredFor.Microseconds(), commandNames(commands)).
 		Order("locked_until").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, mapError(fmt.Errorf("list abandoned idempotency records: %w", err))
@@ -136,17 +143,29 @@ func (s *Retention) ListAbandoned(ctx context.Context, expiredFor time.Duration,
 
 // ReleaseAbandoned implements app.AbandonedCharges. The conditions are
 // re-checked in the DELETE itself, so a record that a retry took over after
-// it was listed is left alone.
-func (s *Retention) ReleaseAbandoned(ctx context.Context, scope app.IdempotencyScope) (bool, error) {
+// it was listed is left alone, and so is one that another command claimed
+// under the same key after the listed one went.
+func (s *Retention) ReleaseAbandoned(ctx context.Context, commands []app.CommandName, scope app.IdempotencyScope) (bool, error) {
 	res := s.db.WithContext(ctx).
-		Where(`client_id = ? AND idempotency_key = ? AND status = ?
+		Where(`client_id = ? AND idempotency_key = ? AND command IN ? AND status = ?
 		   AND locked_until < clock_timestamp() AND payment_id IS NULL`,
-			string(scope.ClientID), scope.Key, string(app.RecordInProgress)).
+			string(scope.ClientID), scope.Key, commandNames(commands), string(app.RecordInProgress)).
 		Delete(&idempotencyRecordRow{})
 	if res.Error != nil {
 		return false, mapError(fmt.Errorf("release abandoned idempotency record: %w", res.Error))
 	}
 	return res.RowsAffected == 1, nil
+}
+
+// commandNames is commands as the command column holds them. GORM renders
+// an empty list as IN (NULL), which matches no record: a caller that knows
+// no command touches nothing.
+func commandNames(commands []app.CommandName) []string {
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = string(c)
+	}
+	return names
 }
 
 var (

@@ -25,7 +25,7 @@ const jobsLeaderLockKey int64 = 0x7061796d656e7473
 const abandonedChargesPerRun = 100
 
 // newJobs builds the background jobs over the service's adapters.
-func newJobs(cfg config.Config, db *gorm.DB, tx app.Transactor, charge *app.ChargePayment, registry prometheus.Registerer, logger *slog.Logger) *jobs.Jobs {
+func newJobs(cfg config.Config, db *gorm.DB, charge *app.ChargePayment, registry prometheus.Registerer, logger *slog.Logger) *jobs.Jobs {
 	retention := repository.NewRetention(db)
 	r := cfg.Retention
 	return jobs.New(jobs.Deps{
@@ -34,7 +34,8 @@ func newJobs(cfg config.Config, db *gorm.DB, tx app.Transactor, charge *app.Char
 			ProcessedEvents: r.ProcessedEventRetention,
 			PublishedOutbox: r.OutboxRetention,
 		}, r.BatchSize),
-		Complete: app.NewCompleteAbandonedCharges(tx, retention, charge, r.CompleterGrace, abandonedChargesPerRun, logger),
+		Complete: app.NewCompleteAbandonedCharges(retention, map[app.CommandName]app.Resumable{app.CommandCharge: charge},
+			r.CompleterGrace, abandonedChargesPerRun, logger),
 		Logger:   logger,
 		Registry: registry,
 	})
@@ -87,7 +88,7 @@ func Cleanup(ctx context.Context, cfg config.Config, logger *slog.Logger) error 
 	if err != nil {
 		return err
 	}
-	if err := newJobs(cfg, db, uc.tx, uc.chargePayment, registry, logger).RunOnce(ctx); err != nil {
+	if err := newJobs(cfg, db, uc.chargePayment, registry, logger).RunOnce(ctx); err != nil {
 		return fmt.Errorf("cleanup: %w", err)
 	}
 	return nil

@@ -37,16 +37,19 @@ import (
 
 // Service is a configured, listening payment service.
 //
-// Its components start in this order and stop in the reverse one:
+// Its components start in this order:
 //
 //	outbox relay   publishes payment events (only with KAFKA_BROKERS)
 //	HTTP server    the API
 //	order consumer keeps the order projection (only with KAFKA_BROKERS)
 //	job scheduler  retention and the completer (on the elected replica)
 //
-// so the jobs and the consumer stop writing first, in-flight requests then
-// drain, and the relay stops last, after publishing what the drain wrote.
-// The database pool closes after all of them.
+// and stop in two stages (shutdown.go): first the writers side by side,
+// each within its own bound (the jobs, the consumer, and the HTTP drain
+// with the charges its requests started), then the relay, within a bound
+// of its own, after publishing what the writers committed. A writer stuck
+// until its bound cannot spend the relay's time. The database pool closes
+// after all of them.
 type Service struct {
 	cfg      config.Config
 	logger   *slog.Logger
@@ -58,7 +61,7 @@ type Service struct {
 	relay         *outbox.Relay      // nil without KAFKA_BROKERS
 	orderConsumer *consumer.Consumer // nil without KAFKA_BROKERS
 	jobs          *scheduledJobs
-	charges       *app.ChargePayment // drained before the pool closes (shutdown.go)
+	commands      *app.Core          // its commands are drained before the pool closes (shutdown.go)
 	tracing       *telemetry.Tracing // flushed after everything else stopped
 }
 
@@ -102,6 +105,7 @@ func databaseTracing(tracing *telemetry.Tracing) []repository.OpenOption {
 type useCases struct {
 	tx            *repository.Transactor
 	providerNames []domain.ProviderName
+	core          *app.Core // what every money-moving command shares
 	chargePayment *app.ChargePayment
 }
 
@@ -131,12 +135,14 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 	// the order they came, not in database/sql's random order.
 	gate := repository.NewGate(cfg.DatabaseMaxConns)
 	tx := repository.NewTransactor(db, repository.WithOutbox(outboxCfg), repository.WithGate(gate))
+	chargeStore := repository.NewChargeStore(db, outboxCfg, gate)
+	core := app.NewCore(tx, chargeStore, cfg.IdempotencyLockTimeout, logger,
+		app.WithTracer(tracing.Tracer("github.com/example/payment-service/internal/app")))
 	return useCases{
 		tx:            tx,
 		providerNames: names,
-		chargePayment: app.NewChargePayment(tx, repository.NewChargeStore(db, outboxCfg, gate), providers,
-			httpapi.ResponseEncoder{}, cfg.IdempotencyLockTimeout, logger,
-			app.WithTracer(tracing.Tracer("github.com/example/payment-service/internal/app"))),
+		core:          core,
+		chargePayment: app.NewChargePayment(core, chargeStore, providers, httpapi.ResponseEncoder{}),
 	}, nil
 }
 
@@ -195,7 +201,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...Op
 	if err != nil {
 		return nil, err
 	}
-	jobs, err := newScheduledJobs(cfg, db, newJobs(cfg, db, uc.tx, uc.chargePayment, registry, logger))
+	jobs, err := newScheduledJobs(cfg, db, newJobs(cfg, db, uc.chargePayment, registry, logger))
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +246,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...Op
 		relay:         relay,
 		orderConsumer: orderConsumer,
 		jobs:          jobs,
-		charges:       uc.chargePayment,
+		commands:      uc.core,
 		tracing:       tracing,
 	}, nil
 }
@@ -249,10 +255,10 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...Op
 func (s *Service) Addr() string { return s.listener.Addr().String() }
 
 // Run runs every component until ctx ends or one of them fails, then stops
-// them in reverse start order, each bounded by cfg.ShutdownTimeout, and
+// them (stopWriters, then stopRelay), each stage within its own bound, and
 // closes the database once no charge runs: charges still running at the
-// bound are aborted and left to the takeover (drainCharges). It returns nil
-// after a clean shutdown.
+// HTTP drain's bound are aborted and left to the takeover (drainCharges).
+// It returns nil after a clean shutdown.
 func (s *Service) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 
@@ -276,21 +282,14 @@ func (s *Service) Run(ctx context.Context) error {
 	poolFree := true
 	g.Go(func() error {
 		<-gctx.Done()
-		s.logger.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
-		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
-		defer cancel()
-		jobsErr := s.jobs.stop(shutdownCtx)
-		orderConsumer.stop(shutdownCtx)
-		httpErr := s.server.Shutdown(shutdownCtx)
-		if httpErr != nil {
-			httpErr = fmt.Errorf("http shutdown: %w", httpErr)
-		}
-		// Charges outlive their requests' handlers only if the bound ran
-		// out; they are aborted and logged, never left under a closed pool.
-		poolFree = s.drainCharges(shutdownCtx)
-		relay.stop(shutdownCtx)
+		s.logger.Info("shutting down", "http_timeout", s.cfg.ShutdownTimeout, "jobs_timeout", s.cfg.ShutdownJobsTimeout,
+			"consumer_timeout", s.cfg.ShutdownConsumerTimeout, "relay_timeout", s.cfg.ShutdownRelayTimeout)
+		stopCtx := context.WithoutCancel(ctx)
+		var err error
+		poolFree, err = s.stopWriters(stopCtx, orderConsumer)
+		s.stopRelay(stopCtx, relay)
 		s.debug.close()
-		return errors.Join(jobsErr, httpErr)
+		return err
 	})
 	err := g.Wait()
 	if poolFree {

@@ -11,7 +11,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/example/payment-service/internal/kafkatest"
 	"github.com/example/payment-service/internal/sandboxprovider"
 	"github.com/example/payment-service/internal/servicetest"
 	"github.com/example/payment-service/internal/testdb"
@@ -22,8 +26,11 @@ func TestMain(m *testing.M) { testdb.Main(m) }
 const apiKey = "demo-secret" // servicetest.BaseEnv's demo-client
 
 func charge(url, key string) (int, string, error) {
-	req, err := http.NewRequest(http.MethodPost, url+"/payments", strings.NewReader(
-		`{"orderId":1001,"customerId":42,"amount":"100.50","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_shutdown"}`))
+	return chargeBody(url, key, `{"orderId":1001,"customerId":42,"amount":"100.50","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_shutdown"}`)
+}
+
+func chargeBody(url, key, body string) (int, string, error) {
+	req, err := http.NewRequest(http.MethodPost, url+"/payments", strings.NewReader(body))
 	if err != nil {
 		return 0, "", err
 	}
@@ -162,4 +169,86 @@ func withEnv(env map[string]string, name, value string) map[string]string {
 	out := maps.Clone(env)
 	out[name] = value
 	return out
+}
+
+// The relay has a shutdown bound of its own, after every writer stopped: an
+// HTTP drain stuck until its bound (a charge whose provider answers late)
+// no longer leaves the relay no time to publish an event committed before
+// the shutdown. Here the broker refuses the event until the drain has run out
+// of its 1s; the relay then publishes it within its own bound, and Run
+// returns. Before, the relay was cancelled as soon as the drain's shared
+// deadline had passed, and the event waited in the outbox for the next
+// start.
+func TestAStuckDrainLeavesTheRelayItsOwnTimeToPublish(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.New(t)
+	cluster, brokers := kafkatest.Cluster(t, kfake.NumBrokers(1))
+	topic := kafkatest.CreateTopic(t, brokers, 1)
+	env := map[string]string{
+		"KAFKA_BROKERS":                     strings.Join(brokers, ","),
+		"PAYMENT_EVENTS_TOPIC":              topic,
+		"ORDER_EVENTS_TOPIC":                kafkatest.CreateTopic(t, brokers, 1),
+		"ORDER_EVENTS_DLT_TOPIC":            kafkatest.CreateTopic(t, brokers, 1),
+		"ORDER_CONSUMER_GROUP":              "order-projection-" + strings.ReplaceAll(t.Name(), "/", "-"),
+		"KAFKA_CONSUMER_MAX_WAIT":           "100ms",
+		"KAFKA_CONSUMER_HEARTBEAT_INTERVAL": "100ms",
+		"KAFKA_CONSUMER_SESSION_TIMEOUT":    "1s",
+		"OUTBOX_POLL_INTERVAL":              "200ms",
+		"SHUTDOWN_TIMEOUT":                  "1s",
+		"SHUTDOWN_RELAY_TIMEOUT":            "10s",
+	}
+	logs := &servicetest.LogBuffer{}
+	svc := servicetest.Start(t, servicetest.Options{DSN: dsn, Env: env, Logs: logs})
+	ctx := context.Background()
+	if _, err := svc.DB.Exec(ctx, `INSERT INTO order_projection (order_id, customer_id, amount, currency) VALUES (1001, 42, 100.50, 'RUB'), (1002, 42, 7.00, 'RUB')`); err != nil {
+		t.Fatal(err)
+	}
+
+	// The broker refuses the payment event until it is told otherwise.
+	refused := cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Err: kerr.PolicyViolation, Count: -1})
+	if status, body, err := charge(svc.URL, "committed-before-shutdown"); err != nil || status != http.StatusCreated {
+		t.Fatalf("charge: %d %s %v", status, body, err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := refused.Wait(waitCtx, 1); err != nil {
+		t.Fatalf("the relay never tried to publish the event: %v", err)
+	}
+
+	// A charge whose provider answers late (slow_: after the service
+	// stopped waiting, PROVIDER_TIMEOUT) keeps the HTTP drain busy until
+	// its bound; then it is aborted and left to the takeover.
+	go func() {
+		_, _, _ = chargeBody(svc.URL, "stuck", `{"orderId":1002,"customerId":42,"amount":"7.00","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"slow_shutdown"}`)
+	}()
+	for deadline := time.Now().Add(30 * time.Second); svc.Count(t, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = 'stuck' AND status = 'IN_PROGRESS' AND payment_id IS NOT NULL`) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow charge never reached the provider")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- svc.Stop() }()
+	// The broker takes the event again once the drain has run out of its
+	// bound (or, should that never be logged, a little later than it could
+	// have: the check below is on what was published, not on this wait).
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline) && !strings.Contains(logs.String(), `"stage":"http drain"`); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	refused.Remove()
+
+	if runErr := <-stopped; !errors.Is(runErr, context.DeadlineExceeded) {
+		t.Errorf("Run = %v, want the HTTP drain's deadline error", runErr)
+	}
+	if !strings.Contains(logs.String(), `"stage":"http drain"`) {
+		t.Errorf("the log does not say the HTTP drain ran out of its bound:\n%s", logs.String())
+	}
+	if n := svc.Count(t, `SELECT count(*) FROM outbox_event WHERE published_at IS NOT NULL`); n != 1 {
+		t.Fatalf("events published when Run returned = %d, want 1: the relay had no time of its own", n)
+	}
+	records := kafkatest.ReadAll(t, brokers, topic, 10*time.Second)
+	if len(records) != 1 {
+		t.Fatalf("records on %s = %d, want 1", topic, len(records))
+	}
 }

@@ -164,3 +164,14 @@ func Start(t testing.TB, o Options) *Service {
 	})
 	return s
 }
+
+// Count runs query, a SELECT count(*) ..., on the service's database and
+// returns the count; an error fails t.
+func (s *Service) Count(t testing.TB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := s.DB.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}

@@ -19,9 +19,13 @@
 //     answer at all (the request may or may not have been processed),
 //     503 (the database or the provider is unavailable, or the outcome is
 //     unknown: the charge may have gone through, and the retry with the
-//     same key asks again), and 409 request-in-progress (another attempt
-//     with this key is running). Every other 4xx is final for this request
-//     and is returned as an error at once.
+//     same key asks again), 409 request-in-progress (another attempt with
+//     this key is running), and a gateway's answer: 502 or 504, or a 500
+//     or 503 that is not the service's own problem+json. A load balancer
+//     or proxy says with those that it has no answer from the service,
+//     which may have charged; to this client they are no answer at all.
+//     Every other 4xx, and the service's own 500, is final for this
+//     request and is returned as an error at once.
 //   - Between attempts it waits a capped exponential backoff with jitter,
 //     and never less than the service's Retry-After. It stops when the
 //     caller's context ends, or after RetryPolicy.MaxAttempts.
@@ -197,7 +201,8 @@ type Result struct {
 //
 // It returns the payment, or an error to switch on with errors.Is:
 // ErrDeclined (also a *DeclinedError, with the declined payment),
-// ErrKeyReused, ErrOrderAlreadyPaid, ErrExternalPaymentConflict,
+// ErrPaymentFailed (a *Problem with the failed payment), ErrKeyReused,
+// ErrOrderAlreadyPaid, ErrExternalPaymentConflict,
 // ErrValidation, ErrUnauthorized, ErrOrderNotFound, ErrOrderMismatch (each
 // also a *Problem), or a *GaveUpError when it stopped retrying; that one
 // Is ErrOutcomeUnknown when the charge may have been made, and wraps the
@@ -297,9 +302,10 @@ func (c *Client) once(ctx context.Context, key string, body []byte) (Result, tim
 	p := &Problem{Status: resp.StatusCode, RetryAfter: retryAfter}
 	if err := json.Unmarshal(b, p); err != nil || p.Code == "" {
 		// Not the service's problem+json: a proxy's or gateway's page.
-		p.Code, p.Title = "http-"+strconv.Itoa(resp.StatusCode), http.StatusText(resp.StatusCode)
+		p.Code, p.Title = gatewayCodePrefix+strconv.Itoa(resp.StatusCode), http.StatusText(resp.StatusCode)
 		p.Detail = strings.TrimSpace(string(b[:min(len(b), 200)]))
 	}
+	p.Status = resp.StatusCode // the answer's, whatever a body's JSON said
 	if p.Code == codeDeclined && p.Payment != nil {
 		return Result{}, 0, &DeclinedError{Payment: *p.Payment, Problem: p}
 	}

@@ -132,6 +132,7 @@ func TestNeverRetriesOtherAnswers(t *testing.T) {
 		is    error
 	}{
 		{"declined", reply{status: 402, body: declined}, ErrDeclined},
+		{"failed", reply{status: 402, body: problem(402, codePaymentFailed)}, ErrPaymentFailed},
 		{"key reused", reply{status: 409, body: problem(409, codeKeyReused)}, ErrKeyReused},
 		{"order already paid", reply{status: 409, body: problem(409, codeOrderAlreadyPaid)}, ErrOrderAlreadyPaid},
 		{"external payment conflict", reply{status: 409, body: problem(409, codeExternalPaymentConflict)}, ErrExternalPaymentConflict},
@@ -139,8 +140,7 @@ func TestNeverRetriesOtherAnswers(t *testing.T) {
 		{"unauthorized", reply{status: 401, body: problem(401, "unauthorized")}, ErrUnauthorized},
 		{"order not found", reply{status: 422, body: problem(422, codeOrderNotFound)}, ErrOrderNotFound},
 		{"order mismatch", reply{status: 422, body: problem(422, codeOrderMismatch)}, ErrOrderMismatch},
-		{"internal error", reply{status: 500, body: problem(500, "internal-error")}, nil},
-		{"a gateway's page", reply{status: 502, body: "<html>bad gateway</html>"}, nil},
+		{"the service's own internal error", reply{status: 500, body: problem(500, "internal-error")}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -158,7 +158,7 @@ func TestNeverRetriesOtherAnswers(t *testing.T) {
 			if tc.is != nil && !errors.Is(err, tc.is) {
 				t.Fatalf("err %v is not %v", err, tc.is)
 			}
-			for _, other := range []error{ErrDeclined, ErrKeyReused, ErrOrderAlreadyPaid, ErrExternalPaymentConflict, ErrUnauthorized, ErrOrderNotFound, ErrOutcomeUnknown} {
+			for _, other := range []error{ErrDeclined, ErrPaymentFailed, ErrKeyReused, ErrOrderAlreadyPaid, ErrExternalPaymentConflict, ErrUnauthorized, ErrOrderNotFound, ErrOutcomeUnknown} {
 				if other != tc.is && errors.Is(err, other) {
 					t.Fatalf("err %v is also %v", err, other)
 				}
@@ -197,6 +197,14 @@ func TestGivingUpSaysWhetherTheOutcomeIsUnknown(t *testing.T) {
 		{"in progress", []reply{{status: 409, body: problem(409, codeRequestInProgress), retryAfter: 1}}, true},
 		{"database down throughout", []reply{{status: 503, body: problem(503, codeServiceUnavailable), retryAfter: 1}}, false},
 		{"unknown, then database down", []reply{{hangUp: true}, {status: 503, body: problem(503, codeServiceUnavailable), retryAfter: 1}}, true},
+		// A gateway's answer in the service's place: the service may have
+		// charged behind it (gateway_test.go runs this through a real
+		// proxy in front of the real service).
+		{"a gateway's 502", []reply{{status: 502, body: "<html>bad gateway</html>"}}, true},
+		{"a gateway's 504", []reply{{status: 504, body: ""}}, true},
+		{"a gateway's 500 page", []reply{{status: 500, body: "<html>internal error</html>"}}, true},
+		{"a gateway's 503 page", []reply{{status: 503, body: "no healthy upstream"}}, true},
+		{"a gateway's 502 with JSON that looks like the service's", []reply{{status: 502, body: problem(503, codeServiceUnavailable)}}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -16,6 +16,12 @@ var (
 	// for the order needs a new operation (a new key and, usually, a new
 	// external payment id).
 	ErrDeclined = errors.New("payment declined")
+	// ErrPaymentFailed: the provider refused the charge request for good
+	// and holds no charge for it (402 payment-failed). Nothing was
+	// charged; the payment is recorded as FAILED (Problem.Payment) and the
+	// order is free. No retry changes it: a new attempt needs a new
+	// operation (a new key and a new external payment id).
+	ErrPaymentFailed = errors.New("payment failed")
 	// ErrKeyReused: the key was used before for a different request (409
 	// idempotency-key-reused). A bug in the caller: one key, one operation.
 	ErrKeyReused = errors.New("idempotency key reused for a different request")
@@ -45,6 +51,7 @@ var (
 // Problem codes of the service (api/openapi.yaml) this package acts on.
 const (
 	codeDeclined                = "payment-declined"
+	codePaymentFailed           = "payment-failed"
 	codeKeyReused               = "idempotency-key-reused"
 	codeOrderAlreadyPaid        = "order-already-paid"
 	codeExternalPaymentConflict = "external-payment-conflict"
@@ -55,6 +62,10 @@ const (
 	codeOrderNotFound           = "order-not-found"
 	codeOrderMismatch           = "order-mismatch"
 )
+
+// gatewayCodePrefix starts the Code of an answer that was not the
+// service's own problem+json ("http-502"): a proxy's or gateway's page.
+const gatewayCodePrefix = "http-"
 
 // Problem is an error answer of the service (RFC 9457 problem details).
 type Problem struct {
@@ -70,7 +81,8 @@ type Problem struct {
 	Detail string `json:"detail"`
 	// Errors names the invalid fields of a validation failure.
 	Errors []FieldError `json:"errors"`
-	// Payment is the declined payment, on payment-declined.
+	// Payment is the declined or failed payment, on payment-declined and
+	// payment-failed.
 	Payment *Payment `json:"payment"`
 	// RetryAfter is the service's Retry-After, zero if it sent none.
 	RetryAfter time.Duration `json:"-"`
@@ -104,6 +116,8 @@ func (p *Problem) Is(target error) bool {
 	switch target {
 	case ErrDeclined:
 		return p.Code == codeDeclined
+	case ErrPaymentFailed:
+		return p.Code == codePaymentFailed
 	case ErrKeyReused:
 		return p.Code == codeKeyReused
 	case ErrOrderAlreadyPaid:
@@ -158,11 +172,12 @@ type GaveUpError struct {
 	// Attempts is how many requests were made.
 	Attempts int
 	// Last is the last attempt's error: a *NoAnswerError or a *Problem
-	// (503 or 409 request-in-progress).
+	// (503, 409 request-in-progress, or a gateway's 500, 502 or 504).
 	Last error
 	// OutcomeUnknown is true when some attempt may have charged: it got no
-	// answer, or outcome-unknown, or request-in-progress. Then the only
-	// safe next step is the same call, with the same key, later.
+	// answer (also a gateway's answer in place of the service's), or
+	// outcome-unknown, or request-in-progress. Then the only safe next
+	// step is the same call, with the same key, later.
 	OutcomeUnknown bool
 	// Err is the context's error, if the context ended.
 	Err error
@@ -191,7 +206,8 @@ func (e *GaveUpError) Unwrap() []error {
 }
 
 // retryable reports an error after which the same request may succeed and
-// cannot charge twice (the key guards it): no answer, 503, 409 in progress.
+// cannot charge twice (the key guards it): no answer, 503, 409 in progress,
+// and a gateway's answer in place of the service's (fromGateway).
 func retryable(err error) bool {
 	var noAnswer *NoAnswerError
 	if errors.As(err, &noAnswer) {
@@ -202,16 +218,34 @@ func retryable(err error) bool {
 		return false
 	}
 	return p.Status == http.StatusServiceUnavailable ||
-		p.Status == http.StatusConflict && p.Code == codeRequestInProgress
+		p.Status == http.StatusConflict && p.Code == codeRequestInProgress ||
+		p.fromGateway()
+}
+
+// fromGateway reports an answer that a load balancer or proxy gave in the
+// service's place: it forwarded the request, or tried to, and got no
+// answer it could pass on, so the service may have charged. 502 and 504
+// are never the service's own; a 500 or 503 is a gateway's when its body
+// is not the service's problem+json. The service's own 500 is not retried:
+// it is a bug to look at, not a lost answer.
+func (p *Problem) fromGateway() bool {
+	switch p.Status {
+	case http.StatusBadGateway, http.StatusGatewayTimeout:
+		return true
+	case http.StatusInternalServerError, http.StatusServiceUnavailable:
+		return strings.HasPrefix(p.Code, gatewayCodePrefix)
+	}
+	return false
 }
 
 // mayHaveCharged reports a retryable error after which the charge may have
-// been made: everything but the two 503s that say the provider was not
-// charged (service-unavailable: the provider was not called;
-// provider-unavailable: the provider said it did not charge).
+// been made: everything but the service's two 503s that say the provider
+// was not charged (service-unavailable: the provider was not called;
+// provider-unavailable: the provider said it did not charge). A gateway's
+// answer is no answer: the service behind it may have charged.
 func mayHaveCharged(err error) bool {
 	var p *Problem
-	if errors.As(err, &p) {
+	if errors.As(err, &p) && !p.fromGateway() {
 		return p.Code != codeServiceUnavailable && p.Code != codeProviderUnavailable
 	}
 	return true

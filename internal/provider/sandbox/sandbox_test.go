@@ -174,16 +174,23 @@ func TestLookupAnswersFromSomethingElse(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				w.WriteHeader(tc.status)
-				_, _ = w.Write([]byte(tc.body))
-			}))
-			t.Cleanup(srv.Close)
-			if got := outcome(client(t, srv.URL).LookupCharge(context.Background(), "k")); got != tc.want {
+			if got := outcome(answeredBy(t, tc.status, tc.body).LookupCharge(context.Background(), "k")); got != tc.want {
 				t.Fatalf("outcome = %s, want %s", got, tc.want)
 			}
 		})
 	}
+}
+
+// answeredBy is a client of a server that answers every request with
+// status and body, as something other than the provider might.
+func answeredBy(t *testing.T, status int, body string) *sandbox.Client {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	return client(t, srv.URL)
 }
 
 func btoi(b bool) int {
@@ -287,12 +294,7 @@ func TestAnswersFromSomethingElse(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				w.WriteHeader(tc.status)
-				_, _ = w.Write([]byte(tc.body))
-			}))
-			t.Cleanup(srv.Close)
-			if got := outcome(client(t, srv.URL).Charge(context.Background(), charge(t, "pi_1"))); got != tc.want {
+			if got := outcome(answeredBy(t, tc.status, tc.body).Charge(context.Background(), charge(t, "pi_1"))); got != tc.want {
 				t.Fatalf("outcome = %s, want %s", got, tc.want)
 			}
 		})
