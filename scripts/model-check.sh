@@ -192,10 +192,13 @@ suite_witnesses() {
 }
 
 # Each mutant must violate the named property; the second run of a mutant
-# switches its first property off to show what it breaks next.
+# switches its first property off to show what it breaks next. Runs whose
+# story needs only some kinds of fault switch the others off: a
+# breadth-first search stores every state up to the counterexample's depth.
 suite_nofence() {
 	run mutant-nofence            bfs "violation:VIOLATED P4" -DSCEN=1 -DNOFENCE
-	run mutant-nofence-money      bfs "violation:VIOLATED P2" -DSCEN=1 -DNOFENCE -DSKIP_P4 -DSKIP_P6 -DMAXATT=1 -DMAXREFUSE=0
+	run mutant-nofence-money      bfs "violation:VIOLATED P2" -DSCEN=1 -DNOFENCE -DSKIP_P4 -DSKIP_P6 -DMAXATT=1 -DMAXREFUSE=0 \
+		-DMAXCRASH=0 -DMAXLOST=0 -DMAXDBFAIL=0
 	run mutant-nofence-failed     bfs "violation:VIOLATED P8" -DSCEN=1 -DNOFENCE -DSKIP_P4 -DSKIP_P6 -DMAXATT=1
 }
 suite_findsave() {
@@ -205,7 +208,8 @@ suite_findsave() {
 suite_delunknown() {
 	run mutant-delunknown         bfs "violation:VIOLATED P6" -DSCEN=1 -DDELUNKNOWN
 	run mutant-delunknown-money   bfs "violation:VIOLATED P2" -DSCEN=1 -DDELUNKNOWN -DSKIP_P6 -DMAXATT=1
-	run mutant-delunknown-issue9  bfs "violation:WITNESS 16 reached" -DSCEN=3 -DDELUNKNOWN -DSKIP_P6 -DWITNESS=16 -DMAXATT=1 -DMAXREFUSE=0
+	run mutant-delunknown-issue9  bfs "violation:WITNESS 16 reached" -DSCEN=3 -DDELUNKNOWN -DSKIP_P6 -DWITNESS=16 -DMAXATT=1 -DMAXREFUSE=0 \
+		-DMAXCRASH=0 -DMAXSLOW=0 -DMAXDNC=0 -DMAXDBFAIL=0
 }
 suite_noorderidx() {
 	run mutant-noorderidx         bfs "violation:VIOLATED P1" -DSCEN=2 -DNOORDERIDX
