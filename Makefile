@@ -4,7 +4,8 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN         ?= bin
 
 .PHONY: dev demo test test-kafka test-fault test-fault-long fuzz lint build migrate bench bench-api bench-tracing docs-screenshot help model model-mutants model-deep \
-	model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease
+	model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease \
+	model-mutant-nolookup model-mutant-busyasnone model-mutant-nosettle model-mutant-refuseonce
 
 help:
 	@echo "make dev      run the service on a throwaway PostgreSQL (no Docker), http://127.0.0.1:8080"
@@ -138,7 +139,8 @@ model:
 model-mutants:
 	scripts/model-check.sh mutants
 
-model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease:
+model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease \
+model-mutant-nolookup model-mutant-busyasnone model-mutant-nosettle model-mutant-refuseonce:
 	scripts/model-check.sh $(patsubst model-mutant-%,%,$@)
 
 # Larger bounds: minutes per run, up to MODEL_MEMLIM MB each; not run by CI.

@@ -5,11 +5,13 @@
  * statement that implement it.
  *
  * What is modelled: ChargePayment (claim, takeover, resume, reserve with the
- * second and third layer, the provider call, record, release, early lock
- * release), the completer of abandoned charges, the TTL purge, a provider
- * that is idempotent by its own key and whose answers can be lost, replicas
- * that crash at any step, and locks that expire while their owner is slow or
- * after it has gone.
+ * second and third layer, the provider call, record; for a call that brought
+ * no decision: release, FAILED, the lookup by key, early lock release), the
+ * completer of abandoned charges, the TTL purge, a provider that is
+ * idempotent by its own key, whose answers can be lost, that may refuse
+ * requests for good before it looks at their key, and that answers a lookup
+ * by key truthfully; replicas that crash at any step, and locks that expire
+ * while their owner is slow or after it has gone.
  *
  * A database transaction is one atomic step (d_step): it commits as a whole
  * or, on a crash or a rollback, leaves no trace. A crash between two steps
@@ -34,6 +36,19 @@
  *   NOORDERIDX     no partial UNIQUE (order_id) index (third layer)
  *   NOLEASE        a claim has no lease: its lock never expires by itself
  *                  (only the early release gives it back); breaks P5
+ *   NOLOOKUP       a resumed payment refused for good is recorded FAILED
+ *                  without looking the key up (the refusal taken as proof
+ *                  that nothing was charged)
+ *   BUSYASNONE     the lookup's "a request under this key is being
+ *                  processed" taken as "no charge"
+ *   NOSETTLE       the code before issue 21: any refusal of a resumed
+ *                  payment keeps it PENDING as unknown (no lookup); breaks
+ *                  P5's liveness when every retry is refused
+ * A provider that breaks an assumption (must produce a counterexample too):
+ *   REFUSEONCE     a refusal for good answers the refused request only; a
+ *                  later request for E may be accepted (by default the
+ *                  provider refuses every later request for E, as 0018
+ *                  defines "for good")
  */
 
 /* ------------------------------------------------------------ scenarios */
@@ -96,7 +111,10 @@
 #define MAXLOST 1      /* provider answers lost after the provider decided */
 #endif
 #ifndef MAXDNC
-#define MAXDNC 1       /* provider calls that definitely did not charge */
+#define MAXDNC 1       /* provider calls refused, not charged for now */
+#endif
+#ifndef MAXREFUSE
+#define MAXREFUSE 1    /* external payments the provider refuses for good */
 #endif
 #ifndef MAXDBFAIL
 #define MAXDBFAIL 1    /* phase-3 transactions that fail (database down) */
@@ -120,6 +138,7 @@
 #define PENDING    1
 #define SUCCEEDED  2
 #define DECLINED   3
+#define FAILED     4   /* refused for good, no charge under its key: final */
 /* the provider's ledger, per provider idempotency key provider:E */
 #define P_NONE     0
 #define P_RUNNING  1   /* accepted, being processed */
@@ -129,8 +148,10 @@
 #define R_WAIT     0
 #define R_APPROVED 1
 #define R_DECLINED 2
-#define R_DNC      3   /* definitely not charged */
+#define R_DNC      3   /* refused, not charged for now (ErrProviderNotCharged) */
 #define R_UNKNOWN  4
+#define R_REFUSED  5   /* refused for good, not charged (ErrProviderRefused) */
+#define R_FAIL     6   /* settled: record the payment FAILED */
 /* answers to the client: final ones ... */
 #define A_NONE     0
 #define A_201      1   /* charged */
@@ -139,14 +160,15 @@
 #define A_409X     4   /* external-payment-conflict */
 #define A_409O     5   /* order-already-paid */
 #define A_409K     6   /* idempotency-key-reused (final for this command, not stored) */
+#define A_402F     7   /* payment-failed: refused for good, nothing charged */
 /* ... retryable ones ... */
-#define A_409P     7   /* request-in-progress */
-#define A_503N     8   /* provider unavailable, nothing was charged */
-#define A_503U     9   /* outcome unknown */
-#define A_CRASH    10  /* the connection dropped: the replica crashed */
+#define A_409P     8   /* request-in-progress */
+#define A_503N     9   /* provider unavailable, nothing was charged */
+#define A_503U     10  /* outcome unknown */
+#define A_CRASH    11  /* the connection dropped: the replica crashed */
 /* ... and one that must never be given */
-#define A_500      11
-#define FINAL(x)   ((x) >= A_201 && (x) <= A_409K)
+#define A_500      12
+#define FINAL(x)   ((x) >= A_201 && (x) <= A_402F)
 
 /* ---------------------------------------------------------------- state */
 
@@ -159,7 +181,7 @@ typedef Rec {
 	byte resp      /* response: an A_ code */
 };
 typedef Pay {
-	byte st;       /* NONE, PENDING, SUCCEEDED, DECLINED */
+	byte st;       /* NONE, PENDING, SUCCEEDED, DECLINED, FAILED */
 	byte amt
 };
 
@@ -168,9 +190,10 @@ Pay  pay[NEXT];    /* payment, one row per UNIQUE (provider, external id) */
 byte prov[NEXT];   /* provider ledger, per provider key */
 byte pamt[NEXT];   /* the amount the provider charged (or was asked for) */
 byte ev[NEXT];     /* outbox events written per payment */
+bool refusing[NEXT]; /* the provider refuses every request for E, for good */
 
 bool kill[NTOK];   /* this attempt dies with its replica at its next step */
-byte crashes, slow, lost, dnc, dbfail, purges, faults;
+byte crashes, slow, lost, dnc, refusals, dbfail, purges, faults;
 
 /* ghosts: not in the system, only for the properties and the environment */
 byte holder[NKEY];       /* the attempt that made the key's latest claim */
@@ -199,8 +222,9 @@ bool completer_done;
 #define P1(cond) skip
 #endif
 /* P2: once the system is quiet, every charge the provider made has its
- * payment row, SUCCEEDED with the charged amount and one event; nothing is
- * left PENDING or IN_PROGRESS. */
+ * payment row, SUCCEEDED with the charged amount and one event; every FAILED
+ * payment has one event and no charge; nothing is left PENDING or
+ * IN_PROGRESS. */
 #ifndef SKIP_P2
 #define P2(cond) PROP("VIOLATED P2 no lost charge once quiet\n", cond)
 #else
@@ -221,9 +245,11 @@ bool completer_done;
 #define P4(k, me) skip
 #endif
 /* P6: every answer is true when it is given: 201/200 = the provider charged
- * this E with this amount, 402 = declined, 409 order-already-paid = the
- * provider charged the order's other payment, 503 "nothing was charged" =
- * the provider has not charged E and is not processing a request for it. */
+ * this E with this amount, 402 = declined, 402 payment-failed = the provider
+ * has no charge for E and is not processing a request for it, 409
+ * order-already-paid = the provider charged the order's other payment, 503
+ * "nothing was charged" = the provider has not charged E and is not
+ * processing a request for it. */
 #ifndef SKIP_P6
 #define P6(cond) PROP("VIOLATED P6 every answer is true\n", cond)
 #else
@@ -234,6 +260,13 @@ bool completer_done;
 #define P7(cond) PROP("VIOLATED P7 one event per payment outcome\n", cond)
 #else
 #define P7(cond) skip
+#endif
+/* P8: a FAILED payment's provider key holds no charge, ever: none when the
+ * payment is recorded FAILED, and the provider never charges it later. */
+#ifndef SKIP_P8
+#define P8(cond) PROP("VIOLATED P8 a FAILED payment's key is never charged\n", cond)
+#else
+#define P8(cond) skip
 #endif
 /* P5: every answer is the stored outcome, a final refusal (key reused) or
  * retryable (409 in-progress, 503, a dropped connection); never a 500, and no
@@ -246,10 +279,12 @@ bool completer_done;
 #endif
 
 #define CHARGED_AS(e, a) P6(prov[e] == P_CHARGED && pamt[e] == (a))
+#define NOTHING_CHARGED(e) P6(prov[e] != P_CHARGED && prov[e] != P_RUNNING)
 #define RESP_TRUE(r, e, a) \
 	if \
 	:: (r) == A_201 || (r) == A_200 -> CHARGED_AS(e, a) \
 	:: (r) == A_402 -> P6(prov[e] == P_DECLINED) \
+	:: (r) == A_402F -> NOTHING_CHARGED(e) \
 	:: (r) == A_409O -> P6(prov[OTHER(e)] == P_CHARGED) \
 	:: else -> skip \
 	fi
@@ -376,6 +411,9 @@ inline charge(k, e, a, me)
 			:: pay[e].st == DECLINED ->
 				COMPLETE_WRITE(k, A_402); ans = A_402; P6(prov[e] == P_DECLINED); SEEN(15);
 				printf("T%d K%d: takeover finds E%d DECLINED: completes 402\n", me, k, e)
+			:: pay[e].st == FAILED ->
+				COMPLETE_WRITE(k, A_402F); ans = A_402F; NOTHING_CHARGED(e); SEEN(15);
+				printf("T%d K%d: takeover finds E%d FAILED: completes 402 payment-failed\n", me, k, e)
 			fi
 		:: claimed && tpid == 0 ->
 			/* c. the order check passes: order O exists and matches */
@@ -387,6 +425,7 @@ inline charge(k, e, a, me)
 				go = 1;
 				if
 				:: pay[OTHER(e)].st == DECLINED -> SEEN(8)
+				:: pay[OTHER(e)].st == FAILED -> SEEN(21)
 				:: else -> skip
 				fi;
 				printf("T%d K%d: claims, reserves E%d PENDING amount %d\n", me, k, e, a)
@@ -406,6 +445,10 @@ inline charge(k, e, a, me)
 				CLAIM_WRITE(k, me, HASH(e, a), 0); COMPLETE_WRITE(k, A_402); ans = A_402;
 				P6(prov[e] == P_DECLINED);
 				printf("T%d K%d: E%d DECLINED, same charge: completes 402\n", me, k, e)
+			:: pay[e].st == FAILED && pay[e].amt == a ->
+				CLAIM_WRITE(k, me, HASH(e, a), 0); COMPLETE_WRITE(k, A_402F); ans = A_402F;
+				NOTHING_CHARGED(e);
+				printf("T%d K%d: E%d FAILED, same charge: completes 402 payment-failed\n", me, k, e)
 			:: pay[e].st == NONE && ORDER_BUSY(e) && pay[OTHER(e)].st == SUCCEEDED ->
 				/* third layer: the order is paid under another external payment */
 				CLAIM_WRITE(k, me, HASH(e, a), 0); COMPLETE_WRITE(k, A_409O); ans = A_409O;
@@ -419,22 +462,36 @@ inline charge(k, e, a, me)
 	};
 	if
 	:: go ->
-		/* Phase 2: the provider, key provider:E, outside any transaction. */
+		/* Phase 2: the provider, key provider:E, outside any transaction.
+		 * A refusal comes before the provider looks at the key: it answers
+		 * this request only, whatever the key holds. */
 		atomic {
 			if
-			:: MAY(dnc, MAXDNC) ->
-				FAULT(dnc); reply = R_DNC;   /* refused before charging, or never sent */
-				printf("T%d -> provider E%d: definitely not charged\n", me, e)
-			:: prov[e] == P_RUNNING ->
+			:: refusing[e] ->
+				reply = R_REFUSED;
+				printf("T%d -> provider E%d: refused for good\n", me, e)
+#ifndef REFUSEONCE
+			:: !refusing[e] && MAY(refusals, MAXREFUSE) ->
+				FAULT(refusals); refusing[e] = 1; reply = R_REFUSED;
+				printf("T%d -> provider E%d: refused for good (and every request for E%d from now on)\n", me, e, e)
+#else
+			:: MAY(refusals, MAXREFUSE) ->
+				FAULT(refusals); reply = R_REFUSED;
+				printf("T%d -> provider E%d: refused (this request only)\n", me, e)
+#endif
+			:: !refusing[e] && MAY(dnc, MAXDNC) ->
+				FAULT(dnc); reply = R_DNC;   /* refused for now, or never sent */
+				printf("T%d -> provider E%d: not charged, for now\n", me, e)
+			:: !refusing[e] && prov[e] == P_RUNNING ->
 				reply = R_UNKNOWN;           /* "a request with this key is in progress" */
 				printf("T%d -> provider E%d: refused, in progress (unknown)\n", me, e)
-			:: prov[e] == P_NONE ->
+			:: !refusing[e] && prov[e] == P_NONE ->
 				prov[e] = P_RUNNING; pamt[e] = a; reply = R_WAIT;
 				printf("T%d -> provider E%d amount %d: accepted\n", me, e, a)
-			:: prov[e] == P_CHARGED ->
+			:: !refusing[e] && prov[e] == P_CHARGED ->
 				reply = R_APPROVED;          /* the stored answer: nothing new charged */
 				printf("T%d -> provider E%d: stored answer, approved\n", me, e)
-			:: prov[e] == P_DECLINED ->
+			:: !refusing[e] && prov[e] == P_DECLINED ->
 				reply = R_DECLINED;
 				printf("T%d -> provider E%d: stored answer, declined\n", me, e)
 			fi
@@ -452,10 +509,51 @@ inline charge(k, e, a, me)
 				FAULT(lost); reply = R_UNKNOWN;
 				printf("T%d <- provider E%d: the answer is lost (unknown)\n", me, e)
 			:: true -> skip
+			fi;
+			/* settleFailedCall: a refusal of a payment this attempt reserved
+			 * is the whole truth (no earlier request used the key); a
+			 * resumed payment's refusal is settled by the provider's record
+			 * under the key, looked up now (the lookup reads only the
+			 * provider's ledger, so it is one step with the answer) */
+			if
+#ifndef NOLOOKUP
+			:: reply == R_REFUSED && !resumed ->
+#else
+			:: reply == R_REFUSED ->     /* the refusal taken as proof */
+#endif
+				reply = R_FAIL
+#ifndef NOSETTLE
+			:: (reply == R_REFUSED || reply == R_DNC) && resumed ->
+				if
+				:: MAY(lost, MAXLOST) ->
+					FAULT(lost); reply = R_UNKNOWN;
+					printf("T%d <- provider E%d: the lookup's answer is lost (unknown)\n", me, e)
+				:: prov[e] == P_CHARGED ->
+					reply = R_APPROVED; SEEN(18);
+					printf("T%d <- provider E%d: looked up: charged\n", me, e)
+				:: prov[e] == P_DECLINED ->
+					reply = R_DECLINED; SEEN(18);
+					printf("T%d <- provider E%d: looked up: declined\n", me, e)
+#ifndef BUSYASNONE
+				:: prov[e] == P_RUNNING ->
+					reply = R_UNKNOWN; SEEN(20);
+					printf("T%d <- provider E%d: looked up: being processed (unknown)\n", me, e)
+				:: prov[e] == P_NONE ->
+#else
+				:: prov[e] == P_NONE || prov[e] == P_RUNNING ->
+#endif
+					if
+					:: reply == R_REFUSED -> reply = R_FAIL; SEEN(19)
+					:: else -> reply = R_UNKNOWN
+					fi;
+					printf("T%d <- provider E%d: looked up: no charge\n", me, e)
+				fi
+#endif
+			:: else -> skip
 			fi
 		};
 		if
-		:: reply == R_APPROVED || reply == R_DECLINED ->
+		:: reply == R_APPROVED || reply == R_DECLINED || reply == R_FAIL ->
 			/* Phase 3: one transaction, or one that fails and changes nothing */
 			if
 			:: atomic {
@@ -477,9 +575,17 @@ inline charge(k, e, a, me)
 							:: else -> skip
 							fi;
 							CHARGED_AS(e, pay[e].amt)
-						:: else ->
+						:: reply == R_DECLINED ->
 							pay[e].st = DECLINED; COMPLETE_WRITE(k, A_402); ans = A_402;
 							P6(prov[e] == P_DECLINED)
+						:: reply == R_FAIL ->
+							pay[e].st = FAILED; COMPLETE_WRITE(k, A_402F); ans = A_402F;
+							P8(prov[e] != P_CHARGED);
+							NOTHING_CHARGED(e);
+							if
+							:: resumed -> skip
+							:: else -> SEEN(17)
+							fi
 						fi;
 						ev[e]++;
 						P7(ev[e] == 1);
@@ -525,8 +631,10 @@ inline charge(k, e, a, me)
 			}
 #ifndef DELUNKNOWN
 		:: else ->
-			/* unknown, or not charged now but an earlier attempt may have:
-			 * delete nothing, give the lock back early */
+			/* unknown, or a resumed payment's refusal that the lookup did
+			 * not settle (an earlier attempt may have charged, or the key's
+			 * request is still processed): delete nothing, give the lock
+			 * back early */
 			d_step {
 				if
 				:: OWNED(k, me) -> P4(k, me); rec[k].exp = 1; SEEN(5)
@@ -693,7 +801,8 @@ end:
 		if
 		:: prov[e] = P_CHARGED;
 			printf("provider: CHARGES E%d amount %d\n", e, pamt[e]);
-			P1(prov[OTHER(e)] != P_CHARGED)
+			P1(prov[OTHER(e)] != P_CHARGED);
+			P8(pay[e].st != FAILED)
 		:: prov[e] = P_DECLINED;
 			printf("provider: declines E%d\n", e)
 		fi;
@@ -795,6 +904,7 @@ end:
 	P2(prov[e] != P_CHARGED || (pay[e].st == SUCCEEDED && pay[e].amt == pamt[e] && ev[e] == 1)); \
 	P2(prov[e] != P_DECLINED || (pay[e].st == DECLINED && ev[e] == 1)); \
 	P2(pay[e].st != SUCCEEDED || prov[e] == P_CHARGED); \
+	P2(pay[e].st != FAILED || (prov[e] == P_NONE && ev[e] == 1)); \
 	P2(pay[e].st != PENDING)
 
 init {

@@ -12,7 +12,8 @@
 #                check is not vacuous; each must be reached (make model)
 #   mutants      every mutant below; each must produce its counterexample
 #                (make model-mutants)
-#   nofence | findsave | delunknown | noorderidx | nolease
+#   nofence | findsave | delunknown | noorderidx | nolease | nolookup |
+#   busyasnone | nosettle | refuseonce
 #                one mutant (make model-mutant-<name>)
 #   deep         larger bounds, minutes each; not run by CI (make model-deep)
 #
@@ -106,7 +107,7 @@ run() {
 		elif [ "$errors" != 0 ]; then
 			echo "FAIL $name: $errors violation(s) ($figures) [${flags[*]}]"
 			grep -m1 -E "assertion violated|invalid end state|acceptance cycle|non-progress" "$out" | sed 's/^/    /' || true
-			(cd "$dir" && "$SPIN" -t "${flags[@]}" payment.pml 2>&1) | narrate | sed 's/^/    /'
+			(cd "$dir" && "$SPIN" -t "${flags[@]}" payment.pml 2>&1) | narrate | shorten | sed 's/^/    /'
 			echo "    reproduce: cd model && $SPIN -a ${flags[*]} payment.pml && $CC ${cflags[*]} -o pan pan.c && ./pan ${panflags[*]} && $SPIN -t ${flags[*]} payment.pml"
 			failures=$((failures + 1))
 		else
@@ -121,9 +122,12 @@ run() {
 		failures=$((failures + 1))
 		return
 	fi
-	local story
-	story="$(cd "$dir" && "$SPIN" -t "${flags[@]}" payment.pml 2>&1 | narrate)"
-	if grep -qE "$want" <<<"$story"; then
+	# The whole narration is searched (a liveness trail can be long before
+	# its cycle starts); 40 lines of it are printed.
+	local whole story
+	whole="$(cd "$dir" && "$SPIN" -t "${flags[@]}" payment.pml 2>&1 | narrate)"
+	story="$(shorten <<<"$whole")"
+	if grep -qE "$want" <<<"$whole"; then
 		echo "ok   $name: counterexample as expected ($figures) [${flags[*]}]"
 		sed 's/^/    /' <<<"$story"
 	else
@@ -135,10 +139,15 @@ run() {
 }
 
 # The model's own narration of a replayed trail: one line per printf.
-# At most 40 lines: a liveness counterexample's cycle repeats itself.
 narrate() {
 	{ grep -E '^\s+(T[0-9]|provider|a replica|the lock|the TTL|VIOLATED|WITNESS)|START OF CYCLE' || true; } |
-		sed 's/^[[:space:]]*//' | awk 'NR <= 40 {print} END {if (NR > 40) printf "... %d more lines\n", NR - 40}'
+		sed 's/^[[:space:]]*//'
+}
+
+# At most 40 lines of a narration: a liveness counterexample's cycle repeats
+# itself.
+shorten() {
+	awk 'NR <= 40 {print} END {if (NR > 40) printf "... %d more lines\n", NR - 40}'
 }
 
 # Scenarios (model/payment.pml): 1 one key, the same request twice; 2 one
@@ -155,6 +164,9 @@ suite_checks() {
 	run live-order    live   pass -DSCEN=2 -DMAXFAULTS=1
 	run live-ext      live   pass -DSCEN=3 -DMAXFAULTS=0
 	run live-reuse    live   pass -DSCEN=4 -DMAXFAULTS=1
+	# issue 21: a refusal for good after a crash or a lost answer; every
+	# retry is refused, and each request still gets a final answer
+	run live-refused  live   pass -DSCEN=1 -DMAXDBFAIL=0 -DMAXSLOW=0 -DMAXDNC=0
 }
 
 # Each witness stops the first time its event happens (SEEN(n) in the model).
@@ -172,13 +184,22 @@ suite_witnesses() {
 	run witness-11-purge-completed         safety "violation:WITNESS 11 reached" -DSCEN=1 -DWITNESS=11
 	run witness-13-phase3-db-failure       safety "violation:WITNESS 13 reached" -DSCEN=1 -DWITNESS=13
 	run witness-14-release-fenced          safety "violation:WITNESS 14 reached" -DSCEN=1 -DWITNESS=14
+	run witness-17-refused-fresh-failed    safety "violation:WITNESS 17 reached" -DSCEN=1 -DWITNESS=17
+	run witness-18-lookup-finds-decision   safety "violation:WITNESS 18 reached" -DSCEN=1 -DWITNESS=18
+	run witness-19-lookup-none-failed      safety "violation:WITNESS 19 reached" -DSCEN=1 -DWITNESS=19
+	run witness-20-lookup-processing       safety "violation:WITNESS 20 reached" -DSCEN=1 -DWITNESS=20
+	run witness-21-new-payment-after-failed safety "violation:WITNESS 21 reached" -DSCEN=2 -DWITNESS=21
 }
 
 # Each mutant must violate the named property; the second run of a mutant
-# switches its first property off to show what it breaks next.
+# switches its first property off to show what it breaks next. Runs whose
+# story needs only some kinds of fault switch the others off: a
+# breadth-first search stores every state up to the counterexample's depth.
 suite_nofence() {
 	run mutant-nofence            bfs "violation:VIOLATED P4" -DSCEN=1 -DNOFENCE
-	run mutant-nofence-money      bfs "violation:VIOLATED P2" -DSCEN=1 -DNOFENCE -DSKIP_P4 -DSKIP_P6 -DMAXATT=1
+	run mutant-nofence-money      bfs "violation:VIOLATED P2" -DSCEN=1 -DNOFENCE -DSKIP_P4 -DSKIP_P6 -DMAXATT=1 -DMAXREFUSE=0 \
+		-DMAXCRASH=0 -DMAXLOST=0 -DMAXDBFAIL=0
+	run mutant-nofence-failed     bfs "violation:VIOLATED P8" -DSCEN=1 -DNOFENCE -DSKIP_P4 -DSKIP_P6 -DMAXATT=1
 }
 suite_findsave() {
 	run mutant-findsave           bfs "violation:VIOLATED P3" -DSCEN=1 -DFINDSAVE
@@ -187,7 +208,8 @@ suite_findsave() {
 suite_delunknown() {
 	run mutant-delunknown         bfs "violation:VIOLATED P6" -DSCEN=1 -DDELUNKNOWN
 	run mutant-delunknown-money   bfs "violation:VIOLATED P2" -DSCEN=1 -DDELUNKNOWN -DSKIP_P6 -DMAXATT=1
-	run mutant-delunknown-issue9  bfs "violation:WITNESS 16 reached" -DSCEN=3 -DDELUNKNOWN -DSKIP_P6 -DWITNESS=16 -DMAXATT=1
+	run mutant-delunknown-issue9  bfs "violation:WITNESS 16 reached" -DSCEN=3 -DDELUNKNOWN -DSKIP_P6 -DWITNESS=16 -DMAXATT=1 -DMAXREFUSE=0 \
+		-DMAXCRASH=0 -DMAXSLOW=0 -DMAXDNC=0 -DMAXDBFAIL=0
 }
 suite_noorderidx() {
 	run mutant-noorderidx         bfs "violation:VIOLATED P1" -DSCEN=2 -DNOORDERIDX
@@ -195,8 +217,25 @@ suite_noorderidx() {
 suite_nolease() {
 	run mutant-nolease            live "violation:START OF CYCLE" -DSCEN=1 -DNOLEASE -DMAXFAULTS=1
 }
+suite_nolookup() {
+	run mutant-nolookup           bfs "violation:VIOLATED P8" -DSCEN=1 -DNOLOOKUP -DMAXSLOW=0 -DMAXCRASH=0
+}
+suite_busyasnone() {
+	run mutant-busyasnone         bfs "violation:VIOLATED P6" -DSCEN=1 -DBUSYASNONE
+	run mutant-busyasnone-money   bfs "violation:VIOLATED P8" -DSCEN=1 -DBUSYASNONE -DSKIP_P6
+}
+suite_nosettle() {
+	run mutant-nosettle           live "violation:START OF CYCLE" -DSCEN=1 -DNOSETTLE -DMAXLOST=0 -DMAXDBFAIL=0 -DMAXSLOW=0 -DMAXDNC=0
+}
+# Not a mutant of the code: a provider whose refusal for good answers the
+# refused request only. FAILED after a lookup then loses P8: a slow earlier
+# owner's request reaches the provider after the lookup and is charged.
+suite_refuseonce() {
+	run provider-refuseonce       bfs "violation:VIOLATED P8" -DSCEN=1 -DREFUSEONCE -DSKIP_P6
+}
 suite_mutants() {
 	suite_nofence; suite_findsave; suite_delunknown; suite_noorderidx; suite_nolease
+	suite_nolookup; suite_busyasnone; suite_nosettle; suite_refuseonce
 }
 
 # Larger bounds; each run takes minutes and up to MODEL_MEMLIM. Witnesses 12
@@ -213,10 +252,10 @@ suite_deep() {
 	run deep-unreachable-15    safety pass -DSCEN=1 -DWITNESS=15
 }
 
-[ $# -gt 0 ] || { sed -n '2,22p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,23p' "$0"; exit 2; }
 for suite in "$@"; do
 	case "$suite" in
-	checks|witnesses|mutants|deep|nofence|findsave|delunknown|noorderidx|nolease) echo "== $suite"; "suite_$suite" ;;
+	checks|witnesses|mutants|deep|nofence|findsave|delunknown|noorderidx|nolease|nolookup|busyasnone|nosettle|refuseonce) echo "== $suite"; "suite_$suite" ;;
 	*) echo "model-check: unknown suite $suite" >&2; exit 2 ;;
 	esac
 done
