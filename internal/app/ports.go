@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
 
 	"github.com/example/payment-service/internal/domain"
 )
@@ -407,4 +408,56 @@ type RefundProvider interface {
 	// LookupRefund asks the provider, without refunding, what it holds
 	// under an idempotency key.
 	LookupRefund(ctx context.Context, idempotencyKey string) (ProviderDecision, error)
+}
+
+// RefundReservationKind says what a reservation did.
+type RefundReservationKind int
+
+const (
+	// RefundReserved: a new PENDING refund was inserted and its amount
+	// added to the payment's refund total.
+	RefundReserved RefundReservationKind = iota + 1
+	// RefundPaymentNotFound: no payment with the id belongs to the client.
+	RefundPaymentNotFound
+	// RefundPaymentNotRefundable: the client's payment is not SUCCEEDED, or
+	// is in another currency or at another provider than the refund.
+	RefundPaymentNotRefundable
+	// RefundExternalRefundExists: a refund with the same provider and
+	// external refund id is recorded (Refund is that one, whoever's it is).
+	RefundExternalRefundExists
+	// RefundOverTheAmount: the refund would take the payment's refund total
+	// beyond the amount charged.
+	RefundOverTheAmount
+)
+
+// String names the kind, for messages and test failures.
+func (k RefundReservationKind) String() string {
+	switch k {
+	case RefundReserved:
+		return "reserved"
+	case RefundPaymentNotFound:
+		return "payment not found"
+	case RefundPaymentNotRefundable:
+		return "payment not refundable"
+	case RefundExternalRefundExists:
+		return "external refund exists"
+	case RefundOverTheAmount:
+		return "over the amount"
+	default:
+		return fmt.Sprintf("RefundReservationKind(%d)", int(k))
+	}
+}
+
+// RefundReservation is ReserveRefund's answer.
+type RefundReservation struct {
+	// Kind is what happened.
+	Kind RefundReservationKind
+	// Refund is the new refund (RefundReserved) or the existing one
+	// (RefundExternalRefundExists); zero otherwise.
+	Refund domain.Refund
+	// ClientID is Refund's client.
+	ClientID domain.ClientID
+	// RefundReserved is the payment's refund total after the statement,
+	// when the client's payment was found.
+	RefundReserved decimal.Decimal
 }

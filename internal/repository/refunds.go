@@ -9,6 +9,7 @@ import (
 	"github.com/shopspring/decimal"
 	"gorm.io/gorm"
 
+	"github.com/example/payment-service/internal/app"
 	"github.com/example/payment-service/internal/domain"
 )
 
@@ -190,58 +191,6 @@ var (
 	releaseRefundStmt  = compileNamed(releaseRefundSQL)
 )
 
-// RefundReservationKind says what a reservation did.
-type RefundReservationKind int
-
-const (
-	// RefundReserved: a new PENDING refund was inserted and its amount
-	// added to the payment's refund total.
-	RefundReserved RefundReservationKind = iota + 1
-	// RefundPaymentNotFound: no payment with the id belongs to the client.
-	RefundPaymentNotFound
-	// RefundPaymentNotRefundable: the client's payment is not SUCCEEDED, or
-	// is in another currency or at another provider than the refund.
-	RefundPaymentNotRefundable
-	// RefundExternalRefundExists: a refund with the same provider and
-	// external refund id is recorded (Refund is that one, whoever's it is).
-	RefundExternalRefundExists
-	// RefundOverTheAmount: the refund would take the payment's refund total
-	// beyond the amount charged.
-	RefundOverTheAmount
-)
-
-// String names the kind, for messages and test failures.
-func (k RefundReservationKind) String() string {
-	switch k {
-	case RefundReserved:
-		return "reserved"
-	case RefundPaymentNotFound:
-		return "payment not found"
-	case RefundPaymentNotRefundable:
-		return "payment not refundable"
-	case RefundExternalRefundExists:
-		return "external refund exists"
-	case RefundOverTheAmount:
-		return "over the amount"
-	default:
-		return fmt.Sprintf("RefundReservationKind(%d)", int(k))
-	}
-}
-
-// RefundReservation is ReserveRefund's answer.
-type RefundReservation struct {
-	// Kind is what happened.
-	Kind RefundReservationKind
-	// Refund is the new refund (RefundReserved) or the existing one
-	// (RefundExternalRefundExists); zero otherwise.
-	Refund domain.Refund
-	// ClientID is Refund's client.
-	ClientID domain.ClientID
-	// RefundReserved is the payment's refund total after the statement,
-	// when the client's payment was found.
-	RefundReserved decimal.Decimal
-}
-
 // Refunds runs a refund's building blocks on db: the pool, or a
 // transaction's connection inside Transact.
 type Refunds struct {
@@ -255,7 +204,7 @@ func NewRefunds(db *gorm.DB) *Refunds {
 
 // ReserveRefund reserves r for client's payment r.PaymentID (see
 // reserveRefundClauses), or says why not.
-func (s *Refunds) ReserveRefund(ctx context.Context, client domain.ClientID, r domain.Refund) (RefundReservation, error) {
+func (s *Refunds) ReserveRefund(ctx context.Context, client domain.ClientID, r domain.Refund) (app.RefundReservation, error) {
 	row, err := queryRow(ctx, s.db, reserveRefundStmt, map[string]any{
 		"client":   string(client),
 		"payment":  int64(r.PaymentID),
@@ -265,10 +214,10 @@ func (s *Refunds) ReserveRefund(ctx context.Context, client domain.ClientID, r d
 		"external": string(r.ExternalRefundID),
 	})
 	if err != nil {
-		return RefundReservation{}, err
+		return app.RefundReservation{}, err
 	}
 	var (
-		res                               RefundReservation
+		res                               app.RefundReservation
 		reserved, found, refundable, fits bool
 		total                             decimal.NullDecimal
 		ref                               nullableRefundRow
@@ -276,30 +225,30 @@ func (s *Refunds) ReserveRefund(ctx context.Context, client domain.ClientID, r d
 	err = row.Scan(&reserved, &found, &refundable, &fits, &total,
 		&ref.ID, &ref.PaymentID, &ref.ClientID, &ref.PaymentProvider, &ref.ExternalRefundID, &ref.Amount, &ref.Currency, &ref.Status)
 	if err != nil {
-		return RefundReservation{}, mapError(fmt.Errorf("reserve refund: %w", err))
+		return app.RefundReservation{}, mapError(fmt.Errorf("reserve refund: %w", err))
 	}
 	res.RefundReserved = total.Decimal
 	switch {
 	case reserved:
-		res.Kind = RefundReserved
+		res.Kind = app.RefundReserved
 	case !found:
-		res.Kind = RefundPaymentNotFound
+		res.Kind = app.RefundPaymentNotFound
 		return res, nil
 	case !refundable:
-		res.Kind = RefundPaymentNotRefundable
+		res.Kind = app.RefundPaymentNotRefundable
 		return res, nil
 	case ref.ID.Valid:
-		res.Kind = RefundExternalRefundExists
+		res.Kind = app.RefundExternalRefundExists
 	case !fits:
-		res.Kind = RefundOverTheAmount
+		res.Kind = app.RefundOverTheAmount
 		return res, nil
 	default:
 		// It fitted, yet the insert did nothing: the external refund was
 		// inserted by a statement that committed after this one's snapshot
 		// was taken (the insert waited for it). A new statement sees it.
-		res.Kind = RefundExternalRefundExists
+		res.Kind = app.RefundExternalRefundExists
 		if ref, err = s.externalRefund(ctx, r.Provider, r.ExternalRefundID); err != nil {
-			return RefundReservation{}, err
+			return app.RefundReservation{}, err
 		}
 	}
 	res.Refund, res.ClientID, err = ref.toDomain()
