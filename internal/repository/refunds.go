@@ -136,30 +136,36 @@ refund_payment AS MATERIALIZED (
 // statement: a refund the provider did not make stops counting exactly
 // when it is recorded so. SUCCEEDED keeps its amount reserved for good.
 // The core composes the key's completion and the event with it.
-const settleRefundSQL = `
+var settleRefundSQL = `
 WITH` + lockRefundPaymentClause + `,
--- The decision, once: only a PENDING refund, and only to a final status.
--- Two settlings of one refund queue on the payment's lock, and the second
--- finds it no longer PENDING.
-settled AS (
+` + settleRefundClauses("payment_id IN (SELECT id FROM refund_payment)") + `
+SELECT EXISTS (SELECT 1 FROM settled) AS done,
+       (SELECT status FROM refund WHERE id = @refund) AS status_before`
+
+// settleRefundClauses are the clauses "settled" and "given_back": refund
+// @refund's decision, @status, once: only a PENDING refund, only to a final
+// status, and only when guard holds (its payment is locked first; in phase
+// 3, the key is completed too). Two settlings of one refund queue on the
+// payment's lock, and the second finds it no longer PENDING. A refund not
+// made gives its amount back, with its status. The payment's updated_at
+// stays: it says when the payment's own status changed.
+func settleRefundClauses(guard string) string {
+	return `settled AS (
     UPDATE refund
        SET status = @status, updated_at = now()
      WHERE id = @refund AND status = 'PENDING'
        AND @status IN ('SUCCEEDED', 'DECLINED', 'FAILED')
-       AND payment_id IN (SELECT id FROM refund_payment)
+       AND ` + guard + `
  RETURNING payment_id, amount, status
 ),
--- A refund not made gives its amount back, with its status. The payment's
--- updated_at stays: it says when the payment's own status changed.
 given_back AS (
     UPDATE payment p
        SET refund_reserved = p.refund_reserved - s.amount
       FROM settled s
      WHERE p.id = s.payment_id AND s.status IN ('DECLINED', 'FAILED')
  RETURNING p.refund_reserved
-)
-SELECT EXISTS (SELECT 1 FROM settled) AS done,
-       (SELECT status FROM refund WHERE id = @refund) AS status_before`
+)`
+}
 
 // releaseRefundSQL gives a PENDING refund's reservation back when the
 // provider did not act on it, for now (the core's GiveBack, in the

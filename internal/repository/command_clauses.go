@@ -1,0 +1,82 @@
+package repository
+
+import (
+	"strings"
+
+	"github.com/example/payment-service/internal/app"
+)
+
+// The clauses every command's phase 1 and phase 3 share: the key's claim,
+// its fenced completion and the outbox row. Each command composes them with
+// its own reservation clauses into one statement at start-up (charges.go,
+// refund_command.go), so a phase stays one statement and one round trip,
+// and the text the database plans is what it was before the clauses were
+// shared (TestPgbenchScriptsRunTheServicesStatements compares the charge's).
+
+// claimKeyClause is the clause "claimed" for command, whose recovery point
+// is the column recoveryPoint, set from the id of the row its statement's
+// "reserved" clause inserted (which comes first: the key's lock is the last
+// every command takes). It returns the recovery point.
+//
+// Insert-if-absent, never find-then-save (R-DIST-IDEM-3). The record names
+// its command (migration 00013): the jobs read a recovery point only in
+// records of the command whose it is. The DO UPDATE branch is the takeover
+// of a crashed or answer-lost claim: only an IN_PROGRESS record of the same
+// command and command hash whose lock has run out (the hash covers the
+// operation too, but how a command hashes is its own affair; the name is
+// checked as well), and the new lock_token fences the old owner out. A
+// takeover keeps the recovery point it finds.
+func claimKeyClause(command app.CommandName, recoveryPoint string) string {
+	return strings.NewReplacer("{command}", string(command), "{recovery_point}", recoveryPoint).Replace(`claimed AS (
+    INSERT INTO idempotency_record AS r (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, {recovery_point})
+    VALUES (@client, @key, '{command}', @hash, 'IN_PROGRESS', @token, clock_timestamp() + @lock_micros * interval '1 microsecond', (SELECT id FROM reserved))
+        ON CONFLICT (client_id, idempotency_key) DO UPDATE
+       SET lock_token = EXCLUDED.lock_token,
+           locked_until = EXCLUDED.locked_until,
+           {recovery_point} = coalesce(r.{recovery_point}, EXCLUDED.{recovery_point}),
+           updated_at = now()
+     WHERE r.status = 'IN_PROGRESS'
+       AND r.locked_until < clock_timestamp()
+       AND r.command = EXCLUDED.command
+       AND r.command_hash = EXCLUDED.command_hash
+ RETURNING r.{recovery_point}
+)`)
+}
+
+// completeKeyClause is the clause "completed": the key completed with the
+// response, fenced by the lock token, only when guard (the reservation is
+// still PENDING) holds. A request whose lock was taken over matches nothing
+// here, and so writes nothing anywhere: every other write of phase 3 hangs
+// on this clause.
+func completeKeyClause(guard string) string {
+	return `completed AS (
+    UPDATE idempotency_record
+       SET status = 'COMPLETED', response = CAST(@response AS json), http_status = @http_status,
+           lock_token = NULL, locked_until = NULL, updated_at = now()
+     WHERE client_id = @client AND idempotency_key = @key
+       AND status = 'IN_PROGRESS' AND lock_token = @token
+       AND ` + guard + `
+ RETURNING 1
+)`
+}
+
+// announceClause is the clause "announced", the outbox row (R-DIST-IDEM-1):
+// one event per decided reservation, one row of from, written with the
+// decision; the relay publishes it after the commit.
+func announceClause(from string) string {
+	return `announced AS (
+    INSERT INTO outbox_event (event_id, topic, message_key, event_type, payload, trace_context)
+    SELECT @event_id, @topic, @message_key, @event_type, CAST(@payload AS json),
+           CAST(NULLIF(@trace_context, '') AS json) -- '': the request was not traced
+      FROM ` + from + `
+ RETURNING 1
+)`
+}
+
+// recordedAndLockHeld are phase 3's first two answers: the event was
+// appended (so everything was written), and the token still owns the key
+// (if not, ErrLockLost).
+const recordedAndLockHeld = `EXISTS (SELECT 1 FROM announced) AS recorded,
+       EXISTS (SELECT 1 FROM idempotency_record
+                WHERE client_id = @client AND idempotency_key = @key
+                  AND status = 'IN_PROGRESS' AND lock_token = @token) AS lock_held`
