@@ -63,28 +63,37 @@ func (h *refundHandlers) refundPayment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body, err := readBody(c)
+	amount, external, err := h.decodeRefund(c)
 	if err != nil {
 		return err
-	}
-	// Every body goes through the thorough decoder: refunds are rare, and
-	// it names every problem (repeated, unknown and mistyped fields).
-	r, err := decodeReportingEverything[refundRequest](h.paymentHandlers, body)
-	if err != nil {
-		return err
-	}
-	amount, err := decimal.NewFromString(*r.Amount)
-	if err != nil { // the validator checked it; never ignored all the same
-		return validationProblem([]FieldError{{Field: "amount", Message: err.Error()}})
 	}
 	result, err := h.refund.Handle(req.Context(), app.RefundCommand{
 		Scope:            app.IdempotencyScope{ClientID: clientID(c), Key: key},
 		PaymentID:        domain.PaymentID(id),
 		Amount:           amount,
-		ExternalRefundID: domain.ExternalRefundID(*r.ExternalRefundID),
+		ExternalRefundID: external,
 		Operation:        refundOperation,
 	})
 	return h.respond(c, result, err)
+}
+
+// decodeRefund reads, decodes and validates the body. Every body goes
+// through the thorough decoder: refunds are rare, and it names every
+// problem (repeated, unknown and mistyped fields) in one answer.
+func (h *paymentHandlers) decodeRefund(c echo.Context) (decimal.Decimal, domain.ExternalRefundID, error) {
+	body, err := readBody(c)
+	if err != nil {
+		return decimal.Decimal{}, "", err
+	}
+	r, err := decodeReportingEverything[refundRequest](h, body)
+	if err != nil {
+		return decimal.Decimal{}, "", err
+	}
+	amount, err := decimal.NewFromString(*r.Amount)
+	if err != nil { // the validator checked it; never ignored all the same
+		return decimal.Decimal{}, "", validationProblem([]FieldError{{Field: "amount", Message: err.Error()}})
+	}
+	return amount, domain.ExternalRefundID(*r.ExternalRefundID), nil
 }
 
 // refundList is GET /payments/{id}/refunds's body.
