@@ -488,16 +488,10 @@ type Refunds interface {
 	ListRefunds(ctx context.Context, payment domain.PaymentID) ([]domain.Refund, error)
 }
 
-// RefundClaim is what a refund's phase 1 needs.
+// RefundClaim is what a refund's phase 1 needs: the key's claim, and the
+// PENDING refund to reserve with it.
 type RefundClaim struct {
-	// Scope is the key to claim.
-	Scope IdempotencyScope
-	// CommandHash is the command's hash: a takeover requires the same one.
-	CommandHash string
-	// Token proves ownership when completing or releasing.
-	Token uuid.UUID
-	// LockFor is how long the claim blocks duplicates.
-	LockFor time.Duration
+	KeyClaim
 	// Refund is the PENDING refund to reserve.
 	Refund domain.Refund
 }

@@ -198,7 +198,7 @@ func refundClaim(cmd RefundCommand, k KeyClaim, p domain.Payment) (RefundClaim, 
 	if err != nil {
 		return RefundClaim{}, err
 	}
-	return RefundClaim{Scope: k.Scope, CommandHash: k.CommandHash, Token: k.Token, LockFor: k.LockFor, Refund: refund}, nil
+	return RefundClaim{KeyClaim: k, Refund: refund}, nil
 }
 
 // ClaimAtOnce implements CommandSteps: phase 1 in one round trip, which

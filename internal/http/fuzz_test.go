@@ -47,15 +47,8 @@ func FuzzDecodeCharge(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		charge, err := decode(body)
-		if err != nil {
-			var p *Problem
-			if !errors.As(err, &p) || (p.Status != http.StatusBadRequest && p.Status != http.StatusRequestEntityTooLarge) {
-				t.Fatalf("body %q: error %v is not a 400 or 413 problem", body, err)
-			}
+		if !acceptedAsARequest(t, body, err) {
 			return
-		}
-		if len(strictjson.DuplicateKeys(body)) > 0 {
-			t.Fatalf("body %q names a field twice and was accepted", body)
 		}
 		if !json.Valid(body) {
 			t.Fatalf("body %q is not JSON and was accepted", body)
@@ -165,15 +158,8 @@ func FuzzDecodeRefund(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		cmd, err := decode(body)
-		if err != nil {
-			var p *Problem
-			if !errors.As(err, &p) || (p.Status != http.StatusBadRequest && p.Status != http.StatusRequestEntityTooLarge) {
-				t.Fatalf("body %q: error %v is not a 400 or 413 problem", body, err)
-			}
+		if !acceptedAsARequest(t, body, err) {
 			return
-		}
-		if len(strictjson.DuplicateKeys(body)) > 0 {
-			t.Fatalf("body %q names a field twice and was accepted", body)
 		}
 		if !json.Valid(body) || !cmd.Amount.IsPositive() {
 			t.Fatalf("body %q was accepted as %+v", body, cmd)
@@ -190,4 +176,22 @@ func FuzzDecodeRefund(f *testing.F) {
 			t.Fatalf("body %q: the round trip %s changed the command: %+v vs %+v", body, again, cmd, back)
 		}
 	})
+}
+
+// acceptedAsARequest checks what every decoder of a command's body owes:
+// an error is a 400 or 413 problem, and an accepted body names no field
+// twice. It reports whether the body was accepted.
+func acceptedAsARequest(t *testing.T, body []byte, err error) bool {
+	t.Helper()
+	if err != nil {
+		var p *Problem
+		if !errors.As(err, &p) || (p.Status != http.StatusBadRequest && p.Status != http.StatusRequestEntityTooLarge) {
+			t.Fatalf("body %q: error %v is not a 400 or 413 problem", body, err)
+		}
+		return false
+	}
+	if len(strictjson.DuplicateKeys(body)) > 0 {
+		t.Fatalf("body %q names a field twice and was accepted", body)
+	}
+	return true
 }

@@ -96,13 +96,7 @@ SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
 -- which is its recovery point; any other answer raises, and the error
 -- rolls back everything above. CASE, because only CASE fixes the order in
 -- which SQL evaluates; coalesce, because a missing payment makes it NULL.
- WHERE CASE WHEN @atomic AND NOT coalesce(
-                 EXISTS (SELECT 1 FROM claimed)
-             AND ch.status = 'PENDING'
-             AND ch.id = (SELECT payment_id FROM claimed), false)
-            THEN charge_needs_transaction()
-            ELSE true
-       END`
+ WHERE ` + onlyTheUsualAnswer("ch", "payment_id")
 
 // recordOutcomeSQL is phase 3 in one statement, atomic without a
 // transaction around it: the key's outcome, the payment's final status and
@@ -226,28 +220,45 @@ func (p nullablePaymentRow) toDomain() (domain.Payment, error) {
 	}.toDomain()
 }
 
-// ChargeStore implements app.ChargeStore: statements that are atomic on
-// their own, run without a transaction around them.
-type ChargeStore struct {
+// atomicStatements run a command's statements that are atomic on their own
+// on the pool, without a transaction around them, each waiting its turn at
+// gate (nil: no gate), the Transactor's.
+type atomicStatements struct {
 	db     *gorm.DB
 	outbox OutboxConfig
 	gate   *Gate
 }
 
+// claimOnItsOwn runs a command's phase 1 statement on its own (claim, with
+// atomic true): charge_needs_transaction's error becomes
+// app.ErrClaimNeedsTransaction.
+func claimOnItsOwn[R any](ctx context.Context, s atomicStatements, claim func(db *gorm.DB) (R, error)) (R, error) {
+	if err := s.gate.enter(ctx); err != nil {
+		var none R
+		return none, err
+	}
+	defer s.gate.leave()
+	res, err := claim(s.db)
+	return res, mapError(err)
+}
+
+// ChargeStore implements app.ChargeStore: the charge's statements that are
+// atomic on their own.
+type ChargeStore struct {
+	atomicStatements
+}
+
 // NewChargeStore returns the charge's single-statement store. Its
 // statements wait their turn at gate (nil: no gate), the Transactor's.
 func NewChargeStore(db *gorm.DB, outbox OutboxConfig, gate *Gate) *ChargeStore {
-	return &ChargeStore{db: db, outbox: outbox, gate: gate}
+	return &ChargeStore{atomicStatements{db: db, outbox: outbox, gate: gate}}
 }
 
 // ClaimAndReserve implements app.ChargeStore: the statement on its own.
 func (s *ChargeStore) ClaimAndReserve(ctx context.Context, c app.ChargeClaim) (app.ClaimAndReserveResult, error) {
-	if err := s.gate.enter(ctx); err != nil {
-		return app.ClaimAndReserveResult{}, err
-	}
-	defer s.gate.leave()
-	res, err := claimAndReserve(ctx, s.db, c, true)
-	return res, mapError(err) // charge_needs_transaction: ErrClaimNeedsTransaction
+	return claimOnItsOwn(ctx, s.atomicStatements, func(db *gorm.DB) (app.ClaimAndReserveResult, error) {
+		return claimAndReserve(ctx, db, c, true)
+	})
 }
 
 // chargeNeedsTransactionCode is the SQLSTATE of charge_needs_transaction's
@@ -307,41 +318,60 @@ func (s *ChargeStore) RecordOutcome(ctx context.Context, o app.OutcomeRecord) er
 	if err != nil {
 		return err
 	}
-	if err := s.gate.enter(ctx); err != nil {
-		return err
-	}
-	defer s.gate.leave()
-	row, err := queryRow(ctx, s.db, recordOutcomeStmt, map[string]any{
-		"client":        string(o.Scope.ClientID),
-		"key":           o.Scope.Key,
-		"token":         o.Token,
-		"payment_id":    int64(o.Event.Payment.ID),
-		"final_status":  string(o.Event.Payment.Status),
-		"response":      string(o.Response.Body),
-		"http_status":   o.Response.StatusCode,
-		"event_id":      ev.EventID,
-		"topic":         ev.Topic,
-		"message_key":   ev.MessageKey,
-		"event_type":    ev.EventType,
-		"payload":       ev.Payload,
-		"trace_context": ptrString(ev.TraceContext),
+	status, err := recordOutcome(ctx, s.db, s.gate, recordOutcomeStmt, o.Scope, o.Token, o.Response, ev, map[string]any{
+		"payment_id":   int64(o.Event.Payment.ID),
+		"final_status": string(o.Event.Payment.Status),
 	})
+	if errors.Is(err, errNotPending) {
+		return fmt.Errorf("record payment %d as %s: it is %s, not PENDING", o.Event.Payment.ID, o.Event.Payment.Status, status)
+	}
+	return err
+}
+
+// errNotPending: phase 3 wrote nothing although its token owns the key, because
+// the reservation is no longer PENDING.
+var errNotPending = errors.New("the reservation is not PENDING")
+
+// recordOutcome runs a command's phase 3 statement q, built of
+// completeKeyClause, the command's own settling and announceClause, and
+// answering recordedAndLockHeld and the reservation's status. values are the
+// command's own parameters; the key's, the response's and the event row's
+// are added here. It returns nil when everything was written,
+// app.ErrLockLost when the token no longer owns the key, and errNotPending
+// with the reservation's status otherwise.
+func recordOutcome(ctx context.Context, db *gorm.DB, gate *Gate, q namedSQL, scope app.IdempotencyScope, token uuid.UUID,
+	resp app.StoredResponse, ev outboxEventRow, values map[string]any) (string, error) {
+	if err := gate.enter(ctx); err != nil {
+		return "", err
+	}
+	defer gate.leave()
+	values["client"] = string(scope.ClientID)
+	values["key"] = scope.Key
+	values["token"] = token
+	values["response"] = string(resp.Body)
+	values["http_status"] = resp.StatusCode
+	values["event_id"] = ev.EventID
+	values["topic"] = ev.Topic
+	values["message_key"] = ev.MessageKey
+	values["event_type"] = ev.EventType
+	values["payload"] = ev.Payload
+	values["trace_context"] = ptrString(ev.TraceContext)
+	row, err := queryRow(ctx, db, q, values)
 	if err != nil {
-		return err
+		return "", err
 	}
 	var recorded, lockHeld bool
-	var paymentStatus sql.NullString
-	if err := row.Scan(&recorded, &lockHeld, &paymentStatus); err != nil {
-		return mapError(fmt.Errorf("record the charge's outcome: %w", err))
+	var status sql.NullString
+	if err := row.Scan(&recorded, &lockHeld, &status); err != nil {
+		return "", mapError(fmt.Errorf("record the outcome: %w", err))
 	}
 	switch {
 	case recorded:
-		return nil
+		return "", nil
 	case !lockHeld:
-		return app.ErrLockLost
+		return "", app.ErrLockLost
 	default:
-		return fmt.Errorf("record payment %d as %s: it is %s, not PENDING",
-			o.Event.Payment.ID, o.Event.Payment.Status, paymentStatus.String)
+		return status.String, errNotPending
 	}
 }
 

@@ -43,6 +43,24 @@ func claimKeyClause(command app.CommandName, recoveryPoint string) string {
 )`)
 }
 
+// onlyTheUsualAnswer is phase 1's final WHERE condition: run @atomic (on
+// its own), the statement keeps only a claimed key whose reservation, the
+// row alias reservation, is PENDING and is the claim's recovery point
+// recoveryPoint; any other answer calls charge_needs_transaction() (one
+// function for every command's phase 1, migration 00012), whose error rolls
+// back everything the statement wrote. CASE, because only CASE fixes the
+// order in which SQL evaluates; coalesce, because a missing reservation
+// makes it NULL.
+func onlyTheUsualAnswer(reservation, recoveryPoint string) string {
+	return strings.NewReplacer("{r}", reservation, "{recovery_point}", recoveryPoint).Replace(`CASE WHEN @atomic AND NOT coalesce(
+                 EXISTS (SELECT 1 FROM claimed)
+             AND {r}.status = 'PENDING'
+             AND {r}.id = (SELECT {recovery_point} FROM claimed), false)
+            THEN charge_needs_transaction()
+            ELSE true
+       END`)
+}
+
 // completeKeyClause is the clause "completed": the key completed with the
 // response, fenced by the lock token, only when guard (the reservation is
 // still PENDING) holds. A request whose lock was taken over matches nothing

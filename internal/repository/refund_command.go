@@ -3,6 +3,7 @@ package repository
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -48,13 +49,7 @@ SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
 -- On its own (atomic), keep only a claimed key with a PENDING refund, which
 -- is its recovery point; any other answer raises, and the error rolls back
 -- everything above (the refund total's increase too).
- WHERE CASE WHEN @atomic AND NOT coalesce(
-                 EXISTS (SELECT 1 FROM claimed)
-             AND f.status = 'PENDING'
-             AND f.id = (SELECT refund_id FROM claimed), false)
-            THEN charge_needs_transaction()
-            ELSE true
-       END`
+ WHERE ` + onlyTheUsualAnswer("f", "refund_id")
 
 // recordRefundOutcomeSQL is a refund's phase 3 in one statement: the key's
 // outcome, the refund's final status (a DECLINED or FAILED refund gives its
@@ -91,28 +86,20 @@ func (s *Refunds) ClaimAndReserveRefund(ctx context.Context, c app.RefundClaim) 
 }
 
 func claimAndReserveRefund(ctx context.Context, db *gorm.DB, c app.RefundClaim, atomic bool) (app.RefundClaimResult, error) {
-	r := c.Refund
-	row, err := queryRow(ctx, db, claimAndReserveRefundStmt, map[string]any{
-		"atomic":      atomic,
-		"client":      string(c.Scope.ClientID),
-		"key":         c.Scope.Key,
-		"hash":        c.CommandHash,
-		"token":       c.Token,
-		"lock_micros": c.LockFor.Microseconds(),
-		"payment":     int64(r.PaymentID),
-		"provider":    string(r.Provider),
-		"currency":    string(r.Amount.Currency()),
-		"amount":      r.Amount.Amount(),
-		"external":    string(r.ExternalRefundID),
-	})
+	values := refundValues(c.Scope.ClientID, c.Refund)
+	values["atomic"] = atomic
+	values["key"] = c.Scope.Key
+	values["hash"] = c.CommandHash
+	values["token"] = c.Token
+	values["lock_micros"] = c.LockFor.Microseconds()
+	row, err := queryRow(ctx, db, claimAndReserveRefundStmt, values)
 	if err != nil {
 		return app.RefundClaimResult{}, err
 	}
 	var res app.RefundClaimResult
 	var recoveryPoint sql.NullInt64
 	var ref nullableRefundRow
-	err = row.Scan(&res.Claimed, &res.Reserved, &recoveryPoint, &res.SagaID,
-		&ref.ID, &ref.PaymentID, &ref.ClientID, &ref.PaymentProvider, &ref.ExternalRefundID, &ref.Amount, &ref.Currency, &ref.Status)
+	err = row.Scan(append([]any{&res.Claimed, &res.Reserved, &recoveryPoint, &res.SagaID}, ref.targets()...)...)
 	if err != nil {
 		return app.RefundClaimResult{}, mapError(fmt.Errorf("claim key and reserve refund: %w", err))
 	}
@@ -167,27 +154,22 @@ func (s *Refunds) list(ctx context.Context, where string, arg any) ([]domain.Ref
 }
 
 // RefundStore implements app.RefundStore: a refund's statements that are
-// atomic on their own, run without a transaction around them.
+// atomic on their own.
 type RefundStore struct {
-	db     *gorm.DB
-	outbox OutboxConfig
-	gate   *Gate
+	atomicStatements
 }
 
 // NewRefundStore returns the refund's single-statement store; its
 // statements wait their turn at gate, the Transactor's.
 func NewRefundStore(db *gorm.DB, outbox OutboxConfig, gate *Gate) *RefundStore {
-	return &RefundStore{db: db, outbox: outbox, gate: gate}
+	return &RefundStore{atomicStatements{db: db, outbox: outbox, gate: gate}}
 }
 
 // ClaimAndReserveRefund implements app.RefundStore.
 func (s *RefundStore) ClaimAndReserveRefund(ctx context.Context, c app.RefundClaim) (app.RefundClaimResult, error) {
-	if err := s.gate.enter(ctx); err != nil {
-		return app.RefundClaimResult{}, err
-	}
-	defer s.gate.leave()
-	res, err := claimAndReserveRefund(ctx, s.db, c, true)
-	return res, mapError(err) // charge_needs_transaction: ErrClaimNeedsTransaction
+	return claimOnItsOwn(ctx, s.atomicStatements, func(db *gorm.DB) (app.RefundClaimResult, error) {
+		return claimAndReserveRefund(ctx, db, c, true)
+	})
 }
 
 // RecordRefundOutcome implements app.RefundStore.
@@ -196,41 +178,14 @@ func (s *RefundStore) RecordRefundOutcome(ctx context.Context, o app.RefundOutco
 	if err != nil {
 		return err
 	}
-	if err := s.gate.enter(ctx); err != nil {
-		return err
-	}
-	defer s.gate.leave()
-	row, err := queryRow(ctx, s.db, recordRefundOutcomeStmt, map[string]any{
-		"client":        string(o.Scope.ClientID),
-		"key":           o.Scope.Key,
-		"token":         o.Token,
-		"refund":        int64(o.Event.Refund.ID),
-		"status":        string(o.Event.Refund.Status),
-		"response":      string(o.Response.Body),
-		"http_status":   o.Response.StatusCode,
-		"event_id":      ev.EventID,
-		"topic":         ev.Topic,
-		"message_key":   ev.MessageKey,
-		"event_type":    ev.EventType,
-		"payload":       ev.Payload,
-		"trace_context": ptrString(ev.TraceContext),
+	status, err := recordOutcome(ctx, s.db, s.gate, recordRefundOutcomeStmt, o.Scope, o.Token, o.Response, ev, map[string]any{
+		"refund": int64(o.Event.Refund.ID),
+		"status": string(o.Event.Refund.Status),
 	})
-	if err != nil {
-		return err
+	if errors.Is(err, errNotPending) {
+		return fmt.Errorf("record refund %d as %s: it is %s, not PENDING", o.Event.Refund.ID, o.Event.Refund.Status, status)
 	}
-	var recorded, lockHeld bool
-	var status sql.NullString
-	if err := row.Scan(&recorded, &lockHeld, &status); err != nil {
-		return mapError(fmt.Errorf("record the refund's outcome: %w", err))
-	}
-	switch {
-	case recorded:
-		return nil
-	case !lockHeld:
-		return app.ErrLockLost
-	default:
-		return fmt.Errorf("record refund %d as %s: it is %s, not PENDING", o.Event.Refund.ID, o.Event.Refund.Status, status.String)
-	}
+	return err
 }
 
 // refundEventV1 is the value of PaymentRefunded.v1, RefundDeclined.v1 and

@@ -211,14 +211,7 @@ func NewRefunds(db *gorm.DB) *Refunds {
 // ReserveRefund reserves r for client's payment r.PaymentID (see
 // reserveRefundClauses), or says why not.
 func (s *Refunds) ReserveRefund(ctx context.Context, client domain.ClientID, r domain.Refund) (app.RefundReservation, error) {
-	row, err := queryRow(ctx, s.db, reserveRefundStmt, map[string]any{
-		"client":   string(client),
-		"payment":  int64(r.PaymentID),
-		"provider": string(r.Provider),
-		"currency": string(r.Amount.Currency()),
-		"amount":   r.Amount.Amount(),
-		"external": string(r.ExternalRefundID),
-	})
+	row, err := queryRow(ctx, s.db, reserveRefundStmt, refundValues(client, r))
 	if err != nil {
 		return app.RefundReservation{}, err
 	}
@@ -228,8 +221,7 @@ func (s *Refunds) ReserveRefund(ctx context.Context, client domain.ClientID, r d
 		total                             decimal.NullDecimal
 		ref                               nullableRefundRow
 	)
-	err = row.Scan(&reserved, &found, &refundable, &fits, &total,
-		&ref.ID, &ref.PaymentID, &ref.ClientID, &ref.PaymentProvider, &ref.ExternalRefundID, &ref.Amount, &ref.Currency, &ref.Status)
+	err = row.Scan(append([]any{&reserved, &found, &refundable, &fits, &total}, ref.targets()...)...)
 	if err != nil {
 		return app.RefundReservation{}, mapError(fmt.Errorf("reserve refund: %w", err))
 	}
@@ -261,6 +253,18 @@ func (s *Refunds) ReserveRefund(ctx context.Context, client domain.ClientID, r d
 	return res, err
 }
 
+// refundValues are reserveRefundClauses' parameters for client's refund r.
+func refundValues(client domain.ClientID, r domain.Refund) map[string]any {
+	return map[string]any{
+		"client":   string(client),
+		"payment":  int64(r.PaymentID),
+		"provider": string(r.Provider),
+		"currency": string(r.Amount.Currency()),
+		"amount":   r.Amount.Amount(),
+		"external": string(r.ExternalRefundID),
+	}
+}
+
 // externalRefund reads the refund recorded under provider and external.
 func (s *Refunds) externalRefund(ctx context.Context, provider domain.ProviderName, external domain.ExternalRefundID) (nullableRefundRow, error) {
 	row, err := queryRow(ctx, s.db, externalRefundStmt, map[string]any{
@@ -271,7 +275,7 @@ func (s *Refunds) externalRefund(ctx context.Context, provider domain.ProviderNa
 		return nullableRefundRow{}, err
 	}
 	var ref nullableRefundRow
-	err = row.Scan(&ref.ID, &ref.PaymentID, &ref.ClientID, &ref.PaymentProvider, &ref.ExternalRefundID, &ref.Amount, &ref.Currency, &ref.Status)
+	err = row.Scan(ref.targets()...)
 	if errors.Is(err, sql.ErrNoRows) {
 		// Refund rows are never deleted: what stopped the insert is there.
 		return nullableRefundRow{}, fmt.Errorf("reserve refund: external refund %s:%s stopped the insert but cannot be read", provider, external)
@@ -331,6 +335,13 @@ type nullableRefundRow struct {
 	Amount           decimal.NullDecimal
 	Currency         sql.NullString
 	Status           sql.NullString
+}
+
+// targets are the row's fields as Scan takes them, in the order the
+// statements select them: id, payment_id, client_id, payment_provider,
+// external_refund_id, amount, currency, status.
+func (r *nullableRefundRow) targets() []any {
+	return []any{&r.ID, &r.PaymentID, &r.ClientID, &r.PaymentProvider, &r.ExternalRefundID, &r.Amount, &r.Currency, &r.Status}
 }
 
 // toDomain maps a refund row read whole; the row's values passed the
