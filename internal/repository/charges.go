@@ -220,28 +220,6 @@ func (p nullablePaymentRow) toDomain() (domain.Payment, error) {
 	}.toDomain()
 }
 
-// atomicStatements run a command's statements that are atomic on their own
-// on the pool, without a transaction around them, each waiting its turn at
-// gate (nil: no gate), the Transactor's.
-type atomicStatements struct {
-	db     *gorm.DB
-	outbox OutboxConfig
-	gate   *Gate
-}
-
-// claimOnItsOwn runs a command's phase 1 statement on its own (claim, with
-// atomic true): charge_needs_transaction's error becomes
-// app.ErrClaimNeedsTransaction.
-func claimOnItsOwn[R any](ctx context.Context, s atomicStatements, claim func(db *gorm.DB) (R, error)) (R, error) {
-	if err := s.gate.enter(ctx); err != nil {
-		var none R
-		return none, err
-	}
-	defer s.gate.leave()
-	res, err := claim(s.db)
-	return res, mapError(err)
-}
-
 // ChargeStore implements app.ChargeStore: the charge's statements that are
 // atomic on their own.
 type ChargeStore struct {
@@ -326,53 +304,6 @@ func (s *ChargeStore) RecordOutcome(ctx context.Context, o app.OutcomeRecord) er
 		return fmt.Errorf("record payment %d as %s: it is %s, not PENDING", o.Event.Payment.ID, o.Event.Payment.Status, status)
 	}
 	return err
-}
-
-// errNotPending: phase 3 wrote nothing although its token owns the key, because
-// the reservation is no longer PENDING.
-var errNotPending = errors.New("the reservation is not PENDING")
-
-// recordOutcome runs a command's phase 3 statement q, built of
-// completeKeyClause, the command's own settling and announceClause, and
-// answering recordedAndLockHeld and the reservation's status. values are the
-// command's own parameters; the key's, the response's and the event row's
-// are added here. It returns nil when everything was written,
-// app.ErrLockLost when the token no longer owns the key, and errNotPending
-// with the reservation's status otherwise.
-func recordOutcome(ctx context.Context, db *gorm.DB, gate *Gate, q namedSQL, scope app.IdempotencyScope, token uuid.UUID,
-	resp app.StoredResponse, ev outboxEventRow, values map[string]any) (string, error) {
-	if err := gate.enter(ctx); err != nil {
-		return "", err
-	}
-	defer gate.leave()
-	values["client"] = string(scope.ClientID)
-	values["key"] = scope.Key
-	values["token"] = token
-	values["response"] = string(resp.Body)
-	values["http_status"] = resp.StatusCode
-	values["event_id"] = ev.EventID
-	values["topic"] = ev.Topic
-	values["message_key"] = ev.MessageKey
-	values["event_type"] = ev.EventType
-	values["payload"] = ev.Payload
-	values["trace_context"] = ptrString(ev.TraceContext)
-	row, err := queryRow(ctx, db, q, values)
-	if err != nil {
-		return "", err
-	}
-	var recorded, lockHeld bool
-	var status sql.NullString
-	if err := row.Scan(&recorded, &lockHeld, &status); err != nil {
-		return "", mapError(fmt.Errorf("record the outcome: %w", err))
-	}
-	switch {
-	case recorded:
-		return "", nil
-	case !lockHeld:
-		return "", app.ErrLockLost
-	default:
-		return status.String, errNotPending
-	}
 }
 
 // ptrString is s's value, or "" for nil.
