@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/example/payment-service/internal/domain"
 )
 
@@ -38,6 +40,13 @@ func (c ChargeCommand) Hash() string {
 		string(c.Charge.Provider),
 		string(c.Charge.ExternalPaymentID),
 	}
+	return canonicalHash(fields)
+}
+
+// canonicalHash is SHA-256 over fields, each length-prefixed, so that no
+// two different lists of fields give the same form. Every command hashes
+// through it (ChargeCommand.Hash, RefundCommand.Hash).
+func canonicalHash(fields []string) string {
 	var b strings.Builder
 	for _, f := range fields {
 		b.WriteString(strconv.Itoa(len(f)))
@@ -46,4 +55,33 @@ func (c ChargeCommand) Hash() string {
 	}
 	sum := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(sum[:])
+}
+
+// RefundCommand is a client's request to refund part or all of one of its
+// payments, with its idempotency key.
+type RefundCommand struct {
+	// Scope is the client and the idempotency key the command came with.
+	Scope IdempotencyScope
+	// PaymentID is the payment to refund (the path's id).
+	PaymentID domain.PaymentID
+	// Amount is how much to give back, in the payment's currency; the
+	// request carries no currency of its own.
+	Amount decimal.Decimal
+	// ExternalRefundID is the client's id for this refund: the second layer.
+	ExternalRefundID domain.ExternalRefundID
+	// Operation names the endpoint, OperationRefundPayment.
+	Operation string
+}
+
+// Hash is the refund's command_hash, over the same canonical, length-
+// prefixed form as ChargeCommand.Hash (its own version tag, so no refund's
+// form can equal a charge's).
+func (c RefundCommand) Hash() string {
+	return canonicalHash([]string{
+		"refund-v1",
+		c.Operation,
+		strconv.FormatInt(int64(c.PaymentID), 10),
+		c.Amount.String(), // canonical: no trailing zeros
+		string(c.ExternalRefundID),
+	})
 }

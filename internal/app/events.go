@@ -20,6 +20,13 @@ const (
 	// EventPaymentFailed announces a payment the provider refused for good
 	// (nothing was charged).
 	EventPaymentFailed = "PaymentFailed.v1"
+	// EventPaymentRefunded announces a refund the provider made.
+	EventPaymentRefunded = "PaymentRefunded.v1"
+	// EventRefundDeclined announces a refund the provider declined.
+	EventRefundDeclined = "RefundDeclined.v1"
+	// EventRefundFailed announces a refund the provider refused for good
+	// (nothing was refunded).
+	EventRefundFailed = "RefundFailed.v1"
 )
 
 // PaymentEvent announces a payment's outcome to other services. It is
@@ -70,4 +77,42 @@ func NewPaymentEvent(p domain.Payment, saga uuid.NullUUID, occurredAt time.Time)
 type Outbox interface {
 	// AppendPaymentEvent stores e for publication.
 	AppendPaymentEvent(ctx context.Context, e PaymentEvent) error
+}
+
+// RefundEvent announces a refund's outcome, through the outbox like a
+// PaymentEvent, keyed by the refunded payment's order.
+type RefundEvent struct {
+	// ID is the eventId (R-DIST-IDEM-1), a UUID v7.
+	ID uuid.UUID
+	// Type is EventPaymentRefunded, EventRefundDeclined or EventRefundFailed.
+	Type string
+	// SagaID is the order's saga; not Valid when unknown.
+	SagaID uuid.NullUUID
+	// OrderID is the refunded payment's order: the message key.
+	OrderID domain.OrderID
+	// Refund is the refund with its final status.
+	Refund domain.Refund
+	// OccurredAt is when the outcome was recorded, in UTC.
+	OccurredAt time.Time
+}
+
+// refundEventTypes name the event of each final refund status.
+var refundEventTypes = map[domain.RefundStatus]string{
+	domain.RefundSucceeded: EventPaymentRefunded,
+	domain.RefundDeclined:  EventRefundDeclined,
+	domain.RefundFailed:    EventRefundFailed,
+}
+
+// NewRefundEvent builds the event for a refund that has just reached its
+// final status.
+func NewRefundEvent(r domain.Refund, order domain.OrderID, saga uuid.NullUUID, occurredAt time.Time) (RefundEvent, error) {
+	typ, ok := refundEventTypes[r.Status]
+	if !ok {
+		return RefundEvent{}, fmt.Errorf("refund %d is %s: only a final status is an event", r.ID, r.Status)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return RefundEvent{}, fmt.Errorf("event id: %w", err)
+	}
+	return RefundEvent{ID: id, Type: typ, SagaID: saga, OrderID: order, Refund: r, OccurredAt: occurredAt.UTC()}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
 
 	"github.com/example/payment-service/internal/domain"
 )
@@ -30,6 +31,9 @@ type Repos struct {
 	Payments Payments
 	// Orders reads the order projection a charge is checked against.
 	Orders Orders
+	// Refunds is the refund table: phase 1 of a refund inside the
+	// transaction, its rare answers, and its GiveBack.
+	Refunds Refunds
 	// Outbox appends events that the relay publishes after the commit. No
 	// use case calls it since phase 3 became one statement, which writes
 	// its outbox row itself (ChargeStore.RecordOutcome); the outbox relay's
@@ -91,6 +95,10 @@ type IdempotencyRecord struct {
 	// PaymentID is the recovery point: the payment reserved for the
 	// command, which a takeover resumes. Nil if none was reserved.
 	PaymentID *domain.PaymentID
+	// RefundID is a refund's recovery point (migration 00016): the refund
+	// reserved for the command. Nil for other commands, and read where the
+	// jobs need it (the completer's list), not on the hot path.
+	RefundID *domain.RefundID
 	// LockToken is the current owner's token while IN_PROGRESS; every
 	// write after the claim is fenced by it.
 	LockToken uuid.UUID
@@ -182,6 +190,9 @@ type IdempotencyRecords interface {
 	Get(ctx context.Context, scope IdempotencyScope) (rec IdempotencyRecord, found bool, err error)
 	// SetRecoveryPoint links the claimed record to its reserved payment.
 	SetRecoveryPoint(ctx context.Context, scope IdempotencyScope, token uuid.UUID, payment domain.PaymentID) error
+	// SetRefundRecoveryPoint links the claimed record to its reserved
+	// refund (a refund's claim whose reservation came in a second statement).
+	SetRefundRecoveryPoint(ctx context.Context, scope IdempotencyScope, token uuid.UUID, refund domain.RefundID) error
 	// Complete stores the outcome and ends the claim. It returns
 	// ErrLockLost if token no longer owns the record.
 	Complete(ctx context.Context, scope IdempotencyScope, token uuid.UUID, resp StoredResponse) error
@@ -407,4 +418,154 @@ type RefundProvider interface {
 	// LookupRefund asks the provider, without refunding, what it holds
 	// under an idempotency key.
 	LookupRefund(ctx context.Context, idempotencyKey string) (ProviderDecision, error)
+}
+
+// RefundReservationKind says what a reservation did.
+type RefundReservationKind int
+
+const (
+	// RefundReserved: a new PENDING refund was inserted and its amount
+	// added to the payment's refund total.
+	RefundReserved RefundReservationKind = iota + 1
+	// RefundPaymentNotFound: no payment with the id belongs to the client.
+	RefundPaymentNotFound
+	// RefundPaymentNotRefundable: the client's payment is not SUCCEEDED, or
+	// is in another currency or at another provider than the refund.
+	RefundPaymentNotRefundable
+	// RefundExternalRefundExists: a refund with the same provider and
+	// external refund id is recorded (Refund is that one, whoever's it is).
+	RefundExternalRefundExists
+	// RefundOverTheAmount: the refund would take the payment's refund total
+	// beyond the amount charged.
+	RefundOverTheAmount
+)
+
+// String names the kind, for messages and test failures.
+func (k RefundReservationKind) String() string {
+	switch k {
+	case RefundReserved:
+		return "reserved"
+	case RefundPaymentNotFound:
+		return "payment not found"
+	case RefundPaymentNotRefundable:
+		return "payment not refundable"
+	case RefundExternalRefundExists:
+		return "external refund exists"
+	case RefundOverTheAmount:
+		return "over the amount"
+	default:
+		return fmt.Sprintf("RefundReservationKind(%d)", int(k))
+	}
+}
+
+// RefundReservation is ReserveRefund's answer.
+type RefundReservation struct {
+	// Kind is what happened.
+	Kind RefundReservationKind
+	// Refund is the new refund (RefundReserved) or the existing one
+	// (RefundExternalRefundExists); zero otherwise.
+	Refund domain.Refund
+	// ClientID is Refund's client.
+	ClientID domain.ClientID
+	// RefundReserved is the payment's refund total after the statement,
+	// when the client's payment was found.
+	RefundReserved decimal.Decimal
+}
+
+// Refunds is a refund's statements inside the caller's transaction.
+type Refunds interface {
+	// ClaimAndReserveRefund is RefundStore.ClaimAndReserveRefund's statement
+	// in the transaction, returning every answer.
+	ClaimAndReserveRefund(ctx context.Context, c RefundClaim) (RefundClaimResult, error)
+	// ReserveRefund reserves the refund for client's payment, or says what
+	// stands in the way (the claim's rare answers).
+	ReserveRefund(ctx context.Context, client domain.ClientID, r domain.Refund) (RefundReservation, error)
+	// ReleaseRefund deletes a PENDING refund and gives its amount back.
+	ReleaseRefund(ctx context.Context, id domain.RefundID) error
+	// GetRefund reads a refund; an error if there is none.
+	GetRefund(ctx context.Context, id domain.RefundID) (domain.Refund, error)
+	// ListRefunds lists a payment's refunds, oldest first.
+	ListRefunds(ctx context.Context, payment domain.PaymentID) ([]domain.Refund, error)
+}
+
+// RefundClaim is what a refund's phase 1 needs: the key's claim, and the
+// PENDING refund to reserve with it.
+type RefundClaim struct {
+	KeyClaim
+	// Refund is the PENDING refund to reserve.
+	Refund domain.Refund
+}
+
+// RefundClaimResult is what a refund's phase 1 statement did.
+type RefundClaimResult struct {
+	// Claimed: the key is this request's now (new, or taken over).
+	Claimed bool
+	// Reserved: a new PENDING refund was inserted; it is the recovery point.
+	Reserved bool
+	// SagaID is the payment's order's saga, for the refund's event.
+	SagaID uuid.NullUUID
+	// Refund is the reserved refund or, after a takeover, the recovery
+	// point's; nil when neither.
+	Refund *domain.Refund
+}
+
+// RefundStore holds a refund's statements that are atomic on their own.
+type RefundStore interface {
+	// ClaimAndReserveRefund is phase 1 on its own. It commits only a claimed
+	// key with a PENDING refund that is its recovery point, and returns
+	// ErrClaimNeedsTransaction, with nothing committed, for any other answer.
+	ClaimAndReserveRefund(ctx context.Context, c RefundClaim) (RefundClaimResult, error)
+	// RecordRefundOutcome is phase 3: it completes the key fenced by the
+	// token, sets the refund's final status (the event's refund's; DECLINED
+	// and FAILED give the amount back) and appends the event: all or
+	// nothing. ErrLockLost if token no longer owns the key.
+	RecordRefundOutcome(ctx context.Context, o RefundOutcomeRecord) error
+}
+
+// RefundOutcomeRecord is what a refund's phase 3 writes.
+type RefundOutcomeRecord struct {
+	// Scope is the key to complete.
+	Scope IdempotencyScope
+	// Token is the claim's lock token.
+	Token uuid.UUID
+	// Response is the answer stored for the key.
+	Response StoredResponse
+	// Event carries the refund with its final status.
+	Event RefundEvent
+}
+
+// RefundOutcomeKind says what a refund command ended in.
+type RefundOutcomeKind int
+
+const (
+	// RefundOutcomeRefunded: a new refund, made by the provider.
+	RefundOutcomeRefunded RefundOutcomeKind = iota + 1
+	// RefundOutcomeDeclined: a new refund, declined by the provider; its
+	// amount was given back.
+	RefundOutcomeDeclined
+	// RefundOutcomeFailed: a new refund the provider refused for good; its
+	// amount was given back.
+	RefundOutcomeFailed
+	// RefundOutcomeAlreadyRecorded: a new key for an external refund that
+	// is recorded as the same refund; the existing refund is returned.
+	RefundOutcomeAlreadyRecorded
+	// RefundOutcomeExternalRefundConflict: the external refund is recorded
+	// as another refund (or another client's).
+	RefundOutcomeExternalRefundConflict
+)
+
+// RefundOutcome is the result of a refund command before it is rendered.
+type RefundOutcome struct {
+	// Kind is what the command ended in.
+	Kind RefundOutcomeKind
+	// Refund is the refund the answer shows; empty for the conflict.
+	Refund domain.Refund
+}
+
+// RefundResponseEncoder renders a refund outcome into the response stored
+// for the key (the HTTP adapter implements it).
+type RefundResponseEncoder interface {
+	// EncodeRefundOutcome returns the status and body bytes that answer the
+	// outcome, now and on every replay.
+	EncodeRefundOutcome(RefundOutcome) (StoredResponse, error)
 }

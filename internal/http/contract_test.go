@@ -69,6 +69,7 @@ func TestContractOpenAPI(t *testing.T) {
 		specBlind bool
 	}
 	charge := chargeBody(1001, 42, "100.50", "RUB", "pi_contract")
+	refund := `{"amount":"10.00","externalRefundId":"re_contract"}`
 	exchanges := []exchange{
 		{name: "charge", method: "POST", path: "/payments", key: "c1", body: charge, wantStatus: 201},
 		{name: "replay", method: "POST", path: "/payments", key: "c1", body: charge, wantStatus: 201},
@@ -99,6 +100,19 @@ func TestContractOpenAPI(t *testing.T) {
 		{name: "no auth", method: "POST", path: "/payments", key: "c8", body: charge, noAuth: true, wantStatus: 401, specRejects: true},
 		{name: "get payment", method: "GET", path: "/payments/1", wantStatus: 200},
 		{name: "get missing payment", method: "GET", path: "/payments/424242", wantStatus: 404},
+		{name: "refund", method: "POST", path: "/payments/1/refunds", key: "r1", body: refund, wantStatus: 201},
+		{name: "refund replay", method: "POST", path: "/payments/1/refunds", key: "r1", body: refund, wantStatus: 201},
+		{name: "existing external refund", method: "POST", path: "/payments/1/refunds", key: "r2", body: refund, wantStatus: 200},
+		{name: "external refund conflict", method: "POST", path: "/payments/1/refunds", key: "r3", body: `{"amount":"11","externalRefundId":"re_contract"}`, wantStatus: 409},
+		{name: "refund exceeds the payment", method: "POST", path: "/payments/1/refunds", key: "r4", body: `{"amount":"100.50","externalRefundId":"re_big"}`, wantStatus: 409},
+		{name: "refund declined", method: "POST", path: "/payments/1/refunds", key: "r5", body: `{"amount":"1","externalRefundId":"decline_re"}`, wantStatus: 422},
+		{name: "refund failed", method: "POST", path: "/payments/1/refunds", key: "r6", body: `{"amount":"1","externalRefundId":"refuse_re"}`, wantStatus: 422},
+		{name: "refund of a missing payment", method: "POST", path: "/payments/424242/refunds", key: "r7", body: refund, wantStatus: 404},
+		{name: "refund unknown field", method: "POST", path: "/payments/1/refunds", key: "r8", body: `{"amount":"1","externalRefundId":"x","currency":"RUB"}`, wantStatus: 400, specRejects: true},
+		{name: "refund amount as number", method: "POST", path: "/payments/1/refunds", key: "r8", body: `{"amount":1,"externalRefundId":"x"}`, wantStatus: 400, specRejects: true},
+		{name: "refund without a key", method: "POST", path: "/payments/1/refunds", body: refund, wantStatus: 400, specRejects: true},
+		{name: "list refunds", method: "GET", path: "/payments/1/refunds", wantStatus: 200},
+		{name: "list refunds of a missing payment", method: "GET", path: "/payments/424242/refunds", wantStatus: 404},
 		{name: "charge the order written by an event", method: "POST", path: "/payments", key: "c11", body: chargeBody(1004, 42, "100.50", "RUB", "pi_contract_4"), wantStatus: 201},
 		{name: "get order", method: "GET", path: "/orders/1001", wantStatus: 200},
 		{name: "get order written by an event", method: "GET", path: "/orders/1004", wantStatus: 200},

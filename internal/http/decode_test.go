@@ -35,7 +35,7 @@ func FuzzWellFormedChargeAgreesWithTheThoroughDecoder(f *testing.F) {
 		if !ok {
 			return
 		}
-		thorough, err := h.decodeChargeReportingEverything(body)
+		thorough, err := decodeReportingEverything[chargeRequest](h, body)
 		if errs := h.validateFields(&fast, nil); len(errs) > 0 {
 			// Both must refuse it, the thorough one naming the fields.
 			if err == nil {

@@ -47,11 +47,26 @@ func (ResponseEncoder) EncodeChargeOutcome(o app.ChargeOutcome) (app.StoredRespo
 			"This order is already paid under another external payment. Nothing was charged.")
 		status, body = p.Status, p
 	default:
-		return app.StoredResponse{}, fmt.Errorf("encode charge outcome: unknown kind %d", o.Kind)
+		return app.StoredResponse{}, errUnknownOutcome("charge", int(o.Kind))
 	}
+	return storedResponse("charge", status, body)
+}
+
+// errUnknownOutcome: an outcome kind the encoder does not know.
+func errUnknownOutcome(command string, kind int) error {
+	return fmt.Errorf("encode %s outcome: unknown kind %d", command, kind)
+}
+
+// storedResponse renders body as the stored response with status.
+func storedResponse(command string, status int, body any) (app.StoredResponse, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
-		return app.StoredResponse{}, fmt.Errorf("encode charge outcome: %w", err)
+		return app.StoredResponse{}, fmt.Errorf("encode %s outcome: %w", command, err)
 	}
 	return app.StoredResponse{StatusCode: status, Body: b}, nil
 }
+
+var (
+	_ app.ResponseEncoder       = ResponseEncoder{}
+	_ app.RefundResponseEncoder = ResponseEncoder{}
+)

@@ -47,15 +47,8 @@ func FuzzDecodeCharge(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		charge, err := decode(body)
-		if err != nil {
-			var p *Problem
-			if !errors.As(err, &p) || (p.Status != http.StatusBadRequest && p.Status != http.StatusRequestEntityTooLarge) {
-				t.Fatalf("body %q: error %v is not a 400 or 413 problem", body, err)
-			}
+		if !acceptedAsARequest(t, body, err) {
 			return
-		}
-		if len(strictjson.DuplicateKeys(body)) > 0 {
-			t.Fatalf("body %q names a field twice and was accepted", body)
 		}
 		if !json.Valid(body) {
 			t.Fatalf("body %q is not JSON and was accepted", body)
@@ -134,4 +127,71 @@ func FuzzParseIdempotencyKey(f *testing.F) {
 // sfString writes s as an RFC 8941 String: quoted, with " and \ escaped.
 func sfString(s string) string {
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+}
+
+// FuzzDecodeRefund feeds arbitrary bodies to the refund request's decoding
+// path (the same size limit, repeated-name check, strict decoding and
+// validation as a charge's). Whatever the body:
+//
+//   - it never panics, and an error is always a 400 or 413 problem;
+//   - a body that names a field twice is refused;
+//   - an accepted body is valid JSON with an amount greater than 0, and its
+//     refund survives a round trip with the same command hash.
+func FuzzDecodeRefund(f *testing.F) {
+	for _, seed := range []string{
+		`{"amount":"10.00","externalRefundId":"re_1"}`,
+		`{"amount":"10","externalRefundId":"re_1","amount":"20"}`,
+		`{"amount":"999999999999999.9999","externalRefundId":"x"}`,
+		`{"amount":10,"externalRefundId":""}`,
+		`{"amount":"0","externalRefundId":"x","currency":"EUR"}`,
+		`{"amount":"1e3","externalRefundId":"\u0000"}`,
+		`[1]`, `null`, `{}`, ``,
+	} {
+		f.Add([]byte(seed))
+	}
+	h := &paymentHandlers{validate: newValidator([]domain.ProviderName{"sandbox"})}
+	e := echo.New()
+	decode := func(body []byte) (app.RefundCommand, error) {
+		req := httptest.NewRequest(http.MethodPost, "/payments/1/refunds", bytes.NewReader(body))
+		amount, external, err := h.decodeRefund(e.NewContext(req, httptest.NewRecorder()))
+		return app.RefundCommand{PaymentID: 1, Amount: amount, ExternalRefundID: external, Operation: refundOperation}, err
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		cmd, err := decode(body)
+		if !acceptedAsARequest(t, body, err) {
+			return
+		}
+		if !json.Valid(body) || !cmd.Amount.IsPositive() {
+			t.Fatalf("body %q was accepted as %+v", body, cmd)
+		}
+		again, err := json.Marshal(map[string]any{"amount": cmd.Amount.String(), "externalRefundId": cmd.ExternalRefundID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := decode(again)
+		if err != nil {
+			t.Fatalf("body %q decoded to %+v, which written back as %s is refused: %v", body, cmd, again, err)
+		}
+		if back.Hash() != cmd.Hash() {
+			t.Fatalf("body %q: the round trip %s changed the command: %+v vs %+v", body, again, cmd, back)
+		}
+	})
+}
+
+// acceptedAsARequest checks what every decoder of a command's body owes:
+// an error is a 400 or 413 problem, and an accepted body names no field
+// twice. It reports whether the body was accepted.
+func acceptedAsARequest(t *testing.T, body []byte, err error) bool {
+	t.Helper()
+	if err != nil {
+		var p *Problem
+		if !errors.As(err, &p) || (p.Status != http.StatusBadRequest && p.Status != http.StatusRequestEntityTooLarge) {
+			t.Fatalf("body %q: error %v is not a 400 or 413 problem", body, err)
+		}
+		return false
+	}
+	if len(strictjson.DuplicateKeys(body)) > 0 {
+		t.Fatalf("body %q names a field twice and was accepted", body)
+	}
+	return true
 }

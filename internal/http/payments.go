@@ -80,11 +80,7 @@ type paymentHandlers struct {
 // nothing and the client can fix it and retry with the same key.
 func (h *paymentHandlers) chargePayment(c echo.Context) error {
 	req := c.Request()
-	if mediaType, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType)); err != nil || mediaType != echo.MIMEApplicationJSON {
-		return newProblem(http.StatusUnsupportedMediaType, codeUnsupportedMediaType, "Unsupported media type",
-			"Send the body as application/json.")
-	}
-	key, err := idempotencyKey(req.Header)
+	key, err := commandHeaders(req)
 	if err != nil {
 		return err
 	}
@@ -98,6 +94,13 @@ func (h *paymentHandlers) chargePayment(c echo.Context) error {
 		Charge:    charge,
 		Operation: chargeOperation,
 	})
+	return h.respond(c, result, err)
+}
+
+// respond answers a money-moving command: the stored response as it is (a
+// replay says so in Idempotent-Replayed), or the error's problem; the
+// idempotency metrics count what happened.
+func (h *paymentHandlers) respond(c echo.Context, result app.CommandResult, err error) error {
 	var inProgress *app.InProgressError
 	var unknown *app.OutcomeUnknownError
 	switch {
@@ -120,6 +123,16 @@ func (h *paymentHandlers) chargePayment(c echo.Context) error {
 		linkProblemDocs(c.Response().Header(), storedProblemCode(result.Response.Body))
 	}
 	return c.Blob(result.Response.StatusCode, contentType, result.Response.Body)
+}
+
+// commandHeaders checks a command's request headers: a JSON body, and the
+// Idempotency-Key, which it returns.
+func commandHeaders(req *http.Request) (string, error) {
+	if mediaType, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType)); err != nil || mediaType != echo.MIMEApplicationJSON {
+		return "", newProblem(http.StatusUnsupportedMediaType, codeUnsupportedMediaType, "Unsupported media type",
+			"Send the body as application/json.")
+	}
+	return idempotencyKey(req.Header)
 }
 
 // storedProblemCode reads the code of a stored problem (ResponseEncoder
@@ -159,18 +172,14 @@ func positiveIDParam(c echo.Context, name string) (int64, error) {
 
 // decodeCharge reads, decodes and validates the body into a domain charge.
 func (h *paymentHandlers) decodeCharge(c echo.Context) (domain.Charge, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxBodyBytes))
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return domain.Charge{}, payloadTooLarge()
-	}
+	body, err := readBody(c)
 	if err != nil {
-		return domain.Charge{}, newProblem(http.StatusBadRequest, codeMalformedJSON, "Malformed JSON", "The body could not be read.")
+		return domain.Charge{}, err
 	}
 
 	req, ok := decodeWellFormedCharge(body)
 	if !ok {
-		req, err = h.decodeChargeReportingEverything(body)
+		req, err = decodeReportingEverything[chargeRequest](h, body)
 		if err != nil {
 			return domain.Charge{}, err
 		}
@@ -180,6 +189,19 @@ func (h *paymentHandlers) decodeCharge(c echo.Context) (domain.Charge, error) {
 		return domain.Charge{}, validationProblem(errs)
 	}
 	return chargeOf(req)
+}
+
+// readBody reads a request body of at most maxBodyBytes.
+func readBody(c echo.Context) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, payloadTooLarge()
+	}
+	if err != nil {
+		return nil, newProblem(http.StatusBadRequest, codeMalformedJSON, "Malformed JSON", "The body could not be read.")
+	}
+	return body, nil
 }
 
 // decodeWellFormedCharge reads a body that is what a client should send:
@@ -261,11 +283,12 @@ func fieldIndex(name []byte) int {
 	return -1
 }
 
-// decodeChargeReportingEverything is the thorough decoder, for a body that
-// decodeWellFormedCharge did not take: it names every repeated name, every
+// decodeReportingEverything is the thorough decoder of a request body into
+// the request struct R (the charge's, for a body that
+// decodeWellFormedCharge did not take; the refund's, for every body): it names every repeated name, every
 // unknown field and every field of the wrong JSON type, together with the
 // validator's findings, in one problem.
-func (h *paymentHandlers) decodeChargeReportingEverything(body []byte) (chargeRequest, error) {
+func decodeReportingEverything[R any](h *paymentHandlers, body []byte) (R, error) {
 	// A repeated name is ambiguous: encoding/json keeps the last value, a
 	// gateway or audit log in front of us may keep the first, and the two
 	// would disagree on what was charged. Refused before anything else
@@ -275,20 +298,20 @@ func (h *paymentHandlers) decodeChargeReportingEverything(body []byte) (chargeRe
 		for i, path := range dups {
 			errs[i] = FieldError{Field: path, Message: "appears more than once; send each field once"}
 		}
-		return chargeRequest{}, validationProblem(errs)
+		return *new(R), validationProblem(errs)
 	}
 
-	var req chargeRequest
+	var req R
 	var typeErrs []FieldError
 	if err := decodeStrict(body, &req); err != nil {
 		var fde *fieldDecodeErrors
 		if !errors.As(err, &fde) {
-			return chargeRequest{}, err
+			return *new(R), err
 		}
 		typeErrs = fde.errs
 	}
 	if errs := h.validateFields(&req, typeErrs); len(errs) > 0 {
-		return chargeRequest{}, validationProblem(errs)
+		return *new(R), validationProblem(errs)
 	}
 	return req, nil
 }

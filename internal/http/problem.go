@@ -32,6 +32,9 @@ type Problem struct {
 	Errors []FieldError `json:"errors,omitempty"`
 	// Payment is set on payment-declined: the declined payment as recorded.
 	Payment *paymentResponse `json:"payment,omitempty"`
+	// Refund is set on refund-declined and refund-failed: the refund as
+	// recorded.
+	Refund *refundResponse `json:"refund,omitempty"`
 
 	retryAfter time.Duration // sent as the Retry-After header
 }
@@ -85,6 +88,11 @@ const (
 	codeProviderUnavailable     = "provider-unavailable"
 	codeOutcomeUnknown          = "outcome-unknown"
 	codeOrderAlreadyPaid        = "order-already-paid"
+	codePaymentNotRefundable    = "payment-not-refundable"
+	codeRefundExceedsPayment    = "refund-exceeds-payment"
+	codeRefundDeclined          = "refund-declined"
+	codeRefundFailed            = "refund-failed"
+	codeExternalRefundConflict  = "external-refund-conflict"
 	codeServiceUnavailable      = "service-unavailable"
 	codeInternal                = "internal-error"
 )
@@ -134,6 +142,12 @@ func problemFor(err error) *Problem {
 			"The customer, amount or currency differ from the order's.")
 	case errors.Is(err, domain.ErrPaymentNotFound):
 		return newProblem(http.StatusNotFound, codePaymentNotFound, "Payment not found", "")
+	case errors.Is(err, app.ErrPaymentNotRefundable):
+		return newProblem(http.StatusConflict, codePaymentNotRefundable, "Payment not refundable",
+			"Only a SUCCEEDED payment can be refunded. Nothing was stored for this key: retry with it once the payment has succeeded.")
+	case errors.Is(err, app.ErrRefundExceedsPayment):
+		return newProblem(http.StatusConflict, codeRefundExceedsPayment, "Refund exceeds the payment",
+			"The refund would take the payment's refunds beyond its amount (refunds in progress count). Nothing was stored for this key: a refund in progress may still be declined, and then the same request succeeds.")
 	case errors.Is(err, app.ErrUnknownProvider):
 		return validationProblem([]FieldError{{Field: "paymentProvider", Message: "unknown payment provider"}})
 	case errors.Is(err, app.ErrProviderUnavailable):

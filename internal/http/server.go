@@ -31,6 +31,10 @@ type Deps struct {
 	ChargePayment *app.ChargePayment
 	// GetPayment serves GET /payments/{id}.
 	GetPayment *app.GetPayment
+	// RefundPayment serves POST /payments/{id}/refunds.
+	RefundPayment *app.RefundPayment
+	// ListRefunds serves GET /payments/{id}/refunds.
+	ListRefunds *app.ListRefunds
 	// GetOrder serves GET /orders/{orderId}.
 	GetOrder *app.GetOrder
 	// Ready reports whether the payment API can serve: the database
@@ -91,6 +95,9 @@ func NewHandler(d Deps) http.Handler {
 	auth := authenticate(d.APIKeys)
 	e.POST("/payments", h.chargePayment, auth)
 	e.GET("/payments/:id", h.getPayment, auth)
+	refunds := &refundHandlers{paymentHandlers: h, refund: d.RefundPayment, list: d.ListRefunds}
+	e.POST("/payments/:id/refunds", refunds.refundPayment, auth)
+	e.GET("/payments/:id/refunds", refunds.listRefunds, auth)
 	e.GET("/orders/:orderId", (&orderHandlers{get: d.GetOrder}).getOrder, auth)
 	m.useRoutes(e) // after the last route, before the first request
 	return withTracing(e, d.Tracing)

@@ -51,7 +51,7 @@ SELECT command_hash, status, http_status, response::text, payment_id, lock_token
 // with the claim. The order of the clauses is also the order of the locks
 // every charge takes (payment, then key), so two charges never wait on each
 // other in a cycle.
-const claimAndReserveSQL = `
+var claimAndReserveSQL = `
 WITH
 -- The order the charge must pay exactly: same customer, amount and
 -- currency. No row: nothing is reserved, and the application tells an
@@ -74,29 +74,7 @@ reserved AS (
         ON CONFLICT DO NOTHING
  RETURNING *
 ),
--- Claim the key (R-DIST-IDEM-3): insert-if-absent, never find-then-save.
--- The record names its command, 'charge' (app.CommandCharge, migration
--- 00013): the jobs read payment_id as the charge's recovery point only in
--- records of that name. The DO UPDATE branch is the takeover of a crashed
--- or answer-lost claim: only an IN_PROGRESS record of the same command and
--- command hash whose lock has run out (the hash covers the operation too,
--- but how a command hashes is its own affair; the name is checked as well),
--- and the new lock_token fences the old owner out. payment_id is the
--- recovery point; a takeover keeps the one it finds.
-claimed AS (
-    INSERT INTO idempotency_record AS r (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, payment_id)
-    VALUES (@client, @key, 'charge', @hash, 'IN_PROGRESS', @token, clock_timestamp() + @lock_micros * interval '1 microsecond', (SELECT id FROM reserved))
-        ON CONFLICT (client_id, idempotency_key) DO UPDATE
-       SET lock_token = EXCLUDED.lock_token,
-           locked_until = EXCLUDED.locked_until,
-           payment_id = coalesce(r.payment_id, EXCLUDED.payment_id),
-           updated_at = now()
-     WHERE r.status = 'IN_PROGRESS'
-       AND r.locked_until < clock_timestamp()
-       AND r.command = EXCLUDED.command
-       AND r.command_hash = EXCLUDED.command_hash
- RETURNING r.payment_id
-),
+` + claimKeyClause(app.CommandCharge, "payment_id") + `,
 -- The payment this charge goes on with: the one just reserved, or, after
 -- a takeover, the recovery point.
 charged AS (
@@ -118,30 +96,14 @@ SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
 -- which is its recovery point; any other answer raises, and the error
 -- rolls back everything above. CASE, because only CASE fixes the order in
 -- which SQL evaluates; coalesce, because a missing payment makes it NULL.
- WHERE CASE WHEN @atomic AND NOT coalesce(
-                 EXISTS (SELECT 1 FROM claimed)
-             AND ch.status = 'PENDING'
-             AND ch.id = (SELECT payment_id FROM claimed), false)
-            THEN charge_needs_transaction()
-            ELSE true
-       END`
+ WHERE ` + onlyTheUsualAnswer("ch", "payment_id")
 
 // recordOutcomeSQL is phase 3 in one statement, atomic without a
 // transaction around it: the key's outcome, the payment's final status and
 // the event that announces it, all or none.
-const recordOutcomeSQL = `
+var recordOutcomeSQL = `
 WITH
--- Complete the key, fenced by the lock token: a request whose lock was
--- taken over matches nothing here, and so writes nothing anywhere.
-completed AS (
-    UPDATE idempotency_record
-       SET status = 'COMPLETED', response = CAST(@response AS json), http_status = @http_status,
-           lock_token = NULL, locked_until = NULL, updated_at = now()
-     WHERE client_id = @client AND idempotency_key = @key
-       AND status = 'IN_PROGRESS' AND lock_token = @token
-       AND EXISTS (SELECT 1 FROM payment WHERE id = @payment_id AND status = 'PENDING')
- RETURNING 1
-),
+` + completeKeyClause("EXISTS (SELECT 1 FROM payment WHERE id = @payment_id AND status = 'PENDING')") + `,
 -- The provider's decision, only with the key's completion.
 decided AS (
     UPDATE payment
@@ -150,19 +112,8 @@ decided AS (
        AND EXISTS (SELECT 1 FROM completed)
  RETURNING id
 ),
--- The outbox row (R-DIST-IDEM-1): one event per decided payment, written
--- with the decision; the relay publishes it after the commit.
-announced AS (
-    INSERT INTO outbox_event (event_id, topic, message_key, event_type, payload, trace_context)
-    SELECT @event_id, @topic, @message_key, @event_type, CAST(@payload AS json),
-           CAST(NULLIF(@trace_context, '') AS json) -- '': the request was not traced
-      FROM decided
- RETURNING 1
-)
-SELECT EXISTS (SELECT 1 FROM announced) AS recorded,
-       EXISTS (SELECT 1 FROM idempotency_record
-                WHERE client_id = @client AND idempotency_key = @key
-                  AND status = 'IN_PROGRESS' AND lock_token = @token) AS lock_held,
+` + announceClause("decided") + `
+SELECT ` + recordedAndLockHeld + `,
        (SELECT status FROM payment WHERE id = @payment_id) AS payment_status`
 
 var (
@@ -269,28 +220,23 @@ func (p nullablePaymentRow) toDomain() (domain.Payment, error) {
 	}.toDomain()
 }
 
-// ChargeStore implements app.ChargeStore: statements that are atomic on
-// their own, run without a transaction around them.
+// ChargeStore implements app.ChargeStore: the charge's statements that are
+// atomic on their own.
 type ChargeStore struct {
-	db     *gorm.DB
-	outbox OutboxConfig
-	gate   *Gate
+	atomicStatements
 }
 
 // NewChargeStore returns the charge's single-statement store. Its
 // statements wait their turn at gate (nil: no gate), the Transactor's.
 func NewChargeStore(db *gorm.DB, outbox OutboxConfig, gate *Gate) *ChargeStore {
-	return &ChargeStore{db: db, outbox: outbox, gate: gate}
+	return &ChargeStore{atomicStatements{db: db, outbox: outbox, gate: gate}}
 }
 
 // ClaimAndReserve implements app.ChargeStore: the statement on its own.
 func (s *ChargeStore) ClaimAndReserve(ctx context.Context, c app.ChargeClaim) (app.ClaimAndReserveResult, error) {
-	if err := s.gate.enter(ctx); err != nil {
-		return app.ClaimAndReserveResult{}, err
-	}
-	defer s.gate.leave()
-	res, err := claimAndReserve(ctx, s.db, c, true)
-	return res, mapError(err) // charge_needs_transaction: ErrClaimNeedsTransaction
+	return claimOnItsOwn(ctx, s.atomicStatements, func(db *gorm.DB) (app.ClaimAndReserveResult, error) {
+		return claimAndReserve(ctx, db, c, true)
+	})
 }
 
 // chargeNeedsTransactionCode is the SQLSTATE of charge_needs_transaction's
@@ -350,42 +296,14 @@ func (s *ChargeStore) RecordOutcome(ctx context.Context, o app.OutcomeRecord) er
 	if err != nil {
 		return err
 	}
-	if err := s.gate.enter(ctx); err != nil {
-		return err
-	}
-	defer s.gate.leave()
-	row, err := queryRow(ctx, s.db, recordOutcomeStmt, map[string]any{
-		"client":        string(o.Scope.ClientID),
-		"key":           o.Scope.Key,
-		"token":         o.Token,
-		"payment_id":    int64(o.Event.Payment.ID),
-		"final_status":  string(o.Event.Payment.Status),
-		"response":      string(o.Response.Body),
-		"http_status":   o.Response.StatusCode,
-		"event_id":      ev.EventID,
-		"topic":         ev.Topic,
-		"message_key":   ev.MessageKey,
-		"event_type":    ev.EventType,
-		"payload":       ev.Payload,
-		"trace_context": ptrString(ev.TraceContext),
+	status, err := recordOutcome(ctx, s.db, s.gate, recordOutcomeStmt, o.Scope, o.Token, o.Response, ev, map[string]any{
+		"payment_id":   int64(o.Event.Payment.ID),
+		"final_status": string(o.Event.Payment.Status),
 	})
-	if err != nil {
-		return err
+	if errors.Is(err, errNotPending) {
+		return fmt.Errorf("record payment %d as %s: it is %s, not PENDING", o.Event.Payment.ID, o.Event.Payment.Status, status)
 	}
-	var recorded, lockHeld bool
-	var paymentStatus sql.NullString
-	if err := row.Scan(&recorded, &lockHeld, &paymentStatus); err != nil {
-		return mapError(fmt.Errorf("record the charge's outcome: %w", err))
-	}
-	switch {
-	case recorded:
-		return nil
-	case !lockHeld:
-		return app.ErrLockLost
-	default:
-		return fmt.Errorf("record payment %d as %s: it is %s, not PENDING",
-			o.Event.Payment.ID, o.Event.Payment.Status, paymentStatus.String)
-	}
+	return err
 }
 
 // ptrString is s's value, or "" for nil.

@@ -162,6 +162,7 @@ func (t *Transactor) Transact(ctx context.Context, fn func(ctx context.Context, 
 			Idempotency: &IdempotencyRecords{db: tx},
 			Payments:    &Payments{db: tx},
 			Orders:      &Orders{db: tx},
+			Refunds:     &Refunds{db: tx},
 			Outbox:      &Outbox{db: tx, cfg: t.outbox},
 
 			ProcessedEvents:  &ProcessedEvents{db: tx},

@@ -26,6 +26,7 @@ type idempotencyRecordRow struct {
 	Response       []byte
 	HTTPStatus     *int `gorm:"column:http_status"`
 	PaymentID      *int64
+	RefundID       *int64
 	LockToken      *uuid.UUID
 	LockedUntil    *time.Time
 	CreatedAt      time.Time
@@ -49,6 +50,10 @@ func (row idempotencyRecordRow) toApp() app.IdempotencyRecord {
 		id := domain.PaymentID(*row.PaymentID)
 		rec.PaymentID = &id
 	}
+	if row.RefundID != nil {
+		id := domain.RefundID(*row.RefundID)
+		rec.RefundID = &id
+	}
 	if row.LockToken != nil {
 		rec.LockToken = *row.LockToken
 	}
@@ -69,6 +74,14 @@ func (s *IdempotencyRecords) Get(ctx context.Context, scope app.IdempotencyScope
 func (s *IdempotencyRecords) SetRecoveryPoint(ctx context.Context, scope app.IdempotencyScope, token uuid.UUID, payment domain.PaymentID) error {
 	return s.updateOwned(ctx, scope, token, map[string]any{
 		"payment_id": int64(payment),
+		"updated_at": gorm.Expr("now()"),
+	})
+}
+
+// SetRefundRecoveryPoint implements app.IdempotencyRecords.
+func (s *IdempotencyRecords) SetRefundRecoveryPoint(ctx context.Context, scope app.IdempotencyScope, token uuid.UUID, refund domain.RefundID) error {
+	return s.updateOwned(ctx, scope, token, map[string]any{
+		"refund_id":  int64(refund),
 		"updated_at": gorm.Expr("now()"),
 	})
 }

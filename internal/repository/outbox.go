@@ -101,20 +101,27 @@ func newOutboxEventRow(ctx context.Context, e app.PaymentEvent, cfg OutboxConfig
 		saga := e.SagaID.UUID.String()
 		v.SagaID = &saga
 	}
+	return newOutboxRow(ctx, cfg, e.ID, e.Type, int64(p.Charge.OrderID), v)
+}
+
+// newOutboxRow renders an event's payload v as its outbox row: the payload
+// is the exact message value the relay publishes, keyed by the order id
+// (one order's events land on one partition, in order), with the trace
+// context of the span writing it under ctx, if any.
+func newOutboxRow(ctx context.Context, cfg OutboxConfig, id uuid.UUID, typ string, order int64, v any) (outboxEventRow, error) {
 	payload, err := json.Marshal(v)
 	if err != nil {
-		return outboxEventRow{}, fmt.Errorf("encode %s: %w", e.Type, err)
+		return outboxEventRow{}, fmt.Errorf("encode %s: %w", typ, err)
 	}
 	traceContext, err := traceContextJSON(ctx)
 	if err != nil {
 		return outboxEventRow{}, err
 	}
 	return outboxEventRow{
-		EventID: e.ID,
-		Topic:   cfg.PaymentEventsTopic,
-		// The order id: one order's events land on one partition, in order.
-		MessageKey:   strconv.FormatInt(int64(p.Charge.OrderID), 10),
-		EventType:    e.Type,
+		EventID:      id,
+		Topic:        cfg.PaymentEventsTopic,
+		MessageKey:   strconv.FormatInt(order, 10),
+		EventType:    typ,
 		Payload:      string(payload),
 		TraceContext: traceContext,
 	}, nil

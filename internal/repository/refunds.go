@@ -9,6 +9,7 @@ import (
 	"github.com/shopspring/decimal"
 	"gorm.io/gorm"
 
+	"github.com/example/payment-service/internal/app"
 	"github.com/example/payment-service/internal/domain"
 )
 
@@ -135,30 +136,36 @@ refund_payment AS MATERIALIZED (
 // statement: a refund the provider did not make stops counting exactly
 // when it is recorded so. SUCCEEDED keeps its amount reserved for good.
 // The core composes the key's completion and the event with it.
-const settleRefundSQL = `
+var settleRefundSQL = `
 WITH` + lockRefundPaymentClause + `,
--- The decision, once: only a PENDING refund, and only to a final status.
--- Two settlings of one refund queue on the payment's lock, and the second
--- finds it no longer PENDING.
-settled AS (
+` + settleRefundClauses("payment_id IN (SELECT id FROM refund_payment)") + `
+SELECT EXISTS (SELECT 1 FROM settled) AS done,
+       (SELECT status FROM refund WHERE id = @refund) AS status_before`
+
+// settleRefundClauses are the clauses "settled" and "given_back": refund
+// @refund's decision, @status, once: only a PENDING refund, only to a final
+// status, and only when guard holds (its payment is locked first; in phase
+// 3, the key is completed too). Two settlings of one refund queue on the
+// payment's lock, and the second finds it no longer PENDING. A refund not
+// made gives its amount back, with its status. The payment's updated_at
+// stays: it says when the payment's own status changed.
+func settleRefundClauses(guard string) string {
+	return `settled AS (
     UPDATE refund
        SET status = @status, updated_at = now()
      WHERE id = @refund AND status = 'PENDING'
        AND @status IN ('SUCCEEDED', 'DECLINED', 'FAILED')
-       AND payment_id IN (SELECT id FROM refund_payment)
+       AND ` + guard + `
  RETURNING payment_id, amount, status
 ),
--- A refund not made gives its amount back, with its status. The payment's
--- updated_at stays: it says when the payment's own status changed.
 given_back AS (
     UPDATE payment p
        SET refund_reserved = p.refund_reserved - s.amount
       FROM settled s
      WHERE p.id = s.payment_id AND s.status IN ('DECLINED', 'FAILED')
  RETURNING p.refund_reserved
-)
-SELECT EXISTS (SELECT 1 FROM settled) AS done,
-       (SELECT status FROM refund WHERE id = @refund) AS status_before`
+)`
+}
 
 // releaseRefundSQL gives a PENDING refund's reservation back when the
 // provider did not act on it, for now (the core's GiveBack, in the
@@ -190,58 +197,6 @@ var (
 	releaseRefundStmt  = compileNamed(releaseRefundSQL)
 )
 
-// RefundReservationKind says what a reservation did.
-type RefundReservationKind int
-
-const (
-	// RefundReserved: a new PENDING refund was inserted and its amount
-	// added to the payment's refund total.
-	RefundReserved RefundReservationKind = iota + 1
-	// RefundPaymentNotFound: no payment with the id belongs to the client.
-	RefundPaymentNotFound
-	// RefundPaymentNotRefundable: the client's payment is not SUCCEEDED, or
-	// is in another currency or at another provider than the refund.
-	RefundPaymentNotRefundable
-	// RefundExternalRefundExists: a refund with the same provider and
-	// external refund id is recorded (Refund is that one, whoever's it is).
-	RefundExternalRefundExists
-	// RefundOverTheAmount: the refund would take the payment's refund total
-	// beyond the amount charged.
-	RefundOverTheAmount
-)
-
-// String names the kind, for messages and test failures.
-func (k RefundReservationKind) String() string {
-	switch k {
-	case RefundReserved:
-		return "reserved"
-	case RefundPaymentNotFound:
-		return "payment not found"
-	case RefundPaymentNotRefundable:
-		return "payment not refundable"
-	case RefundExternalRefundExists:
-		return "external refund exists"
-	case RefundOverTheAmount:
-		return "over the amount"
-	default:
-		return fmt.Sprintf("RefundReservationKind(%d)", int(k))
-	}
-}
-
-// RefundReservation is ReserveRefund's answer.
-type RefundReservation struct {
-	// Kind is what happened.
-	Kind RefundReservationKind
-	// Refund is the new refund (RefundReserved) or the existing one
-	// (RefundExternalRefundExists); zero otherwise.
-	Refund domain.Refund
-	// ClientID is Refund's client.
-	ClientID domain.ClientID
-	// RefundReserved is the payment's refund total after the statement,
-	// when the client's payment was found.
-	RefundReserved decimal.Decimal
-}
-
 // Refunds runs a refund's building blocks on db: the pool, or a
 // transaction's connection inside Transact.
 type Refunds struct {
@@ -255,55 +210,59 @@ func NewRefunds(db *gorm.DB) *Refunds {
 
 // ReserveRefund reserves r for client's payment r.PaymentID (see
 // reserveRefundClauses), or says why not.
-func (s *Refunds) ReserveRefund(ctx context.Context, client domain.ClientID, r domain.Refund) (RefundReservation, error) {
-	row, err := queryRow(ctx, s.db, reserveRefundStmt, map[string]any{
+func (s *Refunds) ReserveRefund(ctx context.Context, client domain.ClientID, r domain.Refund) (app.RefundReservation, error) {
+	row, err := queryRow(ctx, s.db, reserveRefundStmt, refundValues(client, r))
+	if err != nil {
+		return app.RefundReservation{}, err
+	}
+	var (
+		res                               app.RefundReservation
+		reserved, found, refundable, fits bool
+		total                             decimal.NullDecimal
+		ref                               nullableRefundRow
+	)
+	err = row.Scan(append([]any{&reserved, &found, &refundable, &fits, &total}, ref.targets()...)...)
+	if err != nil {
+		return app.RefundReservation{}, mapError(fmt.Errorf("reserve refund: %w", err))
+	}
+	res.RefundReserved = total.Decimal
+	switch {
+	case reserved:
+		res.Kind = app.RefundReserved
+	case !found:
+		res.Kind = app.RefundPaymentNotFound
+		return res, nil
+	case !refundable:
+		res.Kind = app.RefundPaymentNotRefundable
+		return res, nil
+	case ref.ID.Valid:
+		res.Kind = app.RefundExternalRefundExists
+	case !fits:
+		res.Kind = app.RefundOverTheAmount
+		return res, nil
+	default:
+		// It fitted, yet the insert did nothing: the external refund was
+		// inserted by a statement that committed after this one's snapshot
+		// was taken (the insert waited for it). A new statement sees it.
+		res.Kind = app.RefundExternalRefundExists
+		if ref, err = s.externalRefund(ctx, r.Provider, r.ExternalRefundID); err != nil {
+			return app.RefundReservation{}, err
+		}
+	}
+	res.Refund, res.ClientID, err = ref.toDomain()
+	return res, err
+}
+
+// refundValues are reserveRefundClauses' parameters for client's refund r.
+func refundValues(client domain.ClientID, r domain.Refund) map[string]any {
+	return map[string]any{
 		"client":   string(client),
 		"payment":  int64(r.PaymentID),
 		"provider": string(r.Provider),
 		"currency": string(r.Amount.Currency()),
 		"amount":   r.Amount.Amount(),
 		"external": string(r.ExternalRefundID),
-	})
-	if err != nil {
-		return RefundReservation{}, err
 	}
-	var (
-		res                               RefundReservation
-		reserved, found, refundable, fits bool
-		total                             decimal.NullDecimal
-		ref                               nullableRefundRow
-	)
-	err = row.Scan(&reserved, &found, &refundable, &fits, &total,
-		&ref.ID, &ref.PaymentID, &ref.ClientID, &ref.PaymentProvider, &ref.ExternalRefundID, &ref.Amount, &ref.Currency, &ref.Status)
-	if err != nil {
-		return RefundReservation{}, mapError(fmt.Errorf("reserve refund: %w", err))
-	}
-	res.RefundReserved = total.Decimal
-	switch {
-	case reserved:
-		res.Kind = RefundReserved
-	case !found:
-		res.Kind = RefundPaymentNotFound
-		return res, nil
-	case !refundable:
-		res.Kind = RefundPaymentNotRefundable
-		return res, nil
-	case ref.ID.Valid:
-		res.Kind = RefundExternalRefundExists
-	case !fits:
-		res.Kind = RefundOverTheAmount
-		return res, nil
-	default:
-		// It fitted, yet the insert did nothing: the external refund was
-		// inserted by a statement that committed after this one's snapshot
-		// was taken (the insert waited for it). A new statement sees it.
-		res.Kind = RefundExternalRefundExists
-		if ref, err = s.externalRefund(ctx, r.Provider, r.ExternalRefundID); err != nil {
-			return RefundReservation{}, err
-		}
-	}
-	res.Refund, res.ClientID, err = ref.toDomain()
-	return res, err
 }
 
 // externalRefund reads the refund recorded under provider and external.
@@ -316,7 +275,7 @@ func (s *Refunds) externalRefund(ctx context.Context, provider domain.ProviderNa
 		return nullableRefundRow{}, err
 	}
 	var ref nullableRefundRow
-	err = row.Scan(&ref.ID, &ref.PaymentID, &ref.ClientID, &ref.PaymentProvider, &ref.ExternalRefundID, &ref.Amount, &ref.Currency, &ref.Status)
+	err = row.Scan(ref.targets()...)
 	if errors.Is(err, sql.ErrNoRows) {
 		// Refund rows are never deleted: what stopped the insert is there.
 		return nullableRefundRow{}, fmt.Errorf("reserve refund: external refund %s:%s stopped the insert but cannot be read", provider, external)
@@ -376,6 +335,13 @@ type nullableRefundRow struct {
 	Amount           decimal.NullDecimal
 	Currency         sql.NullString
 	Status           sql.NullString
+}
+
+// targets are the row's fields as Scan takes them, in the order the
+// statements select them: id, payment_id, client_id, payment_provider,
+// external_refund_id, amount, currency, status.
+func (r *nullableRefundRow) targets() []any {
+	return []any{&r.ID, &r.PaymentID, &r.ClientID, &r.PaymentProvider, &r.ExternalRefundID, &r.Amount, &r.Currency, &r.Status}
 }
 
 // toDomain maps a refund row read whole; the row's values passed the

@@ -11,6 +11,7 @@ import (
 	"github.com/shopspring/decimal"
 	"gorm.io/gorm"
 
+	"github.com/example/payment-service/internal/app"
 	"github.com/example/payment-service/internal/domain"
 	"github.com/example/payment-service/internal/repository"
 )
@@ -85,7 +86,7 @@ func TestConcurrentRefundsNeverExceedTheAmount(t *testing.T) {
 	p := addPayment(t, db, "demo-client", 9001, "100.00", "RUB", domain.PaymentSucceeded)
 
 	const n = 25
-	results := make([]repository.RefundReservation, n)
+	results := make([]app.RefundReservation, n)
 	errs := make([]error, n)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -98,17 +99,17 @@ func TestConcurrentRefundsNeverExceedTheAmount(t *testing.T) {
 	close(start)
 	wg.Wait()
 
-	kinds := map[repository.RefundReservationKind]int{}
+	kinds := map[app.RefundReservationKind]int{}
 	for i := range n {
 		if errs[i] != nil {
 			t.Fatalf("reservation %d: %v", i, errs[i])
 		}
 		kinds[results[i].Kind]++
-		if k := results[i].Kind; k == repository.RefundReserved && (results[i].Refund.ID == 0 || results[i].Refund.Status != domain.RefundPending) {
+		if k := results[i].Kind; k == app.RefundReserved && (results[i].Refund.ID == 0 || results[i].Refund.Status != domain.RefundPending) {
 			t.Errorf("reservation %d: reserved %+v", i, results[i].Refund)
 		}
 	}
-	if kinds[repository.RefundReserved] != 10 || kinds[repository.RefundOverTheAmount] != 15 || len(kinds) != 2 {
+	if kinds[app.RefundReserved] != 10 || kinds[app.RefundOverTheAmount] != 15 || len(kinds) != 2 {
 		t.Fatalf("reservations by kind: %v, want 10 reserved and 15 over the amount", kinds)
 	}
 	if reserved, counted := refundTotal(t, db, p.ID); reserved != "100.00" || counted != "100.00" {
@@ -130,7 +131,7 @@ func TestReserveRefundStatement(t *testing.T) {
 	euro := addPayment(t, db, "demo-client", 9106, "100.00", "EUR", domain.PaymentSucceeded)
 
 	first, err := refunds.ReserveRefund(ctx, "demo-client", newRefund(t, succeeded, "30.00", "re_first"))
-	if err != nil || first.Kind != repository.RefundReserved {
+	if err != nil || first.Kind != app.RefundReserved {
 		t.Fatalf("first reservation: %+v, %v", first, err)
 	}
 	missing := succeeded
@@ -142,21 +143,21 @@ func TestReserveRefundStatement(t *testing.T) {
 		name      string
 		client    domain.ClientID
 		refund    domain.Refund
-		want      repository.RefundReservationKind
+		want      app.RefundReservationKind
 		wantTotal string // the payment's refund_reserved after it
 	}{
-		{"another client's payment", "demo-client", newRefund(t, others, "10", "re_a"), repository.RefundPaymentNotFound, "0.00"},
-		{"no such payment", "demo-client", newRefund(t, missing, "10", "re_b"), repository.RefundPaymentNotFound, ""},
-		{"PENDING payment", "demo-client", newRefund(t, pending, "10", "re_c"), repository.RefundPaymentNotRefundable, "0.00"},
-		{"DECLINED payment", "demo-client", newRefund(t, declined, "10", "re_d"), repository.RefundPaymentNotRefundable, "0.00"},
-		{"FAILED payment", "demo-client", newRefund(t, failed, "10", "re_e"), repository.RefundPaymentNotRefundable, "0.00"},
-		{"other currency", "demo-client", inRUB, repository.RefundPaymentNotRefundable, "0.00"},
-		{"the same external refund again", "demo-client", newRefund(t, succeeded, "30", "re_first"), repository.RefundExternalRefundExists, "30.00"},
-		{"the same external refund, other amount", "demo-client", newRefund(t, succeeded, "5", "re_first"), repository.RefundExternalRefundExists, "30.00"},
-		{"the same external refund, by another client", "other-client", newRefund(t, others, "5", "re_first"), repository.RefundExternalRefundExists, "0.00"},
-		{"over the amount", "demo-client", newRefund(t, succeeded, "70.01", "re_over"), repository.RefundOverTheAmount, "30.00"},
-		{"exactly the rest", "demo-client", newRefund(t, succeeded, "70.00", "re_rest"), repository.RefundReserved, "100.00"},
-		{"the same external refund when nothing is left", "demo-client", newRefund(t, succeeded, "30", "re_first"), repository.RefundExternalRefundExists, "100.00"},
+		{"another client's payment", "demo-client", newRefund(t, others, "10", "re_a"), app.RefundPaymentNotFound, "0.00"},
+		{"no such payment", "demo-client", newRefund(t, missing, "10", "re_b"), app.RefundPaymentNotFound, ""},
+		{"PENDING payment", "demo-client", newRefund(t, pending, "10", "re_c"), app.RefundPaymentNotRefundable, "0.00"},
+		{"DECLINED payment", "demo-client", newRefund(t, declined, "10", "re_d"), app.RefundPaymentNotRefundable, "0.00"},
+		{"FAILED payment", "demo-client", newRefund(t, failed, "10", "re_e"), app.RefundPaymentNotRefundable, "0.00"},
+		{"other currency", "demo-client", inRUB, app.RefundPaymentNotRefundable, "0.00"},
+		{"the same external refund again", "demo-client", newRefund(t, succeeded, "30", "re_first"), app.RefundExternalRefundExists, "30.00"},
+		{"the same external refund, other amount", "demo-client", newRefund(t, succeeded, "5", "re_first"), app.RefundExternalRefundExists, "30.00"},
+		{"the same external refund, by another client", "other-client", newRefund(t, others, "5", "re_first"), app.RefundExternalRefundExists, "0.00"},
+		{"over the amount", "demo-client", newRefund(t, succeeded, "70.01", "re_over"), app.RefundOverTheAmount, "30.00"},
+		{"exactly the rest", "demo-client", newRefund(t, succeeded, "70.00", "re_rest"), app.RefundReserved, "100.00"},
+		{"the same external refund when nothing is left", "demo-client", newRefund(t, succeeded, "30", "re_first"), app.RefundExternalRefundExists, "100.00"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -174,20 +175,20 @@ func TestReserveRefundStatement(t *testing.T) {
 				}
 			}
 			wantRows := rowsBefore
-			if tc.want == repository.RefundReserved {
+			if tc.want == app.RefundReserved {
 				wantRows++
 			}
 			if got := countRows(t, db, `SELECT count(*) FROM refund`); got != wantRows {
 				t.Fatalf("%d refund rows, want %d", got, wantRows)
 			}
 			switch tc.want {
-			case repository.RefundExternalRefundExists:
+			case app.RefundExternalRefundExists:
 				// The existing refund, as it was recorded: the caller tells a
 				// retry of it from a conflict with IsSameRefund and ClientID.
 				if res.Refund.ID != first.Refund.ID || !res.Refund.IsSameRefund(first.Refund) || res.ClientID != "demo-client" {
 					t.Fatalf("existing refund = %+v of %s, want %+v of demo-client", res.Refund, res.ClientID, first.Refund)
 				}
-			case repository.RefundReserved:
+			case app.RefundReserved:
 				if !res.Refund.IsSameRefund(tc.refund) || res.Refund.Status != domain.RefundPending || res.ClientID != tc.client {
 					t.Fatalf("reserved %+v of %s, want %+v", res.Refund, res.ClientID, tc.refund)
 				}
@@ -209,7 +210,7 @@ func TestConcurrentReservationsOfOneExternalRefund(t *testing.T) {
 		external := fmt.Sprintf("re_shared_%d", round)
 		var wg sync.WaitGroup
 		start := make(chan struct{})
-		results := make([]repository.RefundReservation, 4)
+		results := make([]app.RefundReservation, 4)
 		errs := make([]error, 4)
 		for i, p := range []domain.Payment{a, b, a, b} {
 			wg.Go(func() {
@@ -225,9 +226,9 @@ func TestConcurrentReservationsOfOneExternalRefund(t *testing.T) {
 				t.Fatalf("round %d, reservation %d: %v", round, i, errs[i])
 			}
 			switch results[i].Kind {
-			case repository.RefundReserved:
+			case app.RefundReserved:
 				reservedOnce++
-			case repository.RefundExternalRefundExists:
+			case app.RefundExternalRefundExists:
 				if results[i].Refund.ID == 0 || results[i].Refund.ExternalRefundID != domain.ExternalRefundID(external) {
 					t.Fatalf("round %d: existing refund %+v", round, results[i].Refund)
 				}
@@ -254,7 +255,7 @@ func TestSettleRefund(t *testing.T) {
 	db, refunds := openRefunds(t)
 	ctx := context.Background()
 	p := addPayment(t, db, "demo-client", 9301, "100.00", "RUB", domain.PaymentSucceeded)
-	reserve := func(amount, external string) repository.RefundReservation {
+	reserve := func(amount, external string) app.RefundReservation {
 		t.Helper()
 		res, err := refunds.ReserveRefund(ctx, "demo-client", newRefund(t, p, amount, external))
 		if err != nil {
@@ -272,10 +273,10 @@ func TestSettleRefund(t *testing.T) {
 	}
 
 	all := reserve("100.00", "re_all")
-	if all.Kind != repository.RefundReserved {
+	if all.Kind != app.RefundReserved {
 		t.Fatalf("the whole amount: %+v", all)
 	}
-	if res := reserve("10.00", "re_ten"); res.Kind != repository.RefundOverTheAmount {
+	if res := reserve("10.00", "re_ten"); res.Kind != app.RefundOverTheAmount {
 		t.Fatalf("10.00 more while 100.00 is reserved: %+v, want over the amount", res)
 	}
 
@@ -293,7 +294,7 @@ func TestSettleRefund(t *testing.T) {
 			id := all.Refund.ID
 			if i > 0 { // the first case settles re_all; the others a new refund of everything
 				res := reserve("100.00", fmt.Sprintf("re_all_%d", i))
-				if res.Kind != repository.RefundReserved {
+				if res.Kind != app.RefundReserved {
 					t.Fatalf("reserve again: %+v", res)
 				}
 				id = res.Refund.ID
@@ -318,7 +319,7 @@ func TestSettleRefund(t *testing.T) {
 	}
 	// Everything is refunded now: the declined amount was given back and
 	// taken again by the succeeded refund.
-	if res := reserve("0.01", "re_cent"); res.Kind != repository.RefundOverTheAmount {
+	if res := reserve("0.01", "re_cent"); res.Kind != app.RefundOverTheAmount {
 		t.Fatalf("a cent more than the amount: %+v", res)
 	}
 	if err := refunds.SettleRefund(ctx, all.Refund.ID, domain.RefundPending); err == nil {
@@ -336,17 +337,17 @@ func TestDeclinedRefundMakesRoomForAnother(t *testing.T) {
 	ctx := context.Background()
 	p := addPayment(t, db, "demo-client", 9401, "100.00", "RUB", domain.PaymentSucceeded)
 	big, err := refunds.ReserveRefund(ctx, "demo-client", newRefund(t, p, "95.00", "re_big"))
-	if err != nil || big.Kind != repository.RefundReserved {
+	if err != nil || big.Kind != app.RefundReserved {
 		t.Fatalf("%+v, %v", big, err)
 	}
 	small := newRefund(t, p, "10.00", "re_small")
-	if res, err := refunds.ReserveRefund(ctx, "demo-client", small); err != nil || res.Kind != repository.RefundOverTheAmount {
+	if res, err := refunds.ReserveRefund(ctx, "demo-client", small); err != nil || res.Kind != app.RefundOverTheAmount {
 		t.Fatalf("before the decline: %+v, %v; want over the amount", res, err)
 	}
 	if err := refunds.SettleRefund(ctx, big.Refund.ID, domain.RefundDeclined); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := refunds.ReserveRefund(ctx, "demo-client", small); err != nil || res.Kind != repository.RefundReserved || !res.RefundReserved.Equal(decimal.RequireFromString("10")) {
+	if res, err := refunds.ReserveRefund(ctx, "demo-client", small); err != nil || res.Kind != app.RefundReserved || !res.RefundReserved.Equal(decimal.RequireFromString("10")) {
 		t.Fatalf("after the decline: %+v, %v; want reserved, total 10", res, err)
 	}
 }
@@ -397,7 +398,7 @@ func TestReleaseRefund(t *testing.T) {
 	p := addPayment(t, db, "demo-client", 9601, "100.00", "RUB", domain.PaymentSucceeded)
 	all := newRefund(t, p, "100.00", "re_all")
 	first, err := refunds.ReserveRefund(ctx, "demo-client", all)
-	if err != nil || first.Kind != repository.RefundReserved {
+	if err != nil || first.Kind != app.RefundReserved {
 		t.Fatalf("reserve: %+v, %v", first, err)
 	}
 	if err := refunds.ReleaseRefund(ctx, first.Refund.ID); err != nil {
@@ -410,7 +411,7 @@ func TestReleaseRefund(t *testing.T) {
 		t.Fatal("the released refund's row is still there")
 	}
 	again, err := refunds.ReserveRefund(ctx, "demo-client", all)
-	if err != nil || again.Kind != repository.RefundReserved || again.Refund.ID == first.Refund.ID {
+	if err != nil || again.Kind != app.RefundReserved || again.Refund.ID == first.Refund.ID {
 		t.Fatalf("the retry: %+v, %v; want a new reservation", again, err)
 	}
 	if err := refunds.ReleaseRefund(ctx, first.Refund.ID); err == nil {

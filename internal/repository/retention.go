@@ -144,11 +144,13 @@ func (s *Retention) ListAbandoned(ctx context.Context, commands []app.CommandNam
 // ReleaseAbandoned implements app.AbandonedCharges. The conditions are
 // re-checked in the DELETE itself, so a record that a retry took over after
 // it was listed is left alone, and so is one that another command claimed
-// under the same key after the listed one went.
+// under the same key after the listed one went. A record with a recovery
+// point of any command (payment_id, refund_id) is never released: its
+// reservation may have reached the provider.
 func (s *Retention) ReleaseAbandoned(ctx context.Context, commands []app.CommandName, scope app.IdempotencyScope) (bool, error) {
 	res := s.db.WithContext(ctx).
 		Where(`client_id = ? AND idempotency_key = ? AND command IN ? AND status = ?
-		   AND locked_until < clock_timestamp() AND payment_id IS NULL`,
+		   AND locked_until < clock_timestamp() AND payment_id IS NULL AND refund_id IS NULL`,
 			string(scope.ClientID), scope.Key, commandNames(commands), string(app.RecordInProgress)).
 		Delete(&idempotencyRecordRow{})
 	if res.Error != nil {

@@ -25,7 +25,7 @@ const jobsLeaderLockKey int64 = 0x7061796d656e7473
 const abandonedChargesPerRun = 100
 
 // newJobs builds the background jobs over the service's adapters.
-func newJobs(cfg config.Config, db *gorm.DB, charge *app.ChargePayment, registry prometheus.Registerer, logger *slog.Logger) *jobs.Jobs {
+func newJobs(cfg config.Config, db *gorm.DB, uc useCases, registry prometheus.Registerer, logger *slog.Logger) *jobs.Jobs {
 	retention := repository.NewRetention(db)
 	r := cfg.Retention
 	return jobs.New(jobs.Deps{
@@ -34,7 +34,10 @@ func newJobs(cfg config.Config, db *gorm.DB, charge *app.ChargePayment, registry
 			ProcessedEvents: r.ProcessedEventRetention,
 			PublishedOutbox: r.OutboxRetention,
 		}, r.BatchSize),
-		Complete: app.NewCompleteAbandonedCharges(retention, map[app.CommandName]app.Resumable{app.CommandCharge: charge},
+		Complete: app.NewCompleteAbandonedCharges(retention, map[app.CommandName]app.Resumable{
+			app.CommandCharge: uc.chargePayment,
+			app.CommandRefund: uc.refundPayment,
+		},
 			r.CompleterGrace, abandonedChargesPerRun, logger),
 		Logger:   logger,
 		Registry: registry,
@@ -88,7 +91,7 @@ func Cleanup(ctx context.Context, cfg config.Config, logger *slog.Logger) error 
 	if err != nil {
 		return err
 	}
-	if err := newJobs(cfg, db, uc.chargePayment, registry, logger).RunOnce(ctx); err != nil {
+	if err := newJobs(cfg, db, uc, registry, logger).RunOnce(ctx); err != nil {
 		return fmt.Errorf("cleanup: %w", err)
 	}
 	return nil

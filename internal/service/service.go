@@ -107,6 +107,7 @@ type useCases struct {
 	providerNames []domain.ProviderName
 	core          *app.Core // what every money-moving command shares
 	chargePayment *app.ChargePayment
+	refundPayment *app.RefundPayment // on the charge's core: one drain for both
 }
 
 // newUseCases builds the providers (each call counted in registry) and the
@@ -143,6 +144,10 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 		providerNames: names,
 		core:          core,
 		chargePayment: app.NewChargePayment(core, chargeStore, providers, httpapi.ResponseEncoder{}),
+		// The sandbox is the one provider, and it refunds too. Its refund
+		// calls are not yet counted in the provider metrics (Instrument
+		// wraps PaymentProvider only).
+		refundPayment: app.NewRefundPayment(core, repository.NewRefundStore(db, outboxCfg, gate), sandboxClient, httpapi.ResponseEncoder{}),
 	}, nil
 }
 
@@ -201,7 +206,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...Op
 	if err != nil {
 		return nil, err
 	}
-	jobs, err := newScheduledJobs(cfg, db, newJobs(cfg, db, uc.chargePayment, registry, logger))
+	jobs, err := newScheduledJobs(cfg, db, newJobs(cfg, db, uc, registry, logger))
 	if err != nil {
 		return nil, err
 	}
@@ -212,6 +217,8 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...Op
 		Providers:     uc.providerNames,
 		ChargePayment: uc.chargePayment,
 		GetPayment:    app.NewGetPayment(uc.tx),
+		RefundPayment: uc.refundPayment,
+		ListRefunds:   app.NewListRefunds(uc.tx),
 		GetOrder:      app.NewGetOrder(uc.tx),
 		// Readiness is the database only; the background components are
 		// on /health and in metrics (health.go).

@@ -1,0 +1,37 @@
+-- idempotency_record.refund_id: the recovery point of a refund's record
+-- (issue 20).
+--
+-- A command's reservation is linked to its key in the claim statement
+-- itself (docs/adding-a-command.md, "The recovery point"), and the link is
+-- named after what it points at. A charge's record points at its payment
+-- (payment_id); a refund's record points at its refund row, here. A
+-- refund's record leaves payment_id NULL: the jobs read payment_id only in
+-- records named 'charge' (migration 00013), and refund_id only in records
+-- named 'refund'.
+--
+--   * bigint, NULL: a record of any other command has none, and a refund's
+--     claim that reserved nothing (a rare answer, about to be completed or
+--     rolled back) has none either.
+--   * REFERENCES refund (id): a refund row is deleted only by ReleaseRefund,
+--     in the transaction that releases its key, so the reference never
+--     blocks a delete the refund needs. A PENDING refund is never deleted
+--     while its record stands.
+--   * No index: records are reached by their key. The one delete of a
+--     refund row (ReleaseRefund, when the provider did not act for now)
+--     makes the foreign key's check scan idempotency_record; it is rare,
+--     and an index on a hot table for it is not worth its writes. If the
+--     fault dashboards ever show many such releases, add one CONCURRENTLY.
+--
+-- Which releases may run against this schema: expand only. Every release
+-- since migration 00001 names its columns in its inserts and reads records
+-- by column name, so it never sees refund_id. A release older than 00013
+-- must not run beside the first release that writes refund records (see
+-- 00013); that rule is unchanged. A rollback of the binary needs no
+-- rollback of this migration. Adding a nullable column without a default
+-- only changes the catalogue.
+
+-- +goose Up
+ALTER TABLE idempotency_record ADD COLUMN refund_id bigint REFERENCES refund (id);
+
+-- +goose Down
+ALTER TABLE idempotency_record DROP COLUMN refund_id;

@@ -1,0 +1,178 @@
+package repository
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
+	"github.com/example/payment-service/internal/app"
+)
+
+// What every command's phase 1 and phase 3 share: the key's claim, phase
+// 1's usual-answer guard, the key's fenced completion and the outbox row as
+// SQL clauses, and the Go that runs a phase on its own (atomicStatements,
+// claimOnItsOwn, recordOutcome). Each command composes them with
+// its own reservation clauses into one statement at start-up (charges.go,
+// refund_command.go), so a phase stays one statement and one round trip,
+// and the text the database plans is what it was before the clauses were
+// shared (TestPgbenchScriptsRunTheServicesStatements compares the charge's).
+
+// claimKeyClause is the clause "claimed" for command, whose recovery point
+// is the column recoveryPoint, set from the id of the row its statement's
+// "reserved" clause inserted (which comes first: the key's lock is the last
+// every command takes). It returns the recovery point.
+//
+// Insert-if-absent, never find-then-save (R-DIST-IDEM-3). The record names
+// its command (migration 00013): the jobs read a recovery point only in
+// records of the command whose it is. The DO UPDATE branch is the takeover
+// of a crashed or answer-lost claim: only an IN_PROGRESS record of the same
+// command and command hash whose lock has run out (the hash covers the
+// operation too, but how a command hashes is its own affair; the name is
+// checked as well), and the new lock_token fences the old owner out. A
+// takeover keeps the recovery point it finds.
+func claimKeyClause(command app.CommandName, recoveryPoint string) string {
+	return strings.NewReplacer("{command}", string(command), "{recovery_point}", recoveryPoint).Replace(`claimed AS (
+    INSERT INTO idempotency_record AS r (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, {recovery_point})
+    VALUES (@client, @key, '{command}', @hash, 'IN_PROGRESS', @token, clock_timestamp() + @lock_micros * interval '1 microsecond', (SELECT id FROM reserved))
+        ON CONFLICT (client_id, idempotency_key) DO UPDATE
+       SET lock_token = EXCLUDED.lock_token,
+           locked_until = EXCLUDED.locked_until,
+           {recovery_point} = coalesce(r.{recovery_point}, EXCLUDED.{recovery_point}),
+           updated_at = now()
+     WHERE r.status = 'IN_PROGRESS'
+       AND r.locked_until < clock_timestamp()
+       AND r.command = EXCLUDED.command
+       AND r.command_hash = EXCLUDED.command_hash
+ RETURNING r.{recovery_point}
+)`)
+}
+
+// onlyTheUsualAnswer is phase 1's final WHERE condition: run @atomic (on
+// its own), the statement keeps only a claimed key whose reservation, the
+// row alias reservation, is PENDING and is the claim's recovery point
+// recoveryPoint; any other answer calls charge_needs_transaction() (one
+// function for every command's phase 1, migration 00012), whose error rolls
+// back everything the statement wrote. CASE, because only CASE fixes the
+// order in which SQL evaluates; coalesce, because a missing reservation
+// makes it NULL.
+func onlyTheUsualAnswer(reservation, recoveryPoint string) string {
+	return strings.NewReplacer("{r}", reservation, "{recovery_point}", recoveryPoint).Replace(`CASE WHEN @atomic AND NOT coalesce(
+                 EXISTS (SELECT 1 FROM claimed)
+             AND {r}.status = 'PENDING'
+             AND {r}.id = (SELECT {recovery_point} FROM claimed), false)
+            THEN charge_needs_transaction()
+            ELSE true
+       END`)
+}
+
+// completeKeyClause is the clause "completed": the key completed with the
+// response, fenced by the lock token, only when guard (the reservation is
+// still PENDING) holds. A request whose lock was taken over matches nothing
+// here, and so writes nothing anywhere: every other write of phase 3 hangs
+// on this clause.
+func completeKeyClause(guard string) string {
+	return `completed AS (
+    UPDATE idempotency_record
+       SET status = 'COMPLETED', response = CAST(@response AS json), http_status = @http_status,
+           lock_token = NULL, locked_until = NULL, updated_at = now()
+     WHERE client_id = @client AND idempotency_key = @key
+       AND status = 'IN_PROGRESS' AND lock_token = @token
+       AND ` + guard + `
+ RETURNING 1
+)`
+}
+
+// announceClause is the clause "announced", the outbox row (R-DIST-IDEM-1):
+// one event per decided reservation, one row of from, written with the
+// decision; the relay publishes it after the commit.
+func announceClause(from string) string {
+	return `announced AS (
+    INSERT INTO outbox_event (event_id, topic, message_key, event_type, payload, trace_context)
+    SELECT @event_id, @topic, @message_key, @event_type, CAST(@payload AS json),
+           CAST(NULLIF(@trace_context, '') AS json) -- '': the request was not traced
+      FROM ` + from + `
+ RETURNING 1
+)`
+}
+
+// recordedAndLockHeld are phase 3's first two answers: the event was
+// appended (so everything was written), and the token still owns the key
+// (if not, ErrLockLost).
+const recordedAndLockHeld = `EXISTS (SELECT 1 FROM announced) AS recorded,
+       EXISTS (SELECT 1 FROM idempotency_record
+                WHERE client_id = @client AND idempotency_key = @key
+                  AND status = 'IN_PROGRESS' AND lock_token = @token) AS lock_held`
+
+// atomicStatements run a command's statements that are atomic on their own
+// on the pool, without a transaction around them, each waiting its turn at
+// gate (nil: no gate), the Transactor's.
+type atomicStatements struct {
+	db     *gorm.DB
+	outbox OutboxConfig
+	gate   *Gate
+}
+
+// claimOnItsOwn runs a command's phase 1 statement on its own (claim, with
+// atomic true): charge_needs_transaction's error becomes
+// app.ErrClaimNeedsTransaction.
+func claimOnItsOwn[R any](ctx context.Context, s atomicStatements, claim func(db *gorm.DB) (R, error)) (R, error) {
+	if err := s.gate.enter(ctx); err != nil {
+		var none R
+		return none, err
+	}
+	defer s.gate.leave()
+	res, err := claim(s.db)
+	return res, mapError(err)
+}
+
+// errNotPending: phase 3 wrote nothing although its token owns the key, because
+// the reservation is no longer PENDING.
+var errNotPending = errors.New("the reservation is not PENDING")
+
+// recordOutcome runs a command's phase 3 statement q, built of
+// completeKeyClause, the command's own settling and announceClause, and
+// answering recordedAndLockHeld and the reservation's status. values are the
+// command's own parameters; the key's, the response's and the event row's
+// are added here. It returns nil when everything was written,
+// app.ErrLockLost when the token no longer owns the key, and errNotPending
+// with the reservation's status otherwise.
+func recordOutcome(ctx context.Context, db *gorm.DB, gate *Gate, q namedSQL, scope app.IdempotencyScope, token uuid.UUID,
+	resp app.StoredResponse, ev outboxEventRow, values map[string]any) (string, error) {
+	if err := gate.enter(ctx); err != nil {
+		return "", err
+	}
+	defer gate.leave()
+	values["client"] = string(scope.ClientID)
+	values["key"] = scope.Key
+	values["token"] = token
+	values["response"] = string(resp.Body)
+	values["http_status"] = resp.StatusCode
+	values["event_id"] = ev.EventID
+	values["topic"] = ev.Topic
+	values["message_key"] = ev.MessageKey
+	values["event_type"] = ev.EventType
+	values["payload"] = ev.Payload
+	values["trace_context"] = ptrString(ev.TraceContext)
+	row, err := queryRow(ctx, db, q, values)
+	if err != nil {
+		return "", err
+	}
+	var recorded, lockHeld bool
+	var status sql.NullString
+	if err := row.Scan(&recorded, &lockHeld, &status); err != nil {
+		return "", mapError(fmt.Errorf("record the outcome: %w", err))
+	}
+	switch {
+	case recorded:
+		return "", nil
+	case !lockHeld:
+		return "", app.ErrLockLost
+	default:
+		return status.String, errNotPending
+	}
+}
