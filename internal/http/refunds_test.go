@@ -90,6 +90,11 @@ func TestRefundIsMadeOnceAndReplayed(t *testing.T) {
 	if got := len(s.ledger(t).SucceededRefunds("r-1")); got != 1 {
 		t.Errorf("the provider made %d refunds, want 1", got)
 	}
+	// Refund calls are counted with the charges, under outcomes of their
+	// own: the replay and the reused key never reached the provider.
+	if got := s.metric(t, `payment_provider_calls_total{outcome="refund_approved",provider="sandbox"}`); got != 1 {
+		t.Errorf("refund calls counted as approved = %v, want 1", got)
+	}
 
 	list := s.request(t, http.MethodGet, fmt.Sprintf("/payments/%d/refunds", payment), "", nil)
 	var l struct {

@@ -46,96 +46,156 @@ func DurationMetric(reg prometheus.Registerer) *prometheus.HistogramVec {
 	return h
 }
 
-// Instrumented wraps a provider and counts, times and traces its calls.
-type Instrumented struct {
+// observer counts, times and traces the calls to one provider's ports.
+type observer struct {
 	name     domain.ProviderName
-	next     app.PaymentProvider
 	calls    *prometheus.CounterVec
 	duration *prometheus.HistogramVec // optional
 	tracer   trace.Tracer
 }
 
-// Option configures Instrument.
-type Option func(*Instrumented)
+// Option configures Instrument and InstrumentRefunds.
+type Option func(*observer)
 
 // WithDuration also observes each call's latency in duration
 // (DurationMetric).
 func WithDuration(duration *prometheus.HistogramVec) Option {
-	return func(p *Instrumented) { p.duration = duration }
+	return func(o *observer) { o.duration = duration }
 }
 
-// WithTracer makes each call a client span, "provider charge", with the
-// provider and the outcome as attributes. Without it the spans go to a
-// no-op tracer.
+// WithTracer makes each call a client span ("provider charge", "provider
+// refund", ...), with the provider and the outcome as attributes. Without
+// it the spans go to a no-op tracer.
 func WithTracer(t trace.Tracer) Option {
-	return func(p *Instrumented) { p.tracer = t }
+	return func(o *observer) { o.tracer = t }
 }
 
-// Instrument returns next with every call counted in calls.
-func Instrument(name domain.ProviderName, next app.PaymentProvider, calls *prometheus.CounterVec, opts ...Option) *Instrumented {
-	p := &Instrumented{name: name, next: next, calls: calls, tracer: noop.NewTracerProvider().Tracer("")}
+func newObserver(name domain.ProviderName, calls *prometheus.CounterVec, opts []Option) observer {
+	o := observer{name: name, calls: calls, tracer: noop.NewTracerProvider().Tracer("")}
 	for _, opt := range opts {
-		opt(p)
+		opt(&o)
 	}
-	return p
+	return o
 }
 
-// Charge implements app.PaymentProvider.
-func (p *Instrumented) Charge(ctx context.Context, req app.ProviderCharge) (app.ProviderDecision, error) {
-	ctx, span := p.tracer.Start(ctx, "provider charge", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("payment.provider", string(p.name))))
+// call runs one call to the provider in a client span named spanName,
+// then counts, times and annotates it under the outcome outcomeOf names.
+func (o observer) call(ctx context.Context, spanName string, fn func(context.Context) (app.ProviderDecision, error),
+	outcomeOf func(app.ProviderDecision, error) string) (app.ProviderDecision, error) {
+	ctx, span := o.tracer.Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("payment.provider", string(o.name))))
 	defer span.End()
 	start := time.Now()
-	decision, err := p.next.Charge(ctx, req)
+	decision, err := fn(ctx)
 	elapsed := time.Since(start)
 
-	outcome := "unknown"
-	switch {
-	case errors.Is(err, app.ErrProviderRefused):
-		outcome = "refused"
-	case errors.Is(err, app.ErrProviderNotCharged):
-		outcome = "not_charged"
-	case err != nil:
-	case decision == app.ProviderApproved:
-		outcome = "approved"
-	case decision == app.ProviderDeclined:
-		outcome = "declined"
-	}
-	p.observe(span, outcome, elapsed, err)
-	return decision, err
-}
-
-// observe counts, times and annotates one call.
-func (p *Instrumented) observe(span trace.Span, outcome string, elapsed time.Duration, err error) {
-	p.calls.WithLabelValues(string(p.name), outcome).Inc()
-	if p.duration != nil {
-		p.duration.WithLabelValues(string(p.name), outcome).Observe(elapsed.Seconds())
+	outcome := outcomeOf(decision, err)
+	o.calls.WithLabelValues(string(o.name), outcome).Inc()
+	if o.duration != nil {
+		o.duration.WithLabelValues(string(o.name), outcome).Observe(elapsed.Seconds())
 	}
 	span.SetAttributes(attribute.String("payment.provider.outcome", outcome))
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, outcome)
 	}
+	return decision, err
+}
+
+// callOutcome names a call's answer: approved, declined, refused (for
+// good), not_charged (for now) or unknown.
+func callOutcome(decision app.ProviderDecision, err error) string {
+	switch {
+	case errors.Is(err, app.ErrProviderRefused):
+		return "refused"
+	case errors.Is(err, app.ErrProviderNotCharged):
+		return "not_charged"
+	case err != nil:
+		return "unknown"
+	case decision == app.ProviderApproved:
+		return "approved"
+	case decision == app.ProviderDeclined:
+		return "declined"
+	default:
+		return "unknown"
+	}
+}
+
+// lookupOutcome names a lookup's answer: lookup_charged (the provider holds
+// a decision), lookup_none or lookup_unknown.
+func lookupOutcome(_ app.ProviderDecision, err error) string {
+	switch {
+	case errors.Is(err, app.ErrNoProviderCharge):
+		return "lookup_none"
+	case err != nil:
+		return "lookup_unknown"
+	default:
+		return "lookup_charged"
+	}
+}
+
+// refundOutcome is outcomeOf's name with "refund_" before it, so a
+// dashboard of charges is not skewed by refunds.
+func refundOutcome(outcomeOf func(app.ProviderDecision, error) string) func(app.ProviderDecision, error) string {
+	return func(d app.ProviderDecision, err error) string { return "refund_" + outcomeOf(d, err) }
+}
+
+// Instrumented wraps a provider's charges and counts, times and traces its
+// calls.
+type Instrumented struct {
+	observer
+	next app.PaymentProvider
+}
+
+// Instrument returns next with every call counted in calls.
+func Instrument(name domain.ProviderName, next app.PaymentProvider, calls *prometheus.CounterVec, opts ...Option) *Instrumented {
+	return &Instrumented{observer: newObserver(name, calls, opts), next: next}
+}
+
+// Charge implements app.PaymentProvider.
+func (p *Instrumented) Charge(ctx context.Context, req app.ProviderCharge) (app.ProviderDecision, error) {
+	return p.call(ctx, "provider charge", func(ctx context.Context) (app.ProviderDecision, error) {
+		return p.next.Charge(ctx, req)
+	}, callOutcome)
 }
 
 // LookupCharge implements app.PaymentProvider: counted and timed with the
 // charges, under outcomes of its own (lookup_charged, lookup_none,
 // lookup_unknown), so a dashboard of charges is not skewed by lookups.
 func (p *Instrumented) LookupCharge(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
-	ctx, span := p.tracer.Start(ctx, "provider lookup charge", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("payment.provider", string(p.name))))
-	defer span.End()
-	start := time.Now()
-	decision, err := p.next.LookupCharge(ctx, idempotencyKey)
-	elapsed := time.Since(start)
-
-	outcome := "lookup_charged"
-	switch {
-	case errors.Is(err, app.ErrNoProviderCharge):
-		outcome = "lookup_none"
-	case err != nil:
-		outcome = "lookup_unknown"
-	}
-	p.observe(span, outcome, elapsed, err)
-	return decision, err
+	return p.call(ctx, "provider lookup charge", func(ctx context.Context) (app.ProviderDecision, error) {
+		return p.next.LookupCharge(ctx, idempotencyKey)
+	}, lookupOutcome)
 }
+
+// InstrumentedRefunds wraps a provider's refunds: counted in the same
+// calls metric as the charges, under the same outcomes with "refund_"
+// before them (refund_approved, refund_lookup_none, ...).
+type InstrumentedRefunds struct {
+	observer
+	next app.RefundProvider
+}
+
+// InstrumentRefunds returns next with every refund call counted in calls.
+func InstrumentRefunds(name domain.ProviderName, next app.RefundProvider, calls *prometheus.CounterVec, opts ...Option) *InstrumentedRefunds {
+	return &InstrumentedRefunds{observer: newObserver(name, calls, opts), next: next}
+}
+
+// Refund implements app.RefundProvider.
+func (p *InstrumentedRefunds) Refund(ctx context.Context, req app.ProviderRefund) (app.ProviderDecision, error) {
+	return p.call(ctx, "provider refund", func(ctx context.Context) (app.ProviderDecision, error) {
+		return p.next.Refund(ctx, req)
+	}, refundOutcome(callOutcome))
+}
+
+// LookupRefund implements app.RefundProvider.
+func (p *InstrumentedRefunds) LookupRefund(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
+	return p.call(ctx, "provider lookup refund", func(ctx context.Context) (app.ProviderDecision, error) {
+		return p.next.LookupRefund(ctx, idempotencyKey)
+	}, refundOutcome(lookupOutcome))
+}
+
+var (
+	_ app.PaymentProvider = (*Instrumented)(nil)
+	_ app.RefundProvider  = (*InstrumentedRefunds)(nil)
+)

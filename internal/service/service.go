@@ -123,9 +123,9 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 	if err != nil {
 		return useCases{}, err
 	}
+	observe := []provider.Option{provider.WithDuration(duration), provider.WithTracer(tracing.Tracer("github.com/example/payment-service/internal/provider"))}
 	providers := map[domain.ProviderName]app.PaymentProvider{
-		sandbox.Name: provider.Instrument(sandbox.Name, sandboxClient, calls,
-			provider.WithDuration(duration), provider.WithTracer(tracing.Tracer("github.com/example/payment-service/internal/provider"))),
+		sandbox.Name: provider.Instrument(sandbox.Name, sandboxClient, calls, observe...),
 	}
 	names := make([]domain.ProviderName, 0, len(providers))
 	for name := range providers {
@@ -144,10 +144,10 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 		providerNames: names,
 		core:          core,
 		chargePayment: app.NewChargePayment(core, chargeStore, providers, httpapi.ResponseEncoder{}),
-		// The sandbox is the one provider, and it refunds too. Its refund
-		// calls are not yet counted in the provider metrics (Instrument
-		// wraps PaymentProvider only).
-		refundPayment: app.NewRefundPayment(core, repository.NewRefundStore(db, outboxCfg, gate), sandboxClient, httpapi.ResponseEncoder{}),
+		// The sandbox is the one provider, and it refunds too; its refund
+		// calls are counted and traced with its charges.
+		refundPayment: app.NewRefundPayment(core, repository.NewRefundStore(db, outboxCfg, gate),
+			provider.InstrumentRefunds(sandbox.Name, sandboxClient, calls, observe...), httpapi.ResponseEncoder{}),
 	}, nil
 }
 
