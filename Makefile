@@ -72,7 +72,7 @@ test-fault-long:
 # copied into the package's testdata/fuzz (commit them to keep them);
 # without -fuzz, `make test` runs every target over that corpus.
 FUZZTIME ?= 20s
-FUZZ_TARGETS = ./internal/http:FuzzDecodeCharge ./internal/http:FuzzParseIdempotencyKey ./internal/http:FuzzWellFormedChargeAgreesWithTheThoroughDecoder ./internal/app:FuzzCommandHash ./internal/consumer:FuzzDecodeOrderEvent
+FUZZ_TARGETS = ./internal/http:FuzzDecodeCharge ./internal/http:FuzzDecodeRefund ./internal/http:FuzzParseIdempotencyKey ./internal/http:FuzzWellFormedChargeAgreesWithTheThoroughDecoder ./internal/app:FuzzCommandHash ./internal/consumer:FuzzDecodeOrderEvent
 fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
 	  echo "== $$name ($$pkg, $(FUZZTIME))"; \
