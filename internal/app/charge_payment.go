@@ -68,8 +68,8 @@ func (uc *ChargePayment) Resume(ctx context.Context, rec IdempotencyRecord) erro
 		return fmt.Errorf("read payment %d: %w", *rec.PaymentID, err)
 	}
 	cmd := ChargeCommand{Scope: rec.Scope, Charge: payment.Charge, Operation: OperationChargePayment}
-	if cmd.Hash() != rec.CommandHash {
-		return fmt.Errorf("the record does not match payment %d's charge; left for the client's retry", payment.ID)
+	if err := uc.run.rebuilt(rec, cmd); err != nil {
+		return fmt.Errorf("payment %d: %w", payment.ID, err)
 	}
 	_, err = uc.Handle(ctx, cmd)
 	return err
@@ -269,24 +269,19 @@ func (s *chargeSteps) Lookup(ctx context.Context, t chargeReservation) (Provider
 	return s.providers[t.payment.Charge.Provider].LookupCharge(ctx, t.payment.Charge.ProviderIdempotencyKey())
 }
 
-// paymentSettlements are the payment status and the answer each settlement
-// of a new payment records.
-var paymentSettlements = map[Settlement]struct {
-	status domain.PaymentStatus
-	kind   OutcomeKind
-}{
-	SettledApproved: {domain.PaymentSucceeded, OutcomeCharged},
-	SettledDeclined: {domain.PaymentDeclined, OutcomeDeclined},
-	SettledFailed:   {domain.PaymentFailed, OutcomeFailed},
+// chargeOutcomes are the answer each settlement of a new payment records.
+var chargeOutcomes = map[Settlement]OutcomeKind{
+	SettledApproved: OutcomeCharged,
+	SettledDeclined: OutcomeDeclined,
+	SettledFailed:   OutcomeFailed,
 }
 
 // Record implements CommandSteps: phase 3, the payment's final status, the
 // stored response and the outbox event, in one statement fenced by the lock
 // token.
 func (s *chargeSteps) Record(ctx context.Context, k KeyClaim, t chargeReservation, settled Settlement) (StoredResponse, error) {
-	to := paymentSettlements[settled]
-	outcome := ChargeOutcome{Kind: to.kind, Payment: t.payment}
-	outcome.Payment.Status = to.status
+	outcome := ChargeOutcome{Kind: chargeOutcomes[settled], Payment: t.payment}
+	outcome.Payment.Status = settled.Status()
 	resp, err := s.encoder.EncodeChargeOutcome(outcome)
 	if err != nil {
 		return StoredResponse{}, err

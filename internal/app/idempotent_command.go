@@ -12,6 +12,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/example/payment-service/internal/domain"
 )
 
 // This file is the core that every command that moves money through a
@@ -126,6 +128,19 @@ const (
 	// the provider key: nothing happened, and asking again changes nothing.
 	SettledFailed Settlement = "FAILED"
 )
+
+// Status is the final status a settlement records on the command's
+// reservation: a payment and a refund end in the same statuses.
+func (s Settlement) Status() domain.PaymentStatus {
+	switch s {
+	case SettledDeclined:
+		return domain.PaymentDeclined
+	case SettledFailed:
+		return domain.PaymentFailed
+	default:
+		return domain.PaymentSucceeded
+	}
+}
 
 // settlementOf is the settlement a provider decision records.
 func settlementOf(d ProviderDecision) Settlement {
@@ -392,6 +407,17 @@ func (uc *IdempotentCommand[C, T]) releaseForRetry(ctx context.Context, k KeyCla
 		uc.core.logger.ErrorContext(ctx, "releasing the key failed", "err", err)
 		return &InProgressError{RetryAfter: lockRetryAfter(claimedAt.Add(uc.core.lockTimeout), time.Now())}
 	}
+}
+
+// rebuilt checks a command the completer rebuilt from an abandoned
+// record's recovery point (Resumable): only a command whose hash is the
+// record's is the one the key was claimed for, and may run as its client's
+// retry.
+func (uc *IdempotentCommand[C, T]) rebuilt(rec IdempotencyRecord, cmd C) error {
+	if _, hash := uc.steps.Key(cmd); hash != rec.CommandHash {
+		return fmt.Errorf("the %s rebuilt from the record's recovery point does not match the record; left for the client's retry", uc.steps.Name())
+	}
+	return nil
 }
 
 // startPhase starts the span of one phase, named after the command.

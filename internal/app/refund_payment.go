@@ -92,8 +92,8 @@ func (uc *RefundPayment) Resume(ctx context.Context, rec IdempotencyRecord) erro
 	}
 	cmd := RefundCommand{Scope: rec.Scope, PaymentID: refund.PaymentID, Amount: refund.Amount.Amount(),
 		ExternalRefundID: refund.ExternalRefundID, Operation: OperationRefundPayment}
-	if cmd.Hash() != rec.CommandHash {
-		return fmt.Errorf("the record does not match refund %d; left for the client's retry", refund.ID)
+	if err := uc.run.rebuilt(rec, cmd); err != nil {
+		return fmt.Errorf("refund %d: %w", refund.ID, err)
 	}
 	_, err = uc.Handle(ctx, cmd)
 	return err
@@ -325,15 +325,11 @@ func (s *refundSteps) Lookup(ctx context.Context, t refundReservation) (Provider
 	return s.provider.LookupRefund(ctx, t.refund.ProviderIdempotencyKey())
 }
 
-// refundSettlements are the refund status and the answer each settlement
-// records.
-var refundSettlements = map[Settlement]struct {
-	status domain.RefundStatus
-	kind   RefundOutcomeKind
-}{
-	SettledApproved: {domain.RefundSucceeded, RefundOutcomeRefunded},
-	SettledDeclined: {domain.RefundDeclined, RefundOutcomeDeclined},
-	SettledFailed:   {domain.RefundFailed, RefundOutcomeFailed},
+// refundOutcomes are the answer each settlement of a new refund records.
+var refundOutcomes = map[Settlement]RefundOutcomeKind{
+	SettledApproved: RefundOutcomeRefunded,
+	SettledDeclined: RefundOutcomeDeclined,
+	SettledFailed:   RefundOutcomeFailed,
 }
 
 // Record implements CommandSteps: phase 3, the refund's final status (its
@@ -342,10 +338,9 @@ var refundSettlements = map[Settlement]struct {
 // exactly one event per refund outcome: only this statement appends one,
 // and only for the claim that still owns the refund's record.
 func (s *refundSteps) Record(ctx context.Context, k KeyClaim, t refundReservation, settled Settlement) (StoredResponse, error) {
-	to := refundSettlements[settled]
 	refund := t.refund
-	refund.Status = to.status
-	resp, err := s.encoder.EncodeRefundOutcome(RefundOutcome{Kind: to.kind, Refund: refund})
+	refund.Status = settled.Status()
+	resp, err := s.encoder.EncodeRefundOutcome(RefundOutcome{Kind: refundOutcomes[settled], Refund: refund})
 	if err != nil {
 		return StoredResponse{}, err
 	}
