@@ -68,18 +68,14 @@ test-fault:
 test-fault-long:
 	$(GO) test -tags fault -count=1 -timeout 3h -v -run 'TestSeededFaultRounds' ./test/fault/ -rounds 10000 -race-binary=false $(FAULT_FLAGS)
 
-# Each fuzz target for FUZZTIME. The inputs the fuzzer found interesting are
-# copied into the package's testdata/fuzz (commit them to keep them);
-# without -fuzz, `make test` runs every target over that corpus.
+# Each fuzz target for FUZZTIME (scripts/fuzz.sh). The inputs the fuzzer
+# found interesting are copied into the package's testdata/fuzz (commit them
+# to keep them); without -fuzz, `make test` runs every target over that
+# corpus.
 FUZZTIME ?= 20s
 FUZZ_TARGETS = ./internal/http:FuzzDecodeCharge ./internal/http:FuzzDecodeRefund ./internal/http:FuzzParseIdempotencyKey ./internal/http:FuzzWellFormedChargeAgreesWithTheThoroughDecoder ./internal/app:FuzzCommandHash ./internal/consumer:FuzzDecodeOrderEvent
 fuzz:
-	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
-	  echo "== $$name ($$pkg, $(FUZZTIME))"; \
-	  $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
-	  cache=$$($(GO) env GOCACHE)/fuzz/$$($(GO) list $$pkg)/$$name; \
-	  if [ -d "$$cache" ]; then mkdir -p $$pkg/testdata/fuzz/$$name && cp -n "$$cache"/* $$pkg/testdata/fuzz/$$name/ 2>/dev/null; fi; \
-	  echo "   corpus: $$(ls $$pkg/testdata/fuzz/$$name | wc -l) inputs in $$pkg/testdata/fuzz/$$name"; done
+	@FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh $(FUZZ_TARGETS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
