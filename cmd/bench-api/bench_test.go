@@ -185,3 +185,53 @@ func TestPartsCountsWholeParts(t *testing.T) {
 		}
 	}
 }
+
+func TestCallgrindTotalReadsTheDumpsTotal(t *testing.T) {
+	for _, tc := range []struct {
+		name, dump string
+		want       int64
+		wantErr    bool
+	}{
+		{"totals line", "version: 1\nevents: Ir\nfn=(1) main\n16 3\ntotals: 918065\n", 918065, false},
+		{"older summary line", "events: Ir\nsummary: 42\n", 42, false},
+		{"several events, Ir first", "events: Ir Dr\ntotals: 7 9\n", 7, false},
+		{"no total", "events: Ir\nfn=(1) main\n16 3\n", 0, true},
+		{"not a number", "totals: many\n", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := callgrindTotal(tc.dump)
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Errorf("callgrindTotal = %d, %v; want %d, error %v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestInstructionTableTakesMediansAndTheRatio(t *testing.T) {
+	counts := []instructionCount{
+		{Binary: "service", Round: 1, PerCreate: 900, PerReplay: 200},
+		{Binary: "compare", Round: 1, PerCreate: 1000, PerReplay: 250},
+		{Binary: "service", Round: 2, PerCreate: 1100, PerReplay: 220},
+		{Binary: "compare", Round: 2, PerCreate: 1000, PerReplay: 250},
+	}
+	got := instructionTable(counts, 2)
+	for _, want := range []string{"| new charge | 1000 | 1000 | 1.000 |", "| replay | 210 | 250 | 0.840 |"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+	if alone := instructionTable(counts[:1], 1); !strings.Contains(alone, "| new charge | 900 | – | – |") {
+		t.Errorf("a table without -compare-bin:\n%s", alone)
+	}
+}
+
+func TestTableWithoutACeilingHasNoRatios(t *testing.T) {
+	runs := map[string][]result{
+		name("service", "create", 1): {{PerSecond: 240, CPUPerRequest: 1600 * time.Microsecond}},
+		name("compare", "create", 1): {{PerSecond: 250, CPUPerRequest: 1500 * time.Microsecond}},
+	}
+	got := summarize(options{passes: 1, createC: []int{1}}, runs).String()
+	if want := "| create | 1 | 240 | 0.00 | 0.00 | 1600 | – | – | – | – | 250 | 1500 | – |"; !strings.Contains(got, want) {
+		t.Errorf("table lacks %q:\n%s", want, got)
+	}
+}

@@ -77,6 +77,10 @@ type options struct {
 	// parts of coldPart; coldStart 0: none.
 	coldStart, coldSteady, coldPart time.Duration
 	coldC                           int
+	// instructions is how many charges (and replays) each binary makes
+	// under callgrind for the instruction counts (instructions.go); 0:
+	// none.
+	instructions, instructionRounds int
 }
 
 func main() {
@@ -97,6 +101,8 @@ func main() {
 	flag.DurationVar(&o.coldSteady, "cold-steady", 15*time.Second, "after the cold start, ANALYZE and measure the steady state for this long")
 	flag.DurationVar(&o.coldPart, "cold-part", 5*time.Second, "the cold start's parts, each measured on its own")
 	flag.IntVar(&o.coldC, "cold-c", 64, "concurrency of the cold start's new charges")
+	flag.IntVar(&o.instructions, "instructions", 0, "also count the instructions each binary executes per charge and per replay under valgrind's callgrind, over this many of each, which the machine's load barely moves (0: not at all)")
+	flag.IntVar(&o.instructionRounds, "instruction-rounds", 3, "turns each binary takes at the instruction counts; the table shows medians")
 	flag.StringVar(&o.loadgen, "loadgen", "", `the load generator: "wrk" (the default when it is installed) or "go" (this program's own)`)
 	flag.Parse()
 	var err error
@@ -135,7 +141,8 @@ func (o options) serviceOrders() int64 {
 	if o.compareBin != "" {
 		binaries = 2
 	}
-	return replayKeys + int64(o.passes*binaries*len(o.createC))*maxLoadThreads*ordersPerThread(o.warmup+o.duration)
+	return replayKeys + int64(o.passes*binaries*len(o.createC))*maxLoadThreads*ordersPerThread(o.warmup+o.duration) +
+		int64(o.instructionRounds*binaries*(instructionWarmup+o.instructions))
 }
 
 // ordersPerThread is one load generator thread's slice of orders for a run
@@ -226,6 +233,11 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	var tab table
+	if o.passes > 0 || o.instructions > 0 {
+		if err := b.seed(ctx); err != nil {
+			return err
+		}
+	}
 	if o.passes > 0 {
 		runs, err := b.passes(ctx, serviceBin)
 		if err != nil {
@@ -237,6 +249,13 @@ func run(ctx context.Context, o options) error {
 		if err := b.printServerTime(ctx); err != nil {
 			return err
 		}
+	}
+	if o.instructions > 0 {
+		if tab.Instructions, err = b.instructionCounts(ctx, serviceBin); err != nil {
+			return err
+		}
+		fmt.Println()
+		fmt.Println(instructionTable(tab.Instructions, o.instructionRounds))
 	}
 	if len(cold) > 0 {
 		tab.ColdStart = cold
@@ -250,27 +269,31 @@ func run(ctx context.Context, o options) error {
 	return os.WriteFile(o.out, append(out, '\n'), 0o644)
 }
 
-// passes seeds the bench database and measures the service (and
-// -compare-bin's binary) and pgbench in o.passes alternating passes.
-func (b *bench) passes(ctx context.Context, serviceBin string) (map[string][]result, error) {
+// seed migrates the bench database and fills it with the orders that the
+// service's runs and pgbench charge.
+func (b *bench) seed(ctx context.Context) error {
 	o := b.o
 	if err := migrations.Up(ctx, b.dsn); err != nil {
-		return nil, err
+		return err
 	}
 	b.lastOrder = o.serviceOrders()
 	logf("seeding %d orders", b.lastOrder+pgbenchOrders)
 	if err := exec1(ctx, b.dsn, `INSERT INTO order_projection (order_id, customer_id, amount, currency)
 		SELECT g, 42, 10.00, 'RUB' FROM generate_series(1, $1::bigint) g`, b.lastOrder+pgbenchOrders); err != nil {
-		return nil, err
+		return err
 	}
 	if err := exec1(ctx, b.dsn, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
-		return nil, err
+		return err
 	}
 	// pgbench's charges take their orders from this sequence, one each.
-	if err := exec1(ctx, b.dsn, fmt.Sprintf(`CREATE SEQUENCE pgbench_order START %d MAXVALUE %d`,
-		b.lastOrder+1, b.lastOrder+pgbenchOrders)); err != nil {
-		return nil, err
-	}
+	return exec1(ctx, b.dsn, fmt.Sprintf(`CREATE SEQUENCE pgbench_order START %d MAXVALUE %d`,
+		b.lastOrder+1, b.lastOrder+pgbenchOrders))
+}
+
+// passes measures the service (and -compare-bin's binary) and pgbench in
+// o.passes alternating passes, on the seeded database.
+func (b *bench) passes(ctx context.Context, serviceBin string) (map[string][]result, error) {
+	o := b.o
 
 	stopService, err := b.startService(ctx, serviceBin)
 	if err != nil {
@@ -369,6 +392,13 @@ func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond)
 // startService runs the payment-service binary bin with its defaults, as
 // an operator would, its JSON log going to a file.
 func (b *bench) startService(ctx context.Context, bin string) (stop func(), err error) {
+	return b.startWrapped(ctx, bin, nil)
+}
+
+// startWrapped is startService with bin run by the command wrap (for
+// example valgrind), which must exec it in the same process; a wrapped
+// service gets longer to become ready.
+func (b *bench) startWrapped(ctx context.Context, bin string, wrap []string) (stop func(), err error) {
 	httpPort, err := freePort()
 	if err != nil {
 		return nil, err
@@ -383,7 +413,8 @@ func (b *bench) startService(ctx context.Context, bin string) (stop func(), err 
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "serve")
+	argv := append(append([]string(nil), wrap...), bin, "serve")
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(),
 		"DATABASE_URL="+b.dsn,
 		"HTTP_ADDR=127.0.0.1:"+strconv.Itoa(httpPort),
@@ -402,7 +433,11 @@ func (b *bench) startService(ctx context.Context, bin string) (stop func(), err 
 		_ = cmd.Wait()
 		logFile.Close()
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	ready := 30 * time.Second
+	if len(wrap) > 0 {
+		ready = 5 * time.Minute
+	}
+	deadline := time.Now().Add(ready)
 	for {
 		if resp, err := http.Get(b.api + "/readyz"); err == nil {
 			resp.Body.Close()
@@ -412,7 +447,7 @@ func (b *bench) startService(ctx context.Context, bin string) (stop func(), err 
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return nil, fmt.Errorf("the service was not ready within 30s (log: %s)", logFile.Name())
+			return nil, fmt.Errorf("the service was not ready within %s (log: %s)", ready, logFile.Name())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

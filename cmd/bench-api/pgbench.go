@@ -143,6 +143,9 @@ type table struct {
 	LoadGenerator string        `json:"loadGenerator"`
 	Rows          []row         `json:"rows"`
 	ColdStart     []coldStart   `json:"coldStart,omitempty"`
+	// Instructions are the callgrind counts (-instructions), per binary
+	// and round.
+	Instructions []instructionCount `json:"instructions,omitempty"`
 }
 
 func summarize(o options, runs map[string][]result) table {
@@ -217,8 +220,10 @@ func (t table) String() string {
 			b.WriteString(" – | – | – | – |")
 		}
 		switch {
-		case r.Compare != nil:
+		case r.Compare != nil && r.Ceiling != nil:
 			fmt.Fprintf(&b, " %.0f | %.0f | %.2f |", r.Compare.PerSecond, us(r.Compare.CPUPerRequest), r.CompareRatio)
+		case r.Compare != nil: // no ceiling (-ceiling=false), so no ratio to it
+			fmt.Fprintf(&b, " %.0f | %.0f | – |", r.Compare.PerSecond, us(r.Compare.CPUPerRequest))
 		case compare:
 			b.WriteString(" – | – | – |")
 		}
