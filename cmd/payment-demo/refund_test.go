@@ -10,8 +10,6 @@ import (
 	"github.com/example/payment-service/pkg/paymentclient"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m) }
-
 // The demo's refund steps, against the real service and sandbox provider:
 // they pass on a fresh payment (the replay is the stored answer, the
 // refund beyond what is left is refused, the list holds the one refund),
