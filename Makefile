@@ -9,7 +9,7 @@ BIN         ?= bin
 
 help:
 	@echo "make dev      run the service on a throwaway PostgreSQL (no Docker), http://127.0.0.1:8080"
-	@echo "make demo     publish an order event, charge it twice and with a changed body, show rows and events (needs make dev or compose)"
+	@echo "make demo     publish an order event, charge it twice and with a changed body, refund part of it (and replay, over-refund, list), show rows and events (needs make dev or compose)"
 	@echo "make test     run every test with -race against real PostgreSQL (and a Kafka-protocol broker)"
 	@echo "make test-kafka  run the Kafka tests again against a real Apache Kafka broker (scripts/kafka-local.sh)"
 	@echo "make test-fault  the fault suite (test/fault): replicas, kill -9, lossy links, database and broker outages, seeded rounds"

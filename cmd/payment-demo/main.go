@@ -3,12 +3,14 @@
 // OrderCreated.v1 event, waits for the order projection, charges the order
 // twice with one idempotency key and once with a changed body under the same
 // key, prints every response, the payment row and the payment event; then
-// charges a second order through a provider that loses its answer, retries,
-// and shows the provider charged once; and tries to pay that order again
-// under a new key and a new external payment. It charges through the
-// reference client (pkg/paymentclient), as a client must: the same key on
-// every retry, 409 request-in-progress and 503 retried after Retry-After,
-// every attempt printed.
+// refunds part of the payment, replays the refund under its key (one refund
+// at the provider), is refused a refund beyond what is left, and lists the
+// payment's refunds; then charges a second order through a provider that
+// loses its answer, retries, and shows the provider charged once; and tries
+// to pay that order again under a new key and a new external payment. It
+// charges and refunds through the reference client (pkg/paymentclient), as
+// a client must: the same key on every retry, 409 request-in-progress and
+// 503 retried after Retry-After, every attempt printed.
 //
 //	API_URL        default http://127.0.0.1:8080
 //	API_KEY        default demo-secret
@@ -170,7 +172,47 @@ func run(ctx context.Context) error {
 	if err := d.printPaymentEvent(ctx, first.Payment.ID); err != nil {
 		return err
 	}
+	if err := d.refund(ctx, first.Payment, "demo-refund-"+eventID.String()); err != nil {
+		return err
+	}
 	return d.lostAnswer(ctx, orderID+2_000_000)
+}
+
+// refundSteps numbers the refund's steps, after the charge's six.
+const refundSteps = 7
+
+// refund refunds 30.00 of payment (100.50, SUCCEEDED) as the operation
+// named by key, sends the same refund again (the stored answer, and one
+// refund at the provider), asks for more than is left under a new key (409
+// refund-exceeds-payment, nothing refunded), and lists the payment's
+// refunds.
+func (d demo) refund(ctx context.Context, payment paymentclient.Payment, key string) error {
+	req := paymentclient.RefundRequest{Amount: "30.00", ExternalRefundID: fmt.Sprintf("re_demo_%d", payment.ID)}
+	step("%d. refund part of it: POST /payments/%d/refunds, Idempotency-Key: %s, 30.00 of the %s %s", refundSteps, payment.ID, key, payment.Amount, payment.Currency)
+	first, err := d.client.Refund(ctx, key, payment.ID, req)
+	if err != nil {
+		return err
+	}
+	step("%d. the same refund again: a replay, the same refund, nothing refunded again", refundSteps+1)
+	again, err := d.client.Refund(ctx, key, payment.ID, req)
+	if err != nil || !again.Replayed || again.Refund.ID != first.Refund.ID {
+		return fmt.Errorf("the same refund again: %+v, %v; want refund %d replayed", again, err, first.Refund.ID)
+	}
+	fmt.Printf("what the provider refunded under the refund's provider key: one refund\n")
+	if _, err := d.getFrom(ctx, d.provider, "/v1/refunds?idempotency_key=refund:"+payment.PaymentProvider+":"+req.ExternalRefundID); err != nil {
+		return err
+	}
+	step("%d. a new refund of 70.51, beyond the 70.50 left: 409 refund-exceeds-payment, nothing refunded", refundSteps+2)
+	over := paymentclient.RefundRequest{Amount: "70.51", ExternalRefundID: req.ExternalRefundID + "_more"}
+	if err := expect(d.client.Refund(ctx, key+"-more", payment.ID, over))(paymentclient.ErrRefundExceedsPayment); err != nil {
+		return err
+	}
+	step("%d. the payment's refunds: GET /payments/%d/refunds", refundSteps+3, payment.ID)
+	refunds, err := d.client.Refunds(ctx, payment.ID)
+	if err != nil || len(refunds) != 1 || refunds[0].ID != first.Refund.ID {
+		return fmt.Errorf("the payment's refunds: %+v, %v; want refund %d alone", refunds, err, first.Refund.ID)
+	}
+	return nil
 }
 
 // demoCharge is the charge of a demo order (customer 42, 100.50 RUB).
@@ -179,8 +221,9 @@ func demoCharge(orderID int64, externalPaymentID string) paymentclient.ChargeReq
 		PaymentProvider: "sandbox", ExternalPaymentID: externalPaymentID}
 }
 
-// expect checks that a charge was refused with want, and says so.
-func expect(_ paymentclient.Result, err error) func(want error) error {
+// expect checks that a charge or a refund was refused with want, and says
+// so.
+func expect[R any](_ R, err error) func(want error) error {
 	return func(want error) error {
 		if !errors.Is(err, want) {
 			return fmt.Errorf("got %v, want %v", err, want)
@@ -200,23 +243,23 @@ func (d demo) lostAnswer(ctx context.Context, orderID int64) error {
 	if err != nil {
 		return err
 	}
-	step("7. an answer lost: order %d, charged through a provider that drops the connection after charging", orderID)
+	step("11. an answer lost: order %d, charged through a provider that drops the connection after charging", orderID)
 	if err := d.createOrder(ctx, eventID, orderID); err != nil {
 		return err
 	}
 	key := "demo-lost-" + eventID.String()
 	external := fmt.Sprintf("drop_demo_%d", orderID)
-	step("8. the client gets 503 outcome-unknown and retries by itself, after Retry-After, with the same key and body: the retry resumes the payment and records the provider's answer")
+	step("12. the client gets 503 outcome-unknown and retries by itself, after Retry-After, with the same key and body: the retry resumes the payment and records the provider's answer")
 	res, err := d.chargeOnceOrderKnown(ctx, key, demoCharge(orderID, external))
 	if err != nil {
 		return err
 	}
 	fmt.Printf("payment %d %s after %d attempts under one key\n", res.Payment.ID, res.Payment.Status, res.Attempts)
-	step("9. what the provider charged under that key: one charge (the retry was answered from its ledger)")
+	step("13. what the provider charged under that key: one charge (the retry was answered from its ledger)")
 	if _, err := d.getFrom(ctx, d.provider, "/v1/charges?idempotency_key=sandbox:"+external); err != nil {
 		return err
 	}
-	step("10. the same order again with a new key and a new external payment: 409 order-already-paid")
+	step("14. the same order again with a new key and a new external payment: 409 order-already-paid")
 	return expect(d.client.Charge(ctx, key+"-again", demoCharge(orderID, "pi_demo_again_"+strconv.FormatInt(orderID, 10))))(paymentclient.ErrOrderAlreadyPaid)
 }
 

@@ -8,7 +8,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/example/payment-service/internal/testdb"
 )
+
+// TestMain gives the tests that run the real service (refund_test.go) a
+// PostgreSQL server.
+func TestMain(m *testing.M) { testdb.Main(m) }
 
 // The demo's charge waits for its order as a client must: 422
 // order-not-found (nothing stored) is charged again, and so are 409

@@ -1,8 +1,10 @@
-// Package paymentclient is the reference Go client of payment-service's
-// POST /payments, for teams that charge through it. It follows rule
-// R-DIST-IDEM-X3 of the idempotency style guide: one Idempotency-Key per
-// business operation, reused on every retry, and retries only where a retry
-// cannot charge twice.
+// Package paymentclient is the reference Go client of payment-service, for
+// teams that charge and refund through it: Charge (POST /payments), Refund
+// (POST /payments/{id}/refunds) and Refunds (GET /payments/{id}/refunds).
+// It follows rule R-DIST-IDEM-X3 of the idempotency style guide: one
+// Idempotency-Key per business operation, reused on every retry, and
+// retries only where a retry cannot charge or refund twice. Charge and
+// Refund share one retry loop and one reading of the service's problems.
 //
 // The rules it keeps, and why:
 //
@@ -15,28 +17,36 @@
 //     turns off the second. The service's third layer (one paid order is
 //     paid once) still refuses the second charge, but only for the same
 //     order.
-//   - Charge retries by itself only what is safe and may still succeed: no
-//     answer at all (the request may or may not have been processed),
-//     503 (the database or the provider is unavailable, or the outcome is
-//     unknown: the charge may have gone through, and the retry with the
-//     same key asks again), 409 request-in-progress (another attempt with
-//     this key is running), and a gateway's answer: 502 or 504, or a 500
-//     or 503 that is not the service's own problem+json. A load balancer
-//     or proxy says with those that it has no answer from the service,
-//     which may have charged; to this client they are no answer at all.
-//     Every other 4xx, and the service's own 500, is final for this
-//     request and is returned as an error at once.
+//   - The same holds for a refund: one key per refund, stored with it,
+//     and the same RefundRequest (its externalRefundId included) on every
+//     call for it.
+//   - Charge and Refund retry by themselves only what is safe and may
+//     still succeed, the same answers for both, as the service documents
+//     them: no answer at all (the request may or may not have been
+//     processed), 503 (the database or the provider is unavailable, or
+//     the outcome is unknown: the money may have moved, and the retry with
+//     the same key asks again), 409 request-in-progress (another attempt
+//     with this key is running), and a gateway's answer: 502 or 504, or a
+//     500 or 503 that is not the service's own problem+json. A load
+//     balancer or proxy says with those that it has no answer from the
+//     service, which may have moved the money; to this client they are no
+//     answer at all. Every other 4xx, and the service's own 500, is final
+//     for this request and is returned as an error at once; so is 409
+//     refund-exceeds-payment, although the same call may succeed later if
+//     a refund in progress is declined: that is the caller's decision.
 //   - Between attempts it waits a capped exponential backoff with jitter,
 //     and never less than the service's Retry-After. It stops when the
 //     caller's context ends, or after RetryPolicy.MaxAttempts.
 //   - Errors are typed: use errors.Is with the Err* values (ErrDeclined,
-//     ErrKeyReused, ErrOrderAlreadyPaid, ...) and errors.As with *Problem,
+//     ErrKeyReused, ErrOrderAlreadyPaid, ErrRefundExceedsPayment, ...)
+//     and errors.As with *Problem,
 //     *DeclinedError or *GaveUpError for the details.
 //
 // A *GaveUpError whose OutcomeUnknown is true (errors.Is(err,
-// ErrOutcomeUnknown)) means the charge may have been made: call Charge again
-// later with the same key and request to learn how it ended. Never start
-// over with a new key or a new external payment id.
+// ErrOutcomeUnknown)) means the charge or refund may have been made: call
+// Charge or Refund again later with the same key and request to learn how
+// it ended. Never start over with a new key, a new external payment id or
+// a new external refund id.
 package paymentclient
 
 import (
@@ -72,7 +82,7 @@ type Config struct {
 	Retry RetryPolicy
 }
 
-// RetryPolicy says how often and how fast Charge retries.
+// RetryPolicy says how often and how fast Charge, Refund and Refunds retry.
 type RetryPolicy struct {
 	// InitialBackoff is the pause after the first failed attempt; it
 	// doubles with each attempt up to MaxBackoff. Zero means 100 ms.
@@ -88,7 +98,8 @@ type RetryPolicy struct {
 // DefaultRetryPolicy is the policy of a zero RetryPolicy.
 var DefaultRetryPolicy = RetryPolicy{InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second}
 
-// Client charges through payment-service. It is safe for concurrent use.
+// Client charges and refunds through payment-service. It is safe for
+// concurrent use.
 type Client struct {
 	paymentsURL string
 	apiKey      string
@@ -208,44 +219,83 @@ type Result struct {
 // Is ErrOutcomeUnknown when the charge may have been made, and wraps the
 // context's error when the context ended.
 func (c *Client) Charge(ctx context.Context, key string, req ChargeRequest) (Result, error) {
-	if key == "" {
-		return Result{}, errors.New("paymentclient: an idempotency key is required (NewIdempotencyKey, stored with the operation)")
-	}
-	body, err := json.Marshal(req)
+	var res Result
+	a, err := c.command(ctx, key, c.paymentsURL, req, &res.Payment)
 	if err != nil {
-		return Result{}, fmt.Errorf("paymentclient: encode request: %w", err)
+		return Result{}, err
 	}
+	res.Created, res.Replayed, res.Attempts = a.created, a.replayed, a.attempts
+	return res, nil
+}
+
+// attempt is one HTTP request of an operation; every retry sends the same.
+type attempt struct {
+	method string
+	url    string
+	// key is the operation's Idempotency-Key; empty for a read.
+	key  string
+	body []byte
+	// movesMoney is true for a command: an attempt that got no answer may
+	// have charged or refunded, so giving up is ErrOutcomeUnknown.
+	movesMoney bool
+}
+
+// answered is a final success: the status, and what the service said of it.
+type answered struct {
+	created  bool // 201: this operation made it
+	replayed bool // the stored answer of an earlier attempt
+	attempts int
+}
+
+// command runs one money-moving operation: POST body (encoded as JSON) to
+// url under key, retried by do, its success decoded into out.
+func (c *Client) command(ctx context.Context, key, url string, body, out any) (answered, error) {
+	if key == "" {
+		return answered{}, errors.New("paymentclient: an idempotency key is required (NewIdempotencyKey, stored with the operation)")
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return answered{}, fmt.Errorf("paymentclient: encode request: %w", err)
+	}
+	return c.do(ctx, attempt{method: http.MethodPost, url: url, key: key, body: b, movesMoney: true}, out)
+}
+
+// do makes the attempt until a final answer, the end of ctx, or
+// RetryPolicy.MaxAttempts, retrying only what retryable allows (the package
+// documentation says why), and decodes a success into out. Every operation
+// of the client goes through it: the retry discipline is written once.
+func (c *Client) do(ctx context.Context, a attempt, out any) (answered, error) {
 	giveUp := &GaveUpError{}
-	for attempt := 1; ; attempt++ {
-		res, retryAfter, err := c.once(ctx, key, body)
-		giveUp.Attempts, giveUp.Last = attempt, err
+	for n := 1; ; n++ {
+		res, retryAfter, err := c.once(ctx, a, out)
+		giveUp.Attempts, giveUp.Last = n, err
 		if err == nil {
-			res.Attempts = attempt
+			res.attempts = n
 			return res, nil
 		}
 		if !retryable(err) {
-			return Result{}, err
+			return answered{}, err
 		}
-		if mayHaveCharged(err) {
+		if a.movesMoney && mayHaveMovedMoney(err) {
 			giveUp.OutcomeUnknown = true
 		}
 		if ctx.Err() != nil {
 			giveUp.Err = ctx.Err()
-			return Result{}, giveUp
+			return answered{}, giveUp
 		}
-		if c.retry.MaxAttempts > 0 && attempt >= c.retry.MaxAttempts {
-			return Result{}, giveUp
+		if c.retry.MaxAttempts > 0 && n >= c.retry.MaxAttempts {
+			return answered{}, giveUp
 		}
-		wait := max(c.backoff(attempt), retryAfter)
+		wait := max(c.backoff(n), retryAfter)
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
 			// The next attempt could not start before the caller's
 			// deadline: give up now rather than sleep into it.
 			giveUp.Err = context.DeadlineExceeded
-			return Result{}, giveUp
+			return answered{}, giveUp
 		}
 		if err := c.sleep(ctx, wait); err != nil {
 			giveUp.Err = err
-			return Result{}, giveUp
+			return answered{}, giveUp
 		}
 	}
 }
@@ -262,54 +312,67 @@ func (c *Client) backoff(n int) time.Duration {
 	return d/2 + c.jitter(d/2+1)
 }
 
-// once makes one attempt. It returns the Retry-After the service asked for
-// (zero if none).
-func (c *Client) once(ctx context.Context, key string, body []byte) (Result, time.Duration, error) {
+// once makes one attempt and decodes a 200 or 201 into out. It returns the
+// Retry-After the service asked for (zero if none).
+func (c *Client) once(ctx context.Context, a attempt, out any) (answered, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.attempt)
 	defer cancel()
-	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.paymentsURL, bytes.NewReader(body))
+	var body io.Reader
+	if a.body != nil {
+		body = bytes.NewReader(a.body)
+	}
+	httpReq, err := http.NewRequestWithContext(ctx, a.method, a.url, body)
 	if err != nil {
-		return Result{}, 0, fmt.Errorf("paymentclient: %w", err)
+		return answered{}, 0, fmt.Errorf("paymentclient: %w", err)
 	}
 	// One call is one attempt: net/http would otherwise resend a request
 	// with an Idempotency-Key by itself when a kept-alive connection
 	// breaks, unseen by this loop and its backoff.
 	httpReq.GetBody = nil
 	httpReq.Header.Set("Authorization", "Bearer "+c.apiKey)
-	httpReq.Header.Set("Content-Type", "application/json")
-	httpReq.Header.Set("Idempotency-Key", key)
+	if a.body != nil {
+		httpReq.Header.Set("Content-Type", "application/json")
+	}
+	if a.key != "" {
+		httpReq.Header.Set("Idempotency-Key", a.key)
+	}
 	resp, err := c.http.Do(httpReq)
 	if err != nil {
-		return Result{}, 0, &NoAnswerError{Err: err}
+		return answered{}, 0, &NoAnswerError{Err: err}
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return Result{}, 0, &NoAnswerError{Err: err}
+		return answered{}, 0, &NoAnswerError{Err: err}
 	}
 	retryAfter := parseRetryAfter(resp.Header.Get("Retry-After"))
 	switch resp.StatusCode {
 	case http.StatusOK, http.StatusCreated:
-		var p Payment
-		if err := json.Unmarshal(b, &p); err != nil {
-			// The charge went through but its answer is garbled on the
-			// way: ask again, the service replays it.
-			return Result{}, 0, &NoAnswerError{Err: fmt.Errorf("unreadable %d answer: %w", resp.StatusCode, err)}
+		if err := json.Unmarshal(b, out); err != nil {
+			// The operation went through but its answer is garbled on
+			// the way: ask again, the service replays it.
+			return answered{}, 0, &NoAnswerError{Err: fmt.Errorf("unreadable %d answer: %w", resp.StatusCode, err)}
 		}
-		return Result{Payment: p, Created: resp.StatusCode == http.StatusCreated,
-			Replayed: resp.Header.Get("Idempotent-Replayed") == "true"}, 0, nil
+		return answered{created: resp.StatusCode == http.StatusCreated,
+			replayed: resp.Header.Get("Idempotent-Replayed") == "true"}, 0, nil
 	}
-	p := &Problem{Status: resp.StatusCode, RetryAfter: retryAfter}
+	return answered{}, retryAfter, decodeProblem(resp.StatusCode, retryAfter, b)
+}
+
+// decodeProblem reads an error answer: the service's problem+json, or a
+// gateway's page in its place.
+func decodeProblem(status int, retryAfter time.Duration, b []byte) error {
+	p := &Problem{Status: status, RetryAfter: retryAfter}
 	if err := json.Unmarshal(b, p); err != nil || p.Code == "" {
 		// Not the service's problem+json: a proxy's or gateway's page.
-		p.Code, p.Title = gatewayCodePrefix+strconv.Itoa(resp.StatusCode), http.StatusText(resp.StatusCode)
+		p.Code, p.Title = gatewayCodePrefix+strconv.Itoa(status), http.StatusText(status)
 		p.Detail = strings.TrimSpace(string(b[:min(len(b), 200)]))
 	}
-	p.Status = resp.StatusCode // the answer's, whatever a body's JSON said
+	p.Status = status // the answer's, whatever a body's JSON said
 	if p.Code == codeDeclined && p.Payment != nil {
-		return Result{}, 0, &DeclinedError{Payment: *p.Payment, Problem: p}
+		return &DeclinedError{Payment: *p.Payment, Problem: p}
 	}
-	return Result{}, retryAfter, p
+	return p
 }
 
 // parseRetryAfter reads delay-seconds; an HTTP date or garbage is ignored.

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -30,6 +31,7 @@ type script struct {
 	replies []reply
 	keys    []string
 	bodies  []string
+	paths   []string // method and path
 }
 
 func (s *script) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -37,6 +39,7 @@ func (s *script) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.keys = append(s.keys, r.Header.Get("Idempotency-Key"))
 	s.bodies = append(s.bodies, string(b))
+	s.paths = append(s.paths, r.Method+" "+r.URL.Path)
 	rp := s.replies[min(len(s.keys), len(s.replies))-1]
 	s.mu.Unlock()
 	if rp.hangUp {
@@ -64,6 +67,34 @@ const created = `{"id":7,"orderId":1001,"customerId":42,"amount":"100.50","curre
 
 var req = ChargeRequest{OrderID: 1001, CustomerID: 42, Amount: "100.50", Currency: "RUB", PaymentProvider: "sandbox", ExternalPaymentID: "pi_1"}
 
+const refundCreated = `{"id":3,"paymentId":7,"amount":"10.00","currency":"RUB","paymentProvider":"sandbox","externalRefundId":"re_1","status":"SUCCEEDED"}`
+
+var refundReq = RefundRequest{Amount: "10.00", ExternalRefundID: "re_1"}
+
+// operations are the client's money-moving calls: each follows the same
+// retry discipline, so the tests below run each of them.
+var operations = []struct {
+	name    string
+	path    string // the request's method and path
+	created string // the service's 201 body
+	call    func(ctx context.Context, c *Client, key string) (answered, error)
+}{
+	{"charge", "POST /payments", created, func(ctx context.Context, c *Client, key string) (answered, error) {
+		res, err := c.Charge(ctx, key, req)
+		if err == nil && (res.Payment.ID != 7 || res.Payment.Status != "SUCCEEDED") {
+			return answered{}, errors.New("charge answered, but not with payment 7 SUCCEEDED")
+		}
+		return answered{created: res.Created, replayed: res.Replayed, attempts: res.Attempts}, err
+	}},
+	{"refund", "POST /payments/7/refunds", refundCreated, func(ctx context.Context, c *Client, key string) (answered, error) {
+		res, err := c.Refund(ctx, key, 7, refundReq)
+		if err == nil && (res.Refund.ID != 3 || res.Refund.PaymentID != 7 || res.Refund.Status != "SUCCEEDED") {
+			return answered{}, errors.New("refund answered, but not with refund 3 of payment 7 SUCCEEDED")
+		}
+		return answered{created: res.Created, replayed: res.Replayed, attempts: res.Attempts}, err
+	}},
+}
+
 // newTestClient returns a client of the scripted server that records its
 // waits instead of sleeping, with no jitter.
 func newTestClient(t *testing.T, s *script, policy RetryPolicy) (*Client, *[]time.Duration) {
@@ -87,25 +118,34 @@ func newTestClient(t *testing.T, s *script, policy RetryPolicy) (*Client, *[]tim
 // waiting at least Retry-After, until the final answer.
 func TestRetriesWhatIsSafeWithTheSameKeyAndBody(t *testing.T) {
 	t.Parallel()
+	for _, op := range operations {
+		t.Run(op.name, func(t *testing.T) {
+			t.Parallel()
+			testRetriesWhatIsSafe(t, op.path, op.created, op.call)
+		})
+	}
+}
+
+func testRetriesWhatIsSafe(t *testing.T, path, success string, call func(context.Context, *Client, string) (answered, error)) {
 	s := &script{replies: []reply{
 		{hangUp: true},
 		{status: 503, body: problem(503, codeOutcomeUnknown), retryAfter: 1},
 		{status: 409, body: problem(409, codeRequestInProgress), retryAfter: 3},
 		{status: 503, body: problem(503, codeServiceUnavailable), retryAfter: 2},
 		{status: 503, body: problem(503, codeProviderUnavailable), retryAfter: 2},
-		{status: 201, body: created},
+		{status: 201, body: success},
 	}}
 	c, waits := newTestClient(t, s, RetryPolicy{InitialBackoff: 100 * time.Millisecond, MaxBackoff: 400 * time.Millisecond})
-	res, err := c.Charge(context.Background(), "op-1", req)
+	res, err := call(context.Background(), c, "op-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Created || res.Payment.ID != 7 || res.Payment.Status != "SUCCEEDED" || res.Attempts != 6 {
+	if !res.created || res.replayed || res.attempts != 6 {
 		t.Fatalf("result %+v", res)
 	}
 	for i := range s.keys {
-		if s.keys[i] != "op-1" || s.bodies[i] != s.bodies[0] {
-			t.Fatalf("attempt %d sent key %q body %s; want the first attempt's key and body", i+1, s.keys[i], s.bodies[i])
+		if s.keys[i] != "op-1" || s.bodies[i] != s.bodies[0] || s.paths[i] != path {
+			t.Fatalf("attempt %d sent %s key %q body %s; want %s with the first attempt's key and body", i+1, s.paths[i], s.keys[i], s.bodies[i], path)
 		}
 	}
 	// Backoff (no jitter: half of 100, 200, 400, 400, 400 ms) or
@@ -126,11 +166,13 @@ func TestNeverRetriesOtherAnswers(t *testing.T) {
 	t.Parallel()
 	declined := `{"type":"x","title":"t","status":402,"code":"payment-declined","payment":{"id":9,"status":"DECLINED"}}`
 	validation := `{"type":"x","title":"t","status":400,"code":"validation-failed","errors":[{"field":"amount","message":"is required"}]}`
-	tests := []struct {
+	charge, refund := operations[0], operations[1]
+	type final struct {
 		name  string
 		reply reply
 		is    error
-	}{
+	}
+	tests := []final{
 		{"declined", reply{status: 402, body: declined}, ErrDeclined},
 		{"failed", reply{status: 402, body: problem(402, codePaymentFailed)}, ErrPaymentFailed},
 		{"key reused", reply{status: 409, body: problem(409, codeKeyReused)}, ErrKeyReused},
@@ -142,49 +184,83 @@ func TestNeverRetriesOtherAnswers(t *testing.T) {
 		{"order mismatch", reply{status: 422, body: problem(422, codeOrderMismatch)}, ErrOrderMismatch},
 		{"the service's own internal error", reply{status: 500, body: problem(500, "internal-error")}, nil},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s := &script{replies: []reply{tc.reply, {status: 201, body: created}}}
-			c, _ := newTestClient(t, s, RetryPolicy{})
-			_, err := c.Charge(context.Background(), "op", req)
-			if err == nil || s.requests() != 1 {
-				t.Fatalf("err %v after %d requests; want an error after one", err, s.requests())
-			}
-			var p *Problem
-			if !errors.As(err, &p) || p.Status != tc.reply.status {
-				t.Fatalf("err %v is not the %d problem", err, tc.reply.status)
-			}
-			if tc.is != nil && !errors.Is(err, tc.is) {
-				t.Fatalf("err %v is not %v", err, tc.is)
-			}
-			for _, other := range []error{ErrDeclined, ErrPaymentFailed, ErrKeyReused, ErrOrderAlreadyPaid, ErrExternalPaymentConflict, ErrUnauthorized, ErrOrderNotFound, ErrOutcomeUnknown} {
-				if other != tc.is && errors.Is(err, other) {
-					t.Fatalf("err %v is also %v", err, other)
-				}
-			}
-		})
+	// A refund's final answers, by status and code: its own problems, and
+	// the ones it shares with a charge. refund-exceeds-payment is among
+	// them: the same call may succeed once a refund in progress is
+	// declined, but that is nothing this client can wait for.
+	refundFinals := map[string]error{
+		"422 " + codeRefundDeclined:         ErrRefundDeclined,
+		"422 " + codeRefundFailed:           ErrRefundFailed,
+		"409 " + codeRefundExceedsPayment:   ErrRefundExceedsPayment,
+		"409 " + codePaymentNotRefundable:   ErrPaymentNotRefundable,
+		"404 " + codePaymentNotFound:        ErrPaymentNotFound,
+		"409 " + codeExternalRefundConflict: ErrExternalRefundConflict,
+		"409 " + codeKeyReused:              ErrKeyReused,
+		"400 validation-failed":             ErrValidation,
+		"401 unauthorized":                  ErrUnauthorized,
+		"500 internal-error":                nil,
 	}
-	t.Run("the declined payment and the invalid fields are there", func(t *testing.T) {
+	var refundTests []final
+	for answer, is := range refundFinals {
+		status, code, _ := strings.Cut(answer, " ")
+		n, _ := strconv.Atoi(status)
+		refundTests = append(refundTests, final{answer, reply{status: n, body: problem(n, code)}, is})
+	}
+	every := []error{ErrDeclined, ErrPaymentFailed, ErrKeyReused, ErrOrderAlreadyPaid, ErrExternalPaymentConflict, ErrUnauthorized,
+		ErrOrderNotFound, ErrOrderMismatch, ErrOutcomeUnknown, ErrPaymentNotFound, ErrPaymentNotRefundable, ErrRefundExceedsPayment,
+		ErrRefundDeclined, ErrRefundFailed, ErrExternalRefundConflict}
+	for i, table := range [][]final{tests, refundTests} {
+		op := operations[i]
+		for _, tc := range table {
+			t.Run(op.name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				s := &script{replies: []reply{tc.reply, {status: 201, body: op.created}}}
+				c, _ := newTestClient(t, s, RetryPolicy{})
+				_, err := op.call(context.Background(), c, "op")
+				if err == nil || s.requests() != 1 {
+					t.Fatalf("err %v after %d requests; want an error after one", err, s.requests())
+				}
+				var p *Problem
+				if !errors.As(err, &p) || p.Status != tc.reply.status {
+					t.Fatalf("err %v is not the %d problem", err, tc.reply.status)
+				}
+				if tc.is != nil && !errors.Is(err, tc.is) {
+					t.Fatalf("err %v is not %v", err, tc.is)
+				}
+				for _, other := range every {
+					if other != tc.is && errors.Is(err, other) {
+						t.Fatalf("err %v is also %v", err, other)
+					}
+				}
+			})
+		}
+	}
+	t.Run("the declined payment, the declined refund and the invalid fields are there", func(t *testing.T) {
 		t.Parallel()
 		s := &script{replies: []reply{{status: 402, body: declined}}}
 		c, _ := newTestClient(t, s, RetryPolicy{})
-		_, err := c.Charge(context.Background(), "op", req)
+		_, err := charge.call(context.Background(), c, "op")
 		var d *DeclinedError
 		if !errors.As(err, &d) || d.Payment.ID != 9 || d.Payment.Status != "DECLINED" {
 			t.Fatalf("err %v, want a DeclinedError with payment 9", err)
 		}
+		s = &script{replies: []reply{{status: 422, body: `{"type":"x","title":"t","status":422,"code":"refund-declined","refund":{"id":3,"paymentId":7,"status":"DECLINED"}}`}}}
+		c, _ = newTestClient(t, s, RetryPolicy{})
+		_, err = refund.call(context.Background(), c, "op")
+		var p *Problem
+		if !errors.As(err, &p) || p.Refund == nil || p.Refund.ID != 3 || p.Refund.Status != "DECLINED" {
+			t.Fatalf("err %v, want a Problem with refund 3 DECLINED", err)
+		}
 		s = &script{replies: []reply{{status: 400, body: validation}}}
 		c, _ = newTestClient(t, s, RetryPolicy{})
-		_, err = c.Charge(context.Background(), "op", req)
-		var p *Problem
+		_, err = charge.call(context.Background(), c, "op")
 		if !errors.As(err, &p) || len(p.Errors) != 1 || p.Errors[0].Field != "amount" {
 			t.Fatalf("err %v, want the field amount named", err)
 		}
 	})
 }
 
-// Giving up says whether the charge may have been made.
+// Giving up says whether the money may have moved.
 func TestGivingUpSaysWhetherTheOutcomeIsUnknown(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -206,20 +282,52 @@ func TestGivingUpSaysWhetherTheOutcomeIsUnknown(t *testing.T) {
 		{"a gateway's 503 page", []reply{{status: 503, body: "no healthy upstream"}}, true},
 		{"a gateway's 502 with JSON that looks like the service's", []reply{{status: 502, body: problem(503, codeServiceUnavailable)}}, true},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s := &script{replies: tc.replies}
-			c, _ := newTestClient(t, s, RetryPolicy{MaxAttempts: 4})
-			_, err := c.Charge(context.Background(), "op", req)
-			var g *GaveUpError
-			if !errors.As(err, &g) || g.Attempts != 4 || s.requests() != 4 {
-				t.Fatalf("err %v after %d requests; want a GaveUpError after 4", err, s.requests())
-			}
-			if errors.Is(err, ErrOutcomeUnknown) != tc.unknown {
-				t.Fatalf("errors.Is(%v, ErrOutcomeUnknown) = %v, want %v", err, !tc.unknown, tc.unknown)
-			}
-		})
+	for _, op := range operations {
+		for _, tc := range tests {
+			t.Run(op.name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				s := &script{replies: tc.replies}
+				c, _ := newTestClient(t, s, RetryPolicy{MaxAttempts: 4})
+				_, err := op.call(context.Background(), c, "op")
+				var g *GaveUpError
+				if !errors.As(err, &g) || g.Attempts != 4 || s.requests() != 4 {
+					t.Fatalf("err %v after %d requests; want a GaveUpError after 4", err, s.requests())
+				}
+				if errors.Is(err, ErrOutcomeUnknown) != tc.unknown {
+					t.Fatalf("errors.Is(%v, ErrOutcomeUnknown) = %v, want %v", err, !tc.unknown, tc.unknown)
+				}
+			})
+		}
+	}
+}
+
+// Listing refunds is a read: it is retried on what a command is retried on,
+// with no key, and giving up on it never says the money may have moved.
+func TestListingRefundsRetriesAndNeverLeavesAnOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	list := `{"refunds":[` + refundCreated + `]}`
+	s := &script{replies: []reply{{hangUp: true}, {status: 502, body: "bad gateway"}, {status: 200, body: list}}}
+	c, _ := newTestClient(t, s, RetryPolicy{})
+	refunds, err := c.Refunds(context.Background(), 7)
+	if err != nil || len(refunds) != 1 || refunds[0].ID != 3 || refunds[0].Amount != "10.00" || s.requests() != 3 {
+		t.Fatalf("Refunds = %+v, %v after %d requests; want refund 3 after 3", refunds, err, s.requests())
+	}
+	for i := range s.paths {
+		if s.paths[i] != "GET /payments/7/refunds" || s.keys[i] != "" {
+			t.Fatalf("request %d: %s with key %q; want GET /payments/7/refunds without a key", i+1, s.paths[i], s.keys[i])
+		}
+	}
+	s = &script{replies: []reply{{hangUp: true}}}
+	c, _ = newTestClient(t, s, RetryPolicy{MaxAttempts: 2})
+	_, err = c.Refunds(context.Background(), 7)
+	var g *GaveUpError
+	if !errors.As(err, &g) || errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("err %v; want a GaveUpError that is not ErrOutcomeUnknown", err)
+	}
+	s = &script{replies: []reply{{status: 404, body: problem(404, codePaymentNotFound)}}}
+	c, _ = newTestClient(t, s, RetryPolicy{})
+	if _, err = c.Refunds(context.Background(), 7); !errors.Is(err, ErrPaymentNotFound) || s.requests() != 1 {
+		t.Fatalf("err %v after %d requests; want ErrPaymentNotFound after one", err, s.requests())
 	}
 }
 
@@ -239,8 +347,10 @@ func TestTheCallersContextBoundsTheRetries(t *testing.T) {
 	if time.Since(start) > time.Second || s.requests() != 1 {
 		t.Fatalf("took %s and %d requests; want one request and no wait", time.Since(start), s.requests())
 	}
-	if _, err := c.Charge(context.Background(), "", req); err == nil {
-		t.Fatal("a charge without a key was sent")
+	for _, op := range operations {
+		if _, err := op.call(context.Background(), c, ""); err == nil || s.requests() != 1 {
+			t.Fatalf("a %s without a key: err %v, %d requests; want an error and nothing sent", op.name, err, s.requests())
+		}
 	}
 }
 

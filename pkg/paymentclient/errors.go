@@ -42,10 +42,41 @@ var (
 	// ErrOrderMismatch: the customer, amount or currency differ from the
 	// order's (422). Nothing was stored.
 	ErrOrderMismatch = errors.New("charge does not match the order")
-	// ErrOutcomeUnknown: Charge gave up while the charge may have been
-	// made (a *GaveUpError). Call Charge again later with the same key and
-	// request to learn the outcome; never with a new key.
-	ErrOutcomeUnknown = errors.New("payment outcome unknown")
+	// ErrOutcomeUnknown: Charge or Refund gave up while the money may have
+	// moved (a *GaveUpError). Call it again later with the same key and
+	// request to learn the outcome; never with a new key, a new external
+	// payment id or a new external refund id.
+	ErrOutcomeUnknown = errors.New("outcome unknown")
+
+	// The refund's own final answers (POST /payments/{id}/refunds).
+
+	// ErrPaymentNotFound: no such payment, or another client's (404
+	// payment-not-found; the service does not tell the two apart).
+	ErrPaymentNotFound = errors.New("payment not found")
+	// ErrPaymentNotRefundable: the payment is not SUCCEEDED (409
+	// payment-not-refundable). Nothing was stored: the same key may be
+	// used once the payment has succeeded.
+	ErrPaymentNotRefundable = errors.New("payment not refundable")
+	// ErrRefundExceedsPayment: the refund would take the payment's
+	// PENDING and SUCCEEDED refunds beyond its amount (409
+	// refund-exceeds-payment). Nothing was refunded or stored; it is not
+	// retried, because it changes only if a refund in progress is
+	// declined: then the same call, with the same key, may succeed.
+	ErrRefundExceedsPayment = errors.New("refund exceeds what is left of the payment")
+	// ErrRefundDeclined: the provider declined the refund (422
+	// refund-declined). The refund is recorded DECLINED (Problem.Refund);
+	// this is the key's answer from now on, and its amount may be refunded
+	// again as a new operation (a new key and a new external refund id).
+	ErrRefundDeclined = errors.New("refund declined")
+	// ErrRefundFailed: the provider refused the refund request for good
+	// and holds no refund for it (422 refund-failed). The refund is
+	// recorded FAILED (Problem.Refund); nothing was refunded, and its
+	// amount may be refunded again as a new operation.
+	ErrRefundFailed = errors.New("refund failed")
+	// ErrExternalRefundConflict: the external refund id is recorded for a
+	// different refund (409 external-refund-conflict). Nothing was
+	// refunded; the answer says nothing of the other refund.
+	ErrExternalRefundConflict = errors.New("external refund id recorded for a different refund")
 )
 
 // Problem codes of the service (api/openapi.yaml) this package acts on.
@@ -61,6 +92,12 @@ const (
 	codeServiceUnavailable      = "service-unavailable"
 	codeOrderNotFound           = "order-not-found"
 	codeOrderMismatch           = "order-mismatch"
+	codePaymentNotFound         = "payment-not-found"
+	codePaymentNotRefundable    = "payment-not-refundable"
+	codeRefundExceedsPayment    = "refund-exceeds-payment"
+	codeRefundDeclined          = "refund-declined"
+	codeRefundFailed            = "refund-failed"
+	codeExternalRefundConflict  = "external-refund-conflict"
 )
 
 // gatewayCodePrefix starts the Code of an answer that was not the
@@ -84,6 +121,9 @@ type Problem struct {
 	// Payment is the declined or failed payment, on payment-declined and
 	// payment-failed.
 	Payment *Payment `json:"payment"`
+	// Refund is the declined or failed refund, on refund-declined and
+	// refund-failed.
+	Refund *Refund `json:"refund"`
 	// RetryAfter is the service's Retry-After, zero if it sent none.
 	RetryAfter time.Duration `json:"-"`
 }
@@ -111,29 +151,35 @@ func (p *Problem) Error() string {
 	return msg
 }
 
+// errorOfCode is the Err* value of each problem code that has one. A
+// validation failure and a wrong API key are matched by status instead
+// (every 400 and 401 of the service).
+var errorOfCode = map[string]error{
+	codeDeclined:                ErrDeclined,
+	codePaymentFailed:           ErrPaymentFailed,
+	codeKeyReused:               ErrKeyReused,
+	codeOrderAlreadyPaid:        ErrOrderAlreadyPaid,
+	codeExternalPaymentConflict: ErrExternalPaymentConflict,
+	codeOrderNotFound:           ErrOrderNotFound,
+	codeOrderMismatch:           ErrOrderMismatch,
+	codePaymentNotFound:         ErrPaymentNotFound,
+	codePaymentNotRefundable:    ErrPaymentNotRefundable,
+	codeRefundExceedsPayment:    ErrRefundExceedsPayment,
+	codeRefundDeclined:          ErrRefundDeclined,
+	codeRefundFailed:            ErrRefundFailed,
+	codeExternalRefundConflict:  ErrExternalRefundConflict,
+}
+
 // Is matches the Err* value of the problem's code.
 func (p *Problem) Is(target error) bool {
 	switch target {
-	case ErrDeclined:
-		return p.Code == codeDeclined
-	case ErrPaymentFailed:
-		return p.Code == codePaymentFailed
-	case ErrKeyReused:
-		return p.Code == codeKeyReused
-	case ErrOrderAlreadyPaid:
-		return p.Code == codeOrderAlreadyPaid
-	case ErrExternalPaymentConflict:
-		return p.Code == codeExternalPaymentConflict
 	case ErrValidation:
 		return p.Status == http.StatusBadRequest
 	case ErrUnauthorized:
 		return p.Status == http.StatusUnauthorized
-	case ErrOrderNotFound:
-		return p.Code == codeOrderNotFound
-	case ErrOrderMismatch:
-		return p.Code == codeOrderMismatch
 	}
-	return false
+	err, ok := errorOfCode[p.Code]
+	return ok && err == target
 }
 
 // DeclinedError is a declined charge: the payment as recorded (DECLINED).
@@ -166,18 +212,20 @@ func (e *NoAnswerError) Error() string { return "payment-service: no answer: " +
 // Unwrap returns the transport's error.
 func (e *NoAnswerError) Unwrap() error { return e.Err }
 
-// GaveUpError is returned when Charge stopped retrying: the context ended,
-// the next wait would outlast its deadline, or MaxAttempts were made.
+// GaveUpError is returned when Charge, Refund or Refunds stopped retrying:
+// the context ended, the next wait would outlast its deadline, or
+// MaxAttempts were made.
 type GaveUpError struct {
 	// Attempts is how many requests were made.
 	Attempts int
 	// Last is the last attempt's error: a *NoAnswerError or a *Problem
 	// (503, 409 request-in-progress, or a gateway's 500, 502 or 504).
 	Last error
-	// OutcomeUnknown is true when some attempt may have charged: it got no
-	// answer (also a gateway's answer in place of the service's), or
-	// outcome-unknown, or request-in-progress. Then the only safe next
-	// step is the same call, with the same key, later.
+	// OutcomeUnknown is true when some attempt of a charge or a refund
+	// may have moved the money: it got no answer (also a gateway's answer
+	// in place of the service's), or outcome-unknown, or
+	// request-in-progress. Then the only safe next step is the same call,
+	// with the same key, later. It is never true for a read (Refunds).
 	OutcomeUnknown bool
 	// Err is the context's error, if the context ended.
 	Err error
@@ -186,7 +234,7 @@ type GaveUpError struct {
 func (e *GaveUpError) Error() string {
 	msg := fmt.Sprintf("payment-service: gave up after %d attempts: %v", e.Attempts, e.Last)
 	if e.OutcomeUnknown {
-		msg += " (the charge may have been made: retry later with the same idempotency key and request)"
+		msg += " (the money may have moved: retry later with the same idempotency key and request)"
 	}
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
@@ -206,8 +254,11 @@ func (e *GaveUpError) Unwrap() []error {
 }
 
 // retryable reports an error after which the same request may succeed and
-// cannot charge twice (the key guards it): no answer, 503, 409 in progress,
-// and a gateway's answer in place of the service's (fromGateway).
+// cannot move money twice (the key guards it): no answer, 503, 409 in
+// progress, and a gateway's answer in place of the service's
+// (fromGateway). It is the same for a charge and a refund: the service
+// documents the same retryable answers for both (api/openapi.yaml), and
+// every refund-specific problem is final.
 func retryable(err error) bool {
 	var noAnswer *NoAnswerError
 	if errors.As(err, &noAnswer) {
@@ -224,7 +275,8 @@ func retryable(err error) bool {
 
 // fromGateway reports an answer that a load balancer or proxy gave in the
 // service's place: it forwarded the request, or tried to, and got no
-// answer it could pass on, so the service may have charged. 502 and 504
+// answer it could pass on, so the service may have charged or refunded.
+// 502 and 504
 // are never the service's own; a 500 or 503 is a gateway's when its body
 // is not the service's problem+json. The service's own 500 is not retried:
 // it is a bug to look at, not a lost answer.
@@ -238,12 +290,13 @@ func (p *Problem) fromGateway() bool {
 	return false
 }
 
-// mayHaveCharged reports a retryable error after which the charge may have
-// been made: everything but the service's two 503s that say the provider
-// was not charged (service-unavailable: the provider was not called;
-// provider-unavailable: the provider said it did not charge). A gateway's
-// answer is no answer: the service behind it may have charged.
-func mayHaveCharged(err error) bool {
+// mayHaveMovedMoney reports a retryable error after which the charge or
+// refund may have been made: everything but the service's two 503s that
+// say the provider did not move the money (service-unavailable: the
+// provider was not called; provider-unavailable: the provider said it did
+// not charge or refund). A gateway's answer is no answer: the service
+// behind it may have moved the money.
+func mayHaveMovedMoney(err error) bool {
 	var p *Problem
 	if errors.As(err, &p) && !p.fromGateway() {
 		return p.Code != codeServiceUnavailable && p.Code != codeProviderUnavailable

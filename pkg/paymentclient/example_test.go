@@ -38,3 +38,38 @@ func ExampleClient_Charge() {
 		log.Printf("refused (see the error; a *GaveUpError without ErrOutcomeUnknown charged nothing): %v", err)
 	}
 }
+
+// A refund is one business operation too: its key and its external refund
+// id are made once and stored with the refund before the first attempt.
+// Refunds lists what the payment has given back so far.
+func ExampleClient_Refund() {
+	client, err := paymentclient.New(paymentclient.Config{BaseURL: "http://127.0.0.1:8080", APIKey: "demo-secret"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	const paymentID = 1
+	key := paymentclient.NewIdempotencyKey() // store it with the refund now
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := client.Refund(ctx, key, paymentID, paymentclient.RefundRequest{Amount: "30.00", ExternalRefundID: "re_demo_1"})
+	var p *paymentclient.Problem
+	switch {
+	case err == nil:
+		log.Printf("refunded: refund %d, %s %s", res.Refund.ID, res.Refund.Amount, res.Refund.Currency)
+	case errors.Is(err, paymentclient.ErrRefundExceedsPayment):
+		log.Print("more than is left of the payment: nothing was refunded")
+	case errors.Is(err, paymentclient.ErrRefundDeclined) && errors.As(err, &p):
+		log.Printf("declined: refund %d; its amount may be refunded as a new operation", p.Refund.ID)
+	case errors.Is(err, paymentclient.ErrOutcomeUnknown):
+		log.Print("may have been refunded: call Refund again later with the same key and request")
+	default:
+		log.Printf("refused (see the error; a *GaveUpError without ErrOutcomeUnknown refunded nothing): %v", err)
+	}
+	refunds, err := client.Refunds(ctx, paymentID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, r := range refunds {
+		log.Printf("refund %d: %s %s %s", r.ID, r.Amount, r.Currency, r.Status)
+	}
+}
