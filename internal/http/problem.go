@@ -120,7 +120,7 @@ func problemFor(err error) *Problem {
 	case errors.As(err, &outcomeUnknown):
 		// Checked before ErrStoreUnavailable, which it may wrap: once the
 		// provider has been called, "nothing was charged" is not known.
-		p = newProblem(http.StatusServiceUnavailable, codeOutcomeUnknown, "Payment outcome unknown",
+		p = newProblem(http.StatusServiceUnavailable, codeOutcomeUnknown, "Outcome unknown",
 			"The payment provider was asked to move the money (a charge or a refund) and its answer is not known yet: it may have gone through. "+
 				"Retry with the same Idempotency-Key and the same body to get the final answer. "+
 				"Never retry with a new key, a new externalPaymentId or a new externalRefundId: that could move the money twice.")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -226,6 +227,10 @@ func TestRefundProviderOutcomes(t *testing.T) {
 	lost := s.refund(t, payment, "lost", refundBody("40.00", "drop_r"))
 	if lost.status != http.StatusServiceUnavailable || problemCode(t, lost.body) != "outcome-unknown" {
 		t.Fatalf("lost answer: %d %s", lost.status, lost.body)
+	}
+	// One problem type for a charge and a refund: its title names neither.
+	if !strings.Contains(string(lost.body), `"title":"Outcome unknown"`) {
+		t.Errorf("the outcome-unknown problem's title: %s", lost.body)
 	}
 	if got := s.count(t, `SELECT count(*) FROM refund WHERE external_refund_id = 'drop_r' AND status = 'PENDING'`); got != 1 {
 		t.Fatalf("the refund is not kept PENDING after a lost answer")
