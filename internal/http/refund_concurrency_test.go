@@ -45,32 +45,7 @@ func TestConcurrentIdenticalRefundsRefundOnce(t *testing.T) {
 	}
 	wg.Wait()
 
-	var created, replayed, inProgress int
-	var stored []byte
-	for _, a := range answers {
-		switch {
-		case a.status == http.StatusCreated && a.header.Get("Idempotent-Replayed") == "true":
-			replayed++
-		case a.status == http.StatusCreated:
-			created++
-			stored = a.body
-		case a.status == http.StatusConflict && problemCode(t, a.body) == "request-in-progress" && a.header.Get("Retry-After") != "":
-			inProgress++
-		default:
-			t.Errorf("unexpected answer %d %s", a.status, a.body)
-		}
-	}
-	if created != 1 || replayed+inProgress != n-1 {
-		t.Fatalf("created %d, replayed %d, in progress %d; want 1 created, the rest replayed or in progress", created, replayed, inProgress)
-	}
-	if inProgress == 0 {
-		t.Fatal("no request met the key in progress: the test did not exercise concurrency")
-	}
-	for _, a := range answers {
-		if a.status == http.StatusCreated && !bytes.Equal(a.body, stored) {
-			t.Errorf("a replay differs from the stored answer: %s, want %s", a.body, stored)
-		}
-	}
+	stored := tallyIdenticalAnswers(t, answers).stored
 	after := s.refund(t, payment, "same-refund-key", other)
 	for i, a := range append(reusedAnswers, after) {
 		if a.status != http.StatusConflict || problemCode(t, a.body) != "idempotency-key-reused" {
@@ -120,4 +95,49 @@ func waitForCount(t *testing.T, s *testService, query string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatalf("%s: nothing within a minute", query)
+}
+
+// identicalAnswers are the answers to identical requests sent at once with
+// one key.
+type identicalAnswers struct {
+	created, replayed, inProgress int
+	stored                        []byte // the answer made, which the replays repeat
+}
+
+// tallyIdenticalAnswers checks the answers to identical requests sent at
+// once with one key: exactly one is made (201), every other is a replay of
+// its bytes or 409 request-in-progress with Retry-After, and at least one
+// met the key in progress (or the test did not exercise concurrency).
+func tallyIdenticalAnswers(t *testing.T, answers []response) identicalAnswers {
+	t.Helper()
+	var a identicalAnswers
+	for _, r := range answers {
+		switch {
+		case r.status == http.StatusCreated && r.header.Get("Idempotent-Replayed") == "true":
+			a.replayed++
+		case r.status == http.StatusCreated:
+			a.created++
+			a.stored = r.body
+		case r.status == http.StatusConflict:
+			wantProblem(t, r, http.StatusConflict, "request-in-progress")
+			if r.header.Get("Retry-After") == "" {
+				t.Fatal("409 request-in-progress without Retry-After")
+			}
+			a.inProgress++
+		default:
+			t.Fatalf("unexpected response %d %s", r.status, r.body)
+		}
+	}
+	if a.created != 1 || a.inProgress+a.replayed != len(answers)-1 {
+		t.Fatalf("created=%d inProgress=%d replayed=%d, want 1 created, the rest replayed or in progress", a.created, a.inProgress, a.replayed)
+	}
+	if a.inProgress == 0 {
+		t.Fatal("no request met the key in progress: the test did not exercise concurrency")
+	}
+	for _, r := range answers {
+		if r.status == http.StatusCreated && !bytes.Equal(r.body, a.stored) {
+			t.Fatalf("a replay differs from the answer made: %s, want %s", r.body, a.stored)
+		}
+	}
+	return a
 }
