@@ -79,10 +79,12 @@ reserved AS (
 -- inserted: an external refund that exists reserves nothing. The row is
 -- the one refund_target locked; the CHECK on refund_reserved is the
 -- backstop should fits ever be wrong. The new total is the locked row's
--- (t), the one fits was computed on: this UPDATE's own scan of payment
--- reads the statement's snapshot, which after a wait for the lock can be
--- older than the row (TestRefundPhasesTakeLocksInOneOrder: a decline
--- committed meanwhile, 100.00 + 100.00 broke the CHECK).
+-- (t), the one fits was computed on. This UPDATE's own scan of payment
+-- reads the statement's snapshot, which after a wait for the lock is older
+-- than the row; PostgreSQL checks the CHECK on the new row computed from
+-- it before it meets the concurrent update and recomputes, so a
+-- reservation that waited while a decline gave 100.00 back failed with
+-- 100.00 + 100.00 > amount (TestRefundReservedAfterWaitingForADecline).
 refund_counted AS (
     UPDATE payment p
        SET refund_reserved = t.refund_reserved + r.amount
