@@ -511,6 +511,10 @@ type RefundClaimResult struct {
 
 // RefundStore holds a refund's statements that are atomic on their own.
 type RefundStore interface {
+	// ClientPayment reads payment id, on its own (no transaction), if it
+	// is client's; domain.ErrPaymentNotFound otherwise, another client's
+	// payment included.
+	ClientPayment(ctx context.Context, client domain.ClientID, id domain.PaymentID) (domain.Payment, error)
 	// ClaimAndReserveRefund is phase 1 on its own. It commits only a claimed
 	// key with a PENDING refund that is its recovery point, and returns
 	// ErrClaimNeedsTransaction, with nothing committed, for any other answer.

@@ -65,7 +65,7 @@ type RefundPayment struct {
 // for both.
 func NewRefundPayment(core *Core, store RefundStore, provider RefundProvider, encoder RefundResponseEncoder) *RefundPayment {
 	return &RefundPayment{tx: core.tx, run: NewIdempotentCommand(core, &refundSteps{
-		tx: core.tx, store: store, provider: provider, encoder: encoder,
+		store: store, provider: provider, encoder: encoder,
 	})}
 }
 
@@ -146,7 +146,6 @@ type refundReservation struct {
 
 // refundSteps are the refund's own parts of the core's protocol.
 type refundSteps struct {
-	tx       Transactor
 	store    RefundStore
 	provider RefundProvider
 	encoder  RefundResponseEncoder
@@ -170,16 +169,13 @@ func (*refundSteps) LogAttrs(t refundReservation) []any {
 	return []any{"refund_id", t.refund.ID, "payment_id", t.refund.PaymentID}
 }
 
-// readPayment reads the payment the command refunds, on its own: one more
-// read before the claim, for what the request does not carry (the currency
-// and the provider). A SUCCEEDED payment never changes again, so the read
-// cannot go stale before the claim.
-func (s *refundSteps) readPayment(ctx context.Context, cmd RefundCommand) (p domain.Payment, err error) {
-	err = s.tx.Transact(ctx, func(ctx context.Context, r Repos) error {
-		p, err = clientPayment(ctx, r, cmd.Scope.ClientID, cmd.PaymentID)
-		return err
-	})
-	return p, err
+// readPayment reads the payment the command refunds, for what the request
+// does not carry (the currency and the provider): one statement of its
+// own, without a transaction around it, whose BEGIN and COMMIT would be
+// two more round trips (TestRefundRoundTrips). A SUCCEEDED payment never
+// changes again, so the read cannot go stale before the claim.
+func (s *refundSteps) readPayment(ctx context.Context, cmd RefundCommand) (domain.Payment, error) {
+	return s.store.ClientPayment(ctx, cmd.Scope.ClientID, cmd.PaymentID)
 }
 
 // refundClaim is phase 1's input: the command checked against its payment.

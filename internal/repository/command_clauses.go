@@ -100,13 +100,21 @@ func announceClause(from string) string {
 )`
 }
 
+// lockHeldByToken: the token @token still owns the key, as the
+// statement's snapshot sees it.
+const lockHeldByToken = `EXISTS (SELECT 1 FROM idempotency_record
+                WHERE client_id = @client AND idempotency_key = @key
+                  AND status = 'IN_PROGRESS' AND lock_token = @token)`
+
 // recordedAndLockHeld are phase 3's first two answers: the event was
 // appended (so everything was written), and the token still owns the key
 // (if not, ErrLockLost).
 const recordedAndLockHeld = `EXISTS (SELECT 1 FROM announced) AS recorded,
-       EXISTS (SELECT 1 FROM idempotency_record
-                WHERE client_id = @client AND idempotency_key = @key
-                  AND status = 'IN_PROGRESS' AND lock_token = @token) AS lock_held`
+       ` + lockHeldByToken + ` AS lock_held`
+
+// lockStillHeldStmt asks lockHeldByToken again, in a snapshot of its own:
+// see recordOutcome.
+var lockStillHeldStmt = compileNamed(`SELECT ` + lockHeldByToken)
 
 // atomicStatements run a command's statements that are atomic on their own
 // on the pool, without a transaction around them, each waiting its turn at
@@ -167,6 +175,16 @@ func recordOutcome(ctx context.Context, db *gorm.DB, gate *Gate, q namedSQL, sco
 	if err := row.Scan(&recorded, &lockHeld, &status); err != nil {
 		return "", mapError(fmt.Errorf("record the outcome: %w", err))
 	}
+	if !recorded && lockHeld {
+		// The statement's snapshot is taken before it waits for its first
+		// lock (a refund's payment). A takeover that claimed the key and
+		// committed meanwhile makes the fenced completion match nothing,
+		// yet that snapshot still shows the old token: a new statement's
+		// does not (TestRefundPhasesTakeLocksInOneOrder).
+		if lockHeld, err = lockStillHeld(ctx, db, values); err != nil {
+			return "", err
+		}
+	}
 	switch {
 	case recorded:
 		return "", nil
@@ -175,4 +193,17 @@ func recordOutcome(ctx context.Context, db *gorm.DB, gate *Gate, q namedSQL, sco
 	default:
 		return status.String, errNotPending
 	}
+}
+
+// lockStillHeld runs lockStillHeldStmt with phase 3's values.
+func lockStillHeld(ctx context.Context, db *gorm.DB, values map[string]any) (bool, error) {
+	row, err := queryRow(ctx, db, lockStillHeldStmt, values)
+	if err != nil {
+		return false, err
+	}
+	var held bool
+	if err := row.Scan(&held); err != nil {
+		return false, mapError(fmt.Errorf("read the key's lock: %w", err))
+	}
+	return held, nil
 }

@@ -451,3 +451,66 @@ func TestLookupKeyTakesNoLockAndWritesNothing(t *testing.T) {
 		t.Fatalf("xmin %s -> %s: the lookup wrote the row", before, after)
 	}
 }
+
+// The charge's phase 3 after waiting for the key's lock, held by a takeover
+// that then commits: the fenced completion matches nothing, and the old
+// owner is told ErrLockLost, though the statement's snapshot, taken before
+// the wait, still showed its token (recordOutcome asks the key again).
+func TestRecordOutcomeThatWaitedForATakeoverLostTheLock(t *testing.T) {
+	t.Parallel()
+	db, tx := openDB(t)
+	ctx := context.Background()
+	store := repository.NewChargeStore(db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}, nil)
+	addOrder(t, db, 2, "10.00")
+	old := uuid.New()
+	charge := newCharge(t, 2, "10.00", "e-waited")
+	res, err := claim(ctx, tx, "waited", "h", old, charge)
+	if err != nil || !res.Reserved {
+		t.Fatalf("claim: %+v %v", res, err)
+	}
+	if err := db.Exec(`UPDATE idempotency_record SET locked_until = clock_timestamp() - interval '1 second' WHERE idempotency_key = 'waited'`).Error; err != nil {
+		t.Fatal(err)
+	}
+
+	// The takeover's phase 1, in a transaction that stays open (holding
+	// the key's row) until release.
+	claimed, release, takenOver := make(chan error, 1), make(chan struct{}), make(chan error, 1)
+	go func() {
+		takenOver <- tx.Transact(ctx, func(ctx context.Context, r app.Repos) error {
+			res, err := r.Charges.ClaimAndReserve(ctx, app.ChargeClaim{Scope: app.IdempotencyScope{ClientID: "demo-client", Key: "waited"},
+				CommandHash: "h", Token: uuid.New(), LockFor: time.Minute, Charge: charge})
+			if err == nil && !res.Claimed {
+				err = errNotClaimed
+			}
+			claimed <- err
+			<-release
+			return err
+		})
+	}()
+	if err := <-claimed; err != nil {
+		close(release)
+		t.Fatalf("the takeover: %v", err)
+	}
+	decided := *res.Payment
+	decided.Status = domain.PaymentSucceeded
+	event, err := app.NewPaymentEvent(decided, uuid.NullUUID{}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := make(chan error, 1)
+	go func() {
+		recorded <- store.RecordOutcome(ctx, app.OutcomeRecord{Scope: app.IdempotencyScope{ClientID: "demo-client", Key: "waited"},
+			Token: old, Response: app.StoredResponse{StatusCode: 201, Body: []byte(`{}`)}, Event: event})
+	}()
+	waitForALockWait(t, db)
+	close(release)
+	if err := <-takenOver; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-recorded; !errors.Is(err, app.ErrLockLost) {
+		t.Fatalf("the old owner's phase 3 after the takeover: %v, want ErrLockLost", err)
+	}
+	if got := countRows(t, db, `SELECT count(*) FROM payment WHERE status = 'PENDING'`); got != 1 {
+		t.Fatal("the fenced-out record changed the payment")
+	}
+}

@@ -165,6 +165,20 @@ func NewRefundStore(db *gorm.DB, outbox OutboxConfig, gate *Gate) *RefundStore {
 	return &RefundStore{atomicStatements{db: db, outbox: outbox, gate: gate}}
 }
 
+// ClientPayment implements app.RefundStore: one statement on the pool,
+// waiting its turn at the gate as every statement does.
+func (s *RefundStore) ClientPayment(ctx context.Context, client domain.ClientID, id domain.PaymentID) (domain.Payment, error) {
+	if err := s.gate.enter(ctx); err != nil {
+		return domain.Payment{}, err
+	}
+	defer s.gate.leave()
+	p, err := (&Payments{db: s.db}).Get(ctx, id)
+	if err == nil && p.ClientID != client {
+		err = domain.ErrPaymentNotFound
+	}
+	return p, mapError(err)
+}
+
 // ClaimAndReserveRefund implements app.RefundStore.
 func (s *RefundStore) ClaimAndReserveRefund(ctx context.Context, c app.RefundClaim) (app.RefundClaimResult, error) {
 	return claimOnItsOwn(ctx, s.atomicStatements, func(db *gorm.DB) (app.RefundClaimResult, error) {

@@ -78,12 +78,18 @@ reserved AS (
 -- Add the refund to the payment's total only for a refund row actually
 -- inserted: an external refund that exists reserves nothing. The row is
 -- the one refund_target locked; the CHECK on refund_reserved is the
--- backstop should fits ever be wrong.
+-- backstop should fits ever be wrong. The new total is the locked row's
+-- (t), the one fits was computed on. This UPDATE's own scan of payment
+-- reads the statement's snapshot, which after a wait for the lock is older
+-- than the row; PostgreSQL checks the CHECK on the new row computed from
+-- it before it meets the concurrent update and recomputes, so a
+-- reservation that waited while a decline gave 100.00 back failed with
+-- 100.00 + 100.00 > amount (TestRefundReservedAfterWaitingForADecline).
 refund_counted AS (
     UPDATE payment p
-       SET refund_reserved = p.refund_reserved + r.amount
-      FROM reserved r
-     WHERE p.id = r.payment_id
+       SET refund_reserved = t.refund_reserved + r.amount
+      FROM reserved r, refund_target t
+     WHERE p.id = r.payment_id AND t.id = r.payment_id
  RETURNING p.refund_reserved
 ),
 -- The external refund as already recorded, whoever's it is: the caller

@@ -1,0 +1,194 @@
+package migrations_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/shopspring/decimal"
+
+	"github.com/example/payment-service/internal/app"
+	"github.com/example/payment-service/internal/domain"
+	"github.com/example/payment-service/internal/repository"
+	"github.com/example/payment-service/internal/testdb"
+)
+
+// Migrations 00015 (refund, payment.refund_reserved) and 00016
+// (idempotency_record.refund_id) over a database that holds what the
+// releases before them wrote: every payment starts with nothing refunded
+// and an older release's insert still works; the charge's records keep
+// their recovery point and the charge's statement still takes one over;
+// a refund's record written before 00016 keeps no refund_id, and the
+// refund's statement writes one after it; refund_id refers to a refund.
+// Then down to 00015 and 00014 and up again, as the project's migrations
+// are tested both ways.
+func TestRefundMigrationsOverEarlierRows(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dsn := testdb.New(t)
+	db, p := openProvider(t, dsn)
+	run := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if _, err := p.DownTo(ctx, 14); err != nil {
+		t.Fatalf("down to 14: %v", err)
+	}
+
+	// What a release before 00015 wrote: a charged payment and its
+	// completed record, and a charge whose answer was lost (PENDING, its
+	// claim's lock run out), as their inserts name their columns.
+	run(`INSERT INTO payment (id, client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status)
+		OVERRIDING SYSTEM VALUE VALUES
+		(1, 'c', 501, 42, 'sandbox', 'pi_paid', 100.00, 'EUR', 'SUCCEEDED'),
+		(2, 'c', 502, 42, 'sandbox', 'pi_lost', 50.00, 'EUR', 'PENDING')`)
+	run(`SELECT setval(pg_get_serial_sequence('payment', 'id'), 2)`)
+	run(`INSERT INTO idempotency_record (client_id, idempotency_key, command_hash, status, response, http_status, payment_id)
+		VALUES ('c', 'paid', 'h-paid', 'COMPLETED', '{}', 201, 1)`)
+	run(`INSERT INTO idempotency_record (client_id, idempotency_key, command_hash, status, lock_token, locked_until, payment_id)
+		VALUES ('c', 'lost', 'h-lost', 'IN_PROGRESS', gen_random_uuid(), now() - interval '1 minute', 2)`)
+
+	if _, err := p.UpTo(ctx, 15); err != nil {
+		t.Fatalf("up to 15: %v", err)
+	}
+	if got := count(ctx, t, db, `SELECT count(*) FROM payment WHERE refund_reserved = 0`); got != 2 {
+		t.Fatalf("%d of 2 earlier payments have nothing refunded", got)
+	}
+	// An older release's insert, which does not name refund_reserved.
+	run(`INSERT INTO payment (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status)
+		VALUES ('c', 503, 42, 'sandbox', 'pi_old_release', 10.00, 'EUR', 'PENDING')`)
+	if got := count(ctx, t, db, `SELECT count(*) FROM payment WHERE external_payment_id = 'pi_old_release' AND refund_reserved = 0`); got != 1 {
+		t.Fatal("an older release's payment does not start with nothing refunded")
+	}
+	wantCode(t, "a refund total beyond the amount", "23514", exec(ctx, db, `UPDATE payment SET refund_reserved = 100.01 WHERE id = 1`))
+	// A refund made between 00015 and 00016, and its record, which has
+	// no column for it yet.
+	run(`INSERT INTO refund (id, payment_id, client_id, payment_provider, external_refund_id, amount, currency, status)
+		OVERRIDING SYSTEM VALUE VALUES (1, 1, 'c', 'sandbox', 're_before', 20.00, 'EUR', 'PENDING')`)
+	run(`SELECT setval(pg_get_serial_sequence('refund', 'id'), 1)`)
+	run(`UPDATE payment SET refund_reserved = 20.00 WHERE id = 1`)
+	run(`INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until)
+		VALUES ('c', 'refund-before', 'refund', 'h-refund', 'IN_PROGRESS', gen_random_uuid(), now() + interval '1 minute')`)
+
+	if _, err := p.UpTo(ctx, 16); err != nil {
+		t.Fatalf("up to 16: %v", err)
+	}
+	for query, want := range map[string]int{
+		`SELECT count(*) FROM idempotency_record WHERE refund_id IS NULL`:                                        3,
+		`SELECT count(*) FROM idempotency_record WHERE command = 'charge' AND payment_id IN (1, 2)`:              2,
+		`SELECT count(*) FROM idempotency_record WHERE command = 'refund' AND idempotency_key = 'refund-before'`: 1,
+	} {
+		if got := count(ctx, t, db, query); got != want {
+			t.Errorf("after 00016: %s = %d, want %d", query, got, want)
+		}
+	}
+	wantCode(t, "a refund_id that is no refund", "23503",
+		exec(ctx, db, `UPDATE idempotency_record SET refund_id = 999 WHERE idempotency_key = 'refund-before'`))
+
+	// The service's own statements on the upgraded schema.
+	gdb, err := repository.Open(dsn, repository.PoolConfig{MaxOpenConns: 4}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := gdb.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	outbox := repository.OutboxConfig{PaymentEventsTopic: "payment.events"}
+	eur := func(amount string) domain.Money {
+		m, err := domain.NewMoney(decimal.RequireFromString(amount), "EUR")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	lostCharge, err := domain.NewCharge(502, 42, eur("50.00"), "sandbox", "pi_lost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken, err := repository.NewChargeStore(gdb, outbox, nil).ClaimAndReserve(ctx, app.ChargeClaim{
+		Scope: app.IdempotencyScope{ClientID: "c", Key: "lost"}, CommandHash: "h-lost", Token: uuid.New(), LockFor: time.Minute, Charge: lostCharge})
+	if err != nil || !taken.Claimed || taken.Reserved || taken.Payment == nil || taken.Payment.ID != 2 {
+		t.Fatalf("the charge's takeover of an earlier record: %+v, %v; want its payment 2", taken, err)
+	}
+	paidCharge, err := domain.NewCharge(501, 42, eur("100.00"), "sandbox", "pi_paid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refund, err := domain.NewRefund(domain.Payment{ID: 1, ClientID: "c", Charge: paidCharge, Status: domain.PaymentSucceeded}, eur("30.00"), "re_after")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := repository.NewRefundStore(gdb, outbox, nil).ClaimAndReserveRefund(ctx, app.RefundClaim{
+		KeyClaim: app.KeyClaim{Scope: app.IdempotencyScope{ClientID: "c", Key: "refund-after"}, CommandHash: "h-after", Token: uuid.New(), LockFor: time.Minute},
+		Refund:   refund})
+	if err != nil || !res.Claimed || !res.Reserved || res.Refund == nil {
+		t.Fatalf("a refund's claim after 00016: %+v, %v", res, err)
+	}
+	if got := count(ctx, t, db, `SELECT count(*) FROM idempotency_record
+		WHERE idempotency_key = 'refund-after' AND command = 'refund' AND refund_id = $1 AND payment_id IS NULL`, int64(res.Refund.ID)); got != 1 {
+		t.Error("the refund's record does not point at its refund")
+	}
+	if got := count(ctx, t, db, `SELECT count(*) FROM payment WHERE id = 1 AND refund_reserved = 50`); got != 1 {
+		t.Error("the payment's refund total is not 20.00 + 30.00")
+	}
+
+	// Down: 00016 drops the column and keeps the records; 00015 the refunds
+	// and the totals. Then up again to the latest.
+	if _, err := p.DownTo(ctx, 15); err != nil {
+		t.Fatalf("down to 15: %v", err)
+	}
+	if got := count(ctx, t, db, `SELECT count(*) FROM information_schema.columns
+		WHERE table_name = 'idempotency_record' AND column_name = 'refund_id'`); got != 0 {
+		t.Error("refund_id is still there after 00016's down")
+	}
+	if got := count(ctx, t, db, `SELECT count(*) FROM idempotency_record`); got != 4 {
+		t.Errorf("%d records after 00016's down, want the 4", got)
+	}
+	run(`DELETE FROM idempotency_record WHERE command = 'refund'`) // 00013's down refuses them; 00014's does not look
+	if _, err := p.DownTo(ctx, 14); err != nil {
+		t.Fatalf("down to 14: %v", err)
+	}
+	if got := count(ctx, t, db, `SELECT count(*) FROM information_schema.tables WHERE table_name = 'refund'`); got != 0 {
+		t.Error("the refund table is still there after 00015's down")
+	}
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatalf("up again: %v", err)
+	}
+}
+
+// exec runs q and returns its error.
+func exec(ctx context.Context, db *sql.DB, q string, args ...any) error {
+	_, err := db.ExecContext(ctx, q, args...)
+	return err
+}
+
+// count runs a SELECT count(*) ... and returns the number.
+func count(ctx context.Context, t *testing.T, db *sql.DB, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+// wantCode fails the test unless err is a PostgreSQL error with SQLSTATE
+// code.
+func wantCode(t *testing.T, what, code string, err error) {
+	t.Helper()
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != code {
+		t.Errorf("%s: %v, want SQLSTATE %s", what, err, code)
+	}
+}

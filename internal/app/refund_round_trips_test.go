@@ -1,0 +1,120 @@
+package app_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/shopspring/decimal"
+
+	"github.com/example/payment-service/internal/app"
+	"github.com/example/payment-service/internal/domain"
+	httpapi "github.com/example/payment-service/internal/http"
+	"github.com/example/payment-service/internal/repository"
+	"github.com/example/payment-service/internal/testdb"
+)
+
+// statementLog records the first word of every statement and transaction
+// command the pool sends: one entry per round trip.
+type statementLog struct {
+	mu    sync.Mutex
+	words []string
+}
+
+func (l *statementLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	word := strings.Fields(data.SQL)[0]
+	if word == "--" || strings.HasPrefix(word, "--") {
+		word = "statement"
+	}
+	l.mu.Lock()
+	l.words = append(l.words, strings.ToUpper(word))
+	l.mu.Unlock()
+	return ctx
+}
+
+func (*statementLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// take returns what was recorded since the last take.
+func (l *statementLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	words := l.words
+	l.words = nil
+	return words
+}
+
+// approvingProvider approves every charge and refund at once.
+type approvingProvider struct{}
+
+func (approvingProvider) Charge(context.Context, app.ProviderCharge) (app.ProviderDecision, error) {
+	return app.ProviderApproved, nil
+}
+func (approvingProvider) LookupCharge(context.Context, string) (app.ProviderDecision, error) {
+	return app.ProviderApproved, nil
+}
+func (approvingProvider) Refund(context.Context, app.ProviderRefund) (app.ProviderDecision, error) {
+	return app.ProviderApproved, nil
+}
+func (approvingProvider) LookupRefund(context.Context, string) (app.ProviderDecision, error) {
+	return app.ProviderApproved, nil
+}
+
+// The round trips of a refund on its usual path (a new key, refunded at
+// once), beside a charge's: the key's read, phase 1 and phase 3, each one
+// statement, and the refund's read of its payment before the claim.
+func TestRefundRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	log := &statementLog{}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	db, err := repository.Open(testdb.New(t), repository.PoolConfig{MaxOpenConns: 2}, logger, repository.WithQueryTracer(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	if err := db.Exec(`INSERT INTO order_projection (order_id, customer_id, amount, currency) VALUES (1001, 42, 100, 'RUB')`).Error; err != nil {
+		t.Fatal(err)
+	}
+	outbox := repository.OutboxConfig{PaymentEventsTopic: "payment.events"}
+	chargeStore := repository.NewChargeStore(db, outbox, nil)
+	core := app.NewCore(repository.NewTransactor(db), chargeStore, 30*time.Second, logger)
+	charge := app.NewChargePayment(core, chargeStore, map[domain.ProviderName]app.PaymentProvider{"sandbox": approvingProvider{}}, httpapi.ResponseEncoder{})
+	refund := app.NewRefundPayment(core, repository.NewRefundStore(db, outbox, nil), approvingProvider{}, httpapi.ResponseEncoder{})
+
+	money, _ := domain.NewMoney(decimal.RequireFromString("100"), "RUB")
+	c, err := domain.NewCharge(1001, 42, money, "sandbox", "pi_trips")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.take()
+	if res, err := charge.Handle(ctx, app.ChargeCommand{Scope: app.IdempotencyScope{ClientID: "c", Key: "charge"}, Charge: c, Operation: app.OperationChargePayment}); err != nil || res.Response.StatusCode != 201 {
+		t.Fatalf("charge: %+v %v", res, err)
+	}
+	chargeTrips := log.take()
+	var payment int64
+	if err := db.Raw(`SELECT id FROM payment`).Scan(&payment).Error; err != nil {
+		t.Fatal(err)
+	}
+	log.take()
+	if res, err := refund.Handle(ctx, app.RefundCommand{Scope: app.IdempotencyScope{ClientID: "c", Key: "refund"}, PaymentID: domain.PaymentID(payment),
+		Amount: decimal.RequireFromString("10"), ExternalRefundID: "re_trips", Operation: app.OperationRefundPayment}); err != nil || res.Response.StatusCode != 201 {
+		t.Fatalf("refund: %+v %v", res, err)
+	}
+	refundTrips := log.take()
+	t.Logf("a charge: %d round trips %v; a refund: %d %v", len(chargeTrips), chargeTrips, len(refundTrips), refundTrips)
+	if len(chargeTrips) != 3 {
+		t.Errorf("a charge took %d round trips %v, want 3: the key's read, phase 1, phase 3", len(chargeTrips), chargeTrips)
+	}
+	if len(refundTrips) != 4 {
+		t.Errorf("a refund took %d round trips %v, want 4: the key's read, the payment's, phase 1, phase 3", len(refundTrips), refundTrips)
+	}
+}
