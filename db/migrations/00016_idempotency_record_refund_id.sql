@@ -34,4 +34,18 @@
 ALTER TABLE idempotency_record ADD COLUMN refund_id bigint REFERENCES refund (id);
 
 -- +goose Down
+-- Without the column a refund's record in progress loses its recovery
+-- point, and the completer could no longer tell that its refund may be at
+-- the provider (the hazard of issue 20). Refuse while such a record
+-- exists: finish it first (the completer does) or remove it knowingly.
+-- A completed record keeps its stored answer and needs no link.
+-- +goose StatementBegin
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM idempotency_record WHERE status = 'IN_PROGRESS' AND refund_id IS NOT NULL) THEN
+        RAISE EXCEPTION 'idempotency_record holds refunds in progress; let the completer finish them before migrating down';
+    END IF;
+END
+$$;
+-- +goose StatementEnd
 ALTER TABLE idempotency_record DROP COLUMN refund_id;

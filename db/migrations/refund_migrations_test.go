@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,8 +144,17 @@ func TestRefundMigrationsOverEarlierRows(t *testing.T) {
 		t.Error("the payment's refund total is not 20.00 + 30.00")
 	}
 
-	// Down: 00016 drops the column and keeps the records; 00015 the refunds
-	// and the totals. Then up again to the latest.
+	// Down: 00016 refuses while a refund is in progress (its record would
+	// lose its recovery point), then drops the column and keeps the
+	// records; 00015 the refunds and the totals. Then up again to the
+	// latest.
+	if _, err := p.DownTo(ctx, 15); err == nil || !strings.Contains(err.Error(), "refunds in progress") {
+		t.Fatalf("down to 15 with a refund in progress: %v; want a refusal", err)
+	}
+	if got := count(ctx, t, db, `SELECT count(*) FROM idempotency_record WHERE refund_id IS NOT NULL`); got != 1 {
+		t.Fatalf("after the refused down, %d records point at a refund, want 1", got)
+	}
+	run(`UPDATE idempotency_record SET status = 'COMPLETED', http_status = 201, response = '{}', lock_token = NULL, locked_until = NULL WHERE idempotency_key = 'refund-after'`)
 	if _, err := p.DownTo(ctx, 15); err != nil {
 		t.Fatalf("down to 15: %v", err)
 	}
