@@ -46,7 +46,7 @@
  *                  sends a new one) instead of from the external refund id;
  *                  breaks P10
  *   NOFENCE        fenced writes do not compare lock_token, only the key and
- *                  status = 'IN_PROGRESS'; breaks P11
+ *                  status = 'IN_PROGRESS'; breaks P12, then P11
  *   NOCOMMAND      issue 20's hazard: the completer reads every record as a
  *                  charge's, so a refund's record (payment_id NULL) is
  *                  "nothing reserved" and is released; breaks P11
@@ -784,7 +784,7 @@ end:
 		fi;
 		if
 		:: refunded + pamt[pk] > CHARGE ->
-			prov[pk] = P_REFUSED;
+			prov[pk] = P_REFUSED; SEEN(17);   /* only when the service reserved beyond the charge */
 			printf("provider: refuses X%d amount %d: the charge has %d left\n", XOF(pk), pamt[pk], CHARGE - refunded)
 		:: else ->
 			if

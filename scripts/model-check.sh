@@ -329,9 +329,10 @@ suite_refund-mutants() {
 	suite_refund-delunknown; suite_refund-nolease
 }
 
-# Larger bounds for the refund's model. Witnesses 15 and 16 (the completer
-# deleting a refund's record that has no refund; a takeover that finds its
-# refund final) are expected to be unreachable: their runs pass.
+# Larger bounds for the refund's model. Witnesses 15, 16 and 17 (the
+# completer deleting a refund's record that has no refund; a takeover that
+# finds its refund final; the provider refusing a refund beyond the charge)
+# are expected to be unreachable: their runs pass.
 suite_refund-deep() {
 	local MODEL=model/refund.pml
 	run refund-deep-safety-over  safety pass -DSCEN=1 -DMAXFAULTS=3
@@ -342,6 +343,7 @@ suite_refund-deep() {
 	run refund-deep-live-over    live   pass -DSCEN=1 -DMAXFAULTS=2
 	run refund-deep-unreachable-15 safety pass -DSCEN=1 -DWITNESS=15
 	run refund-deep-unreachable-16 safety pass -DSCEN=1 -DWITNESS=16
+	run refund-deep-unreachable-17 safety pass -DSCEN=1 -DWITNESS=17
 }
 
 [ $# -gt 0 ] || { sed -n '2,31p' "$0"; exit 2; }
