@@ -5,7 +5,9 @@ BIN         ?= bin
 
 .PHONY: dev demo test test-kafka test-fault test-fault-long fuzz lint build migrate bench bench-api bench-tracing docs-screenshot help model model-mutants model-deep \
 	model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease \
-	model-mutant-nolookup model-mutant-busyasnone model-mutant-nosettle model-mutant-refuseonce
+	model-mutant-nolookup model-mutant-busyasnone model-mutant-nosettle model-mutant-refuseonce \
+	model-mutant-refund-checkthenact model-mutant-refund-newkey model-mutant-refund-nofence \
+	model-mutant-refund-nocommand model-mutant-refund-delunknown model-mutant-refund-nolease
 
 help:
 	@echo "make dev      run the service on a throwaway PostgreSQL (no Docker), http://127.0.0.1:8080"
@@ -22,7 +24,7 @@ help:
 	@echo "make bench-api  POST /payments against pgbench with the same statements; table, docs/bench-api.json and .png"
 	@echo "make bench-tracing  what tracing costs POST /payments: off (the default) and on"
 	@echo "make docs-screenshot  redraw docs/api-docs.png with the browser test of /docs (needs chromium)"
-	@echo "make model    model-check the idempotency protocol with spin (docs/model.md)"
+	@echo "make model    model-check the idempotency protocol of charges and refunds with spin (docs/model.md)"
 	@echo "make model-mutants  check that every mutant of the model yields its counterexample"
 
 # Built, then exec'd: Ctrl-C reaches payment-dev itself, which stops the
@@ -124,21 +126,24 @@ bench-tracing:
 docs-screenshot:
 	DOCS_SCREENSHOT=$(CURDIR)/docs/api-docs.png $(GO) test -count=1 -run TestDocsPageInABrowserChargesAnOrder ./internal/http/
 
-# The idempotency protocol as a Promela model (model/payment.pml,
-# docs/model.md). Needs spin (Debian: apt-get install spin) and a C compiler.
+# The idempotency protocol as Promela models: the charge's (model/payment.pml)
+# and the refund's (model/refund.pml); docs/model.md. Needs spin (Debian:
+# apt-get install spin) and a C compiler.
 # model: the exhaustive checks and the witnesses that keep them from passing
 # vacuously; model-mutants: each mutant must produce its counterexample, so a
 # model that stops catching a mutant fails the build too.
 model:
-	scripts/model-check.sh checks witnesses
+	scripts/model-check.sh checks witnesses refund-checks refund-witnesses
 
 model-mutants:
-	scripts/model-check.sh mutants
+	scripts/model-check.sh mutants refund-mutants
 
 model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease \
-model-mutant-nolookup model-mutant-busyasnone model-mutant-nosettle model-mutant-refuseonce:
+model-mutant-nolookup model-mutant-busyasnone model-mutant-nosettle model-mutant-refuseonce \
+model-mutant-refund-checkthenact model-mutant-refund-newkey model-mutant-refund-nofence \
+model-mutant-refund-nocommand model-mutant-refund-delunknown model-mutant-refund-nolease:
 	scripts/model-check.sh $(patsubst model-mutant-%,%,$@)
 
 # Larger bounds: minutes per run, up to MODEL_MEMLIM MB each; not run by CI.
 model-deep:
-	scripts/model-check.sh deep
+	scripts/model-check.sh deep refund-deep

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/model-check.sh SUITE...
 #
-# Model-checks the idempotency protocol (model/payment.pml) with spin. Every
+# Model-checks the idempotency protocol with spin: the charge's
+# (model/payment.pml) and the refund's (model/refund.pml). Every
 # run is exhaustive within the bounds its flags set (no bitstate hashing): a
 # run that does not finish its search fails, like one that finds a violation.
 #
@@ -16,6 +17,12 @@
 #   busyasnone | nosettle | refuseonce
 #                one mutant (make model-mutant-<name>)
 #   deep         larger bounds, minutes each; not run by CI (make model-deep)
+#   refund-checks, refund-witnesses, refund-mutants, refund-deep
+#                the same for the refund's model (make model and make
+#                model-mutants run them too)
+#   refund-checkthenact | refund-newkey | refund-nofence | refund-nocommand |
+#   refund-delunknown | refund-nolease
+#                one mutant of the refund's model (make model-mutant-<name>)
 #
 # Environment (optional):
 #   MODEL_MEMLIM   MB one verifier may use   (default 2048)
@@ -32,6 +39,8 @@ SPIN="${SPIN:-spin}"
 CC="${CC:-gcc}"
 MEMLIM="${MODEL_MEMLIM:-2048}"
 TIMEOUT="${MODEL_TIMEOUT:-900}"
+# The model the runs below check; the refund suites set their own (local,
+# so it holds for the runs they make).
 MODEL="model/payment.pml"
 
 command -v "$SPIN" >/dev/null || { echo "model-check: $SPIN not found (Debian: apt-get install spin)" >&2; exit 1; }
@@ -55,9 +64,10 @@ start_all=$(date +%s)
 run() {
 	local name="$1" mode="$2" expect="$3"; shift 3
 	local flags=("$@")
-	local dir="$work/$name"
+	local dir="$work/$name" pml
+	pml="$(basename "$MODEL")"
 	mkdir -p "$dir"
-	cp "$MODEL" "$dir/payment.pml"
+	cp "$MODEL" "$dir/$pml"
 	runs=$((runs + 1))
 
 	# A run that expects a counterexample searches little: compiling pan.c
@@ -74,7 +84,7 @@ run() {
 
 	local t0 t1 rc=0
 	t0=$(date +%s.%N)
-	if ! (cd "$dir" && "$SPIN" -a "${flags[@]}" payment.pml >spin.log 2>&1); then
+	if ! (cd "$dir" && "$SPIN" -a "${flags[@]}" "$pml" >spin.log 2>&1); then
 		echo "FAIL $name: spin -a ${flags[*]} failed:"; sed 's/^/    /' "$dir/spin.log"
 		failures=$((failures + 1)); return
 	fi
@@ -107,8 +117,8 @@ run() {
 		elif [ "$errors" != 0 ]; then
 			echo "FAIL $name: $errors violation(s) ($figures) [${flags[*]}]"
 			grep -m1 -E "assertion violated|invalid end state|acceptance cycle|non-progress" "$out" | sed 's/^/    /' || true
-			(cd "$dir" && "$SPIN" -t "${flags[@]}" payment.pml 2>&1) | narrate | shorten | sed 's/^/    /'
-			echo "    reproduce: cd model && $SPIN -a ${flags[*]} payment.pml && $CC ${cflags[*]} -o pan pan.c && ./pan ${panflags[*]} && $SPIN -t ${flags[*]} payment.pml"
+			(cd "$dir" && "$SPIN" -t "${flags[@]}" "$pml" 2>&1) | narrate | shorten | sed 's/^/    /'
+			echo "    reproduce: cd model && $SPIN -a ${flags[*]} $pml && $CC ${cflags[*]} -o pan pan.c && ./pan ${panflags[*]} && $SPIN -t ${flags[*]} $pml"
 			failures=$((failures + 1))
 		else
 			echo "ok   $name: $figures [${flags[*]}]"
@@ -125,7 +135,7 @@ run() {
 	# The whole narration is searched (a liveness trail can be long before
 	# its cycle starts); 40 lines of it are printed.
 	local whole story
-	whole="$(cd "$dir" && "$SPIN" -t "${flags[@]}" payment.pml 2>&1 | narrate)"
+	whole="$(cd "$dir" && "$SPIN" -t "${flags[@]}" "$pml" 2>&1 | narrate)"
 	story="$(shorten <<<"$whole")"
 	if grep -qE "$want" <<<"$whole"; then
 		echo "ok   $name: counterexample as expected ($figures) [${flags[*]}]"
@@ -252,10 +262,96 @@ suite_deep() {
 	run deep-unreachable-15    safety pass -DSCEN=1 -DWITNESS=15
 }
 
-[ $# -gt 0 ] || { sed -n '2,23p' "$0"; exit 2; }
+# The refund's model (model/refund.pml; docs/model.md, "Refunds"). One
+# payment charged 2; scenarios: 1 two refunds (K0, X0, 1) and (K1, X1, 2)
+# that fit alone and together exceed the charge; 2 one refund (X0, 1) under
+# two keys; 3 one key, the same refund request twice. The completer runs in
+# every scenario. Defaults as for the charge: MAXFAULTS=2, MAXATT=2, each
+# fault kind at most once, one TTL purge.
+suite_refund-checks() {
+	local MODEL=model/refund.pml
+	run refund-safety-over   safety pass -DSCEN=1
+	# scenarios 2 and 3 are about concurrency, not retries: one attempt per
+	# client (the completer still retries each key); two in make model-deep
+	run refund-safety-keys   safety pass -DSCEN=2 -DMAXATT=1
+	run refund-safety-dup    safety pass -DSCEN=3 -DMAXATT=1
+	run refund-live-over     live   pass -DSCEN=1 -DMAXFAULTS=1
+}
+
+suite_refund-witnesses() {
+	local MODEL=model/refund.pml
+	run refund-witness-01-takeover-resumes      safety "violation:WITNESS 1 reached"  -DSCEN=1 -DWITNESS=1
+	run refund-witness-02-completer-records     safety "violation:WITNESS 2 reached"  -DSCEN=1 -DWITNESS=2
+	run refund-witness-03-late-record-fenced    safety "violation:WITNESS 3 reached"  -DSCEN=1 -DWITNESS=3
+	run refund-witness-04-release-gives-back    safety "violation:WITNESS 4 reached"  -DSCEN=1 -DWITNESS=4
+	run refund-witness-05-unknown-keeps-reserved safety "violation:WITNESS 5 reached" -DSCEN=1 -DWITNESS=5
+	run refund-witness-06-replay                safety "violation:WITNESS 6 reached"  -DSCEN=1 -DWITNESS=6
+	run refund-witness-07-exceeds-payment       safety "violation:WITNESS 7 reached"  -DSCEN=1 -DWITNESS=7
+	run refund-witness-08-decline-makes-room    safety "violation:WITNESS 8 reached"  -DSCEN=1 -DWITNESS=8
+	run refund-witness-09-second-layer-200      safety "violation:WITNESS 9 reached"  -DSCEN=2 -DWITNESS=9
+	run refund-witness-10-second-layer-pending  safety "violation:WITNESS 10 reached" -DSCEN=2 -DWITNESS=10
+	run refund-witness-11-refused-fresh-failed  safety "violation:WITNESS 11 reached" -DSCEN=1 -DWITNESS=11
+	run refund-witness-12-lookup-settles        safety "violation:WITNESS 12 reached" -DSCEN=1 -DWITNESS=12
+}
+
+suite_refund-checkthenact() {
+	local MODEL=model/refund.pml
+	run refund-mutant-checkthenact bfs "violation:VIOLATED P9" -DSCEN=1 -DCHECKTHENACT
+}
+suite_refund-newkey() {
+	local MODEL=model/refund.pml
+	run refund-mutant-newkey       bfs "violation:VIOLATED P10" -DSCEN=1 -DNEWKEY -DMAXCRASH=0 -DMAXSLOW=0 -DMAXDNC=0 \
+		-DMAXREFUSE=0 -DMAXDBFAIL=0
+}
+suite_refund-nofence() {
+	local MODEL=model/refund.pml
+	run refund-mutant-nofence      bfs "violation:VIOLATED P12" -DSCEN=1 -DNOFENCE
+	run refund-mutant-nofence-lost bfs "violation:VIOLATED P11" -DSCEN=1 -DNOFENCE -DSKIP_P12 -DMAXATT=1 -DMAXCRASH=0 \
+		-DMAXLOST=0 -DMAXREFUSE=0 -DMAXDBFAIL=0
+}
+suite_refund-nocommand() {
+	local MODEL=model/refund.pml
+	run refund-mutant-nocommand    bfs "violation:VIOLATED P11" -DSCEN=1 -DNOCOMMAND -DMAXATT=1 -DMAXCRASH=0 -DMAXLOST=0 \
+		-DMAXDNC=0 -DMAXREFUSE=0 -DMAXDBFAIL=0
+}
+suite_refund-delunknown() {
+	local MODEL=model/refund.pml
+	run refund-mutant-delunknown       bfs "violation:VIOLATED P12" -DSCEN=1 -DDELUNKNOWN
+	run refund-mutant-delunknown-lost  bfs "violation:VIOLATED P11" -DSCEN=1 -DDELUNKNOWN -DSKIP_P12 -DMAXATT=1 \
+		-DMAXCRASH=0 -DMAXSLOW=0 -DMAXDNC=0 -DMAXREFUSE=0 -DMAXDBFAIL=0
+}
+suite_refund-nolease() {
+	local MODEL=model/refund.pml
+	run refund-mutant-nolease      live "violation:START OF CYCLE" -DSCEN=1 -DNOLEASE -DMAXFAULTS=1
+}
+suite_refund-mutants() {
+	suite_refund-checkthenact; suite_refund-newkey; suite_refund-nofence; suite_refund-nocommand
+	suite_refund-delunknown; suite_refund-nolease
+}
+
+# Larger bounds for the refund's model. Witnesses 15, 16 and 17 (the
+# completer deleting a refund's record that has no refund; a takeover that
+# finds its refund final; the provider refusing a refund beyond the charge)
+# are expected to be unreachable: their runs pass.
+suite_refund-deep() {
+	local MODEL=model/refund.pml
+	run refund-deep-safety-over  safety pass -DSCEN=1 -DMAXFAULTS=3
+	run refund-deep-safety-keys  safety pass -DSCEN=2 -DMAXFAULTS=3
+	run refund-deep-safety-dup   safety pass -DSCEN=3 -DMAXFAULTS=3
+	run refund-deep-live-keys    live   pass -DSCEN=2 -DMAXFAULTS=2
+	run refund-deep-live-dup     live   pass -DSCEN=3 -DMAXFAULTS=1
+	run refund-deep-live-over    live   pass -DSCEN=1 -DMAXFAULTS=2
+	run refund-deep-unreachable-15 safety pass -DSCEN=1 -DWITNESS=15
+	run refund-deep-unreachable-16 safety pass -DSCEN=1 -DWITNESS=16
+	run refund-deep-unreachable-17 safety pass -DSCEN=1 -DWITNESS=17
+}
+
+[ $# -gt 0 ] || { sed -n '2,31p' "$0"; exit 2; }
 for suite in "$@"; do
 	case "$suite" in
 	checks|witnesses|mutants|deep|nofence|findsave|delunknown|noorderidx|nolease|nolookup|busyasnone|nosettle|refuseonce) echo "== $suite"; "suite_$suite" ;;
+	refund-checks|refund-witnesses|refund-mutants|refund-deep|refund-checkthenact|refund-newkey|refund-nofence|refund-nocommand|refund-delunknown|refund-nolease)
+		echo "== $suite"; "suite_$suite" ;;
 	*) echo "model-check: unknown suite $suite" >&2; exit 2 ;;
 	esac
 done

@@ -1,0 +1,909 @@
+/*
+ * payment-service: the idempotency protocol of POST /payments/{id}/refunds,
+ * as a Promela model for spin. docs/model.md ("Refunds") explains the model,
+ * its bounds, the properties P9 to P13, the mutants, and maps each step to
+ * the Go function and SQL statement that implement it.
+ *
+ * A second model beside model/payment.pml, not a part of it: a refund runs
+ * on the same core (claim, provider call outside any transaction, fenced
+ * record; takeover, release, early lock release, lookup, completer), but
+ * what it reserves and what can go wrong with money differ (a refund total
+ * against one charge instead of one payment per order), and the charge's
+ * checks stay as cheap and as readable as they were.
+ *
+ * What is modelled: one payment, SUCCEEDED at the provider for CHARGE; the
+ * refund command (claim, takeover, resume, the reservation against the
+ * payment's refund total with the second layer on the external refund id,
+ * the provider call, record; for a call that brought no decision: release,
+ * FAILED, the lookup by key, early lock release), the completer of abandoned
+ * refunds, the TTL purge, a provider that is idempotent by its own key
+ * (derived from the external refund id), whose answers can be lost, that
+ * may refuse requests for good before it looks at their key, that refuses a
+ * refund beyond what is left of the charge (and records nothing under its
+ * key), and that answers a lookup by key truthfully; replicas that crash at
+ * any step, and locks that expire while their owner is slow or after it has
+ * gone.
+ *
+ * A database transaction (or one statement) is one atomic step (d_step): it
+ * commits as a whole or, on a crash or a rollback, leaves no trace. A crash
+ * between two steps keeps what was committed and loses the process's local
+ * state.
+ *
+ * Build flags (spin -D...):
+ *   SCEN=1..3      which requests run concurrently (see "Scenarios")
+ *   MAXFAULTS=n    how many faults one run may contain (see "Fault budget")
+ *   MAXATT=n       attempts per client without LIVENESS
+ *   LIVENESS       clients retry until they get a final answer; the LTL
+ *                  formula 'live' is checked with weak fairness (pan -a -f)
+ *   WITNESS=n      stop at reachable event n (proves a check is not vacuous)
+ *   SKIP_Pn        switch property Pn off (to show what a mutant breaks next)
+ * Mutants (each must produce a counterexample):
+ *   CHECKTHENACT   the reservation is check-then-act: the refund total is
+ *                  read in one statement (the guide's SELECT sum), the refund
+ *                  inserted in a later one, with no refund_reserved column
+ *                  and no CHECK; breaks P9
+ *   NEWKEY         the provider key is made per attempt (a resumed attempt
+ *                  sends a new one) instead of from the external refund id;
+ *                  breaks P10
+ *   NOFENCE        fenced writes do not compare lock_token, only the key and
+ *                  status = 'IN_PROGRESS'; breaks P12, then P11
+ *   NOCOMMAND      issue 20's hazard: the completer reads every record as a
+ *                  charge's, so a refund's record (payment_id NULL) is
+ *                  "nothing reserved" and is released; breaks P11
+ *   DELUNKNOWN     an unknown outcome is taken as "not refunded": the key is
+ *                  released and the PENDING refund deleted, its amount given
+ *                  back; breaks P12 (and P11)
+ *   NOLEASE        a claim has no lease: its lock never expires by itself
+ *                  (only the early release gives it back); breaks P13
+ */
+
+/* ------------------------------------------------------------ scenarios */
+
+#ifndef SCEN
+#define SCEN 1
+#endif
+
+/* The payment: SUCCEEDED at the provider, CHARGE charged. */
+#define CHARGE 2
+
+/* Client i (1..NCLI) sends the refund command (key CMD_K, external refund
+ * CMD_X, amount CMD_A) for the payment. The command hash is (X, amount). */
+#if SCEN == 1
+/* two refunds under two keys that fit alone and together exceed the charge */
+#define NCLI 2
+#define CMD_K(i) ((i) - 1)
+#define CMD_X(i) ((i) - 1)
+#define CMD_A(i) (i)
+#elif SCEN == 2
+/* one refund under two keys: the second layer on the external refund id */
+#define NCLI 2
+#define CMD_K(i) ((i) - 1)
+#define CMD_X(i) 0
+#define CMD_A(i) 1
+#elif SCEN == 3
+/* one key: the same refund request twice */
+#define NCLI 2
+#define CMD_K(i) 0
+#define CMD_X(i) 0
+#define CMD_A(i) 1
+#else
+#error "SCEN must be 1, 2 or 3"
+#endif
+
+#define TOK_COMPLETER (NCLI + 1)   /* lock token of the completer's attempts */
+#define NTOK (NCLI + 2)            /* tokens 1..NCLI+1; 0 = NULL */
+#define NKEY 2                     /* idempotency keys K0, K1 of one API client */
+#define NX 2                       /* external refunds X0, X1 (one provider) */
+#define HASH(x, a) ((x) * 3 + (a))
+
+/* The provider key of refund x: refund:provider:X, one per external refund
+ * (domain.Refund.ProviderIdempotencyKey). The mutant NEWKEY makes a new one
+ * for a resumed attempt. */
+#ifndef NEWKEY
+#define NPK NX
+#define PK(x) (x)
+#else
+#define NPK (2 * NX)
+#define PK(x) ((x) + (resumed -> NX : 0))
+#endif
+#define XOF(pk) ((pk) % NX)
+
+/* --------------------------------------------------------- fault budget */
+
+/* Each kind of fault may happen at most its own number of times, and all
+ * kinds together at most MAXFAULTS times, in one run. */
+#ifndef MAXFAULTS
+#define MAXFAULTS 2
+#endif
+#ifndef MAXCRASH
+#define MAXCRASH 1     /* replica crashes (each kills every attempt on it) */
+#endif
+#ifndef MAXSLOW
+#define MAXSLOW 1      /* locks that expire while their owner still works */
+#endif
+#ifndef MAXLOST
+#define MAXLOST 1      /* provider answers lost after the provider decided */
+#endif
+#ifndef MAXDNC
+#define MAXDNC 1       /* provider calls refused, not refunded for now */
+#endif
+#ifndef MAXREFUSE
+#define MAXREFUSE 1    /* external refunds the provider refuses for good */
+#endif
+#ifndef MAXDBFAIL
+#define MAXDBFAIL 1    /* phase-3 statements that fail (database down) */
+#endif
+#ifndef MAXPURGE
+#define MAXPURGE 1     /* TTL purges (not a fault; each deletes one record) */
+#endif
+#ifndef MAXATT
+#define MAXATT 2       /* attempts per client, without LIVENESS */
+#endif
+#define MAY(cnt, max) ((cnt) < (max) && faults < MAXFAULTS)
+#define FAULT(cnt) cnt++; faults++
+
+/* ------------------------------------------------------------ constants */
+
+/* idempotency_record.status; NONE = no row */
+#define NONE       0
+#define INPROG     1
+#define COMPLETED  2
+/* refund.status; NONE = no row */
+#define PENDING    1
+#define SUCCEEDED  2
+#define DECLINED   3
+#define FAILED     4   /* refused for good, nothing under its key: final */
+#define COUNTS(x)  (ref[x].st == PENDING || ref[x].st == SUCCEEDED)
+/* the provider's ledger, per provider key */
+#define P_NONE     0
+#define P_RUNNING  1   /* accepted, being processed */
+#define P_REFUNDED 2
+#define P_DECLINED 3
+#define P_REFUSED  4   /* refused beyond the charge: nothing recorded under the
+                        * key (a lookup finds none); the waiting caller is
+                        * told "refused" */
+#define PNONE(pk)  (prov[pk] == P_NONE || prov[pk] == P_REFUSED)
+/* the provider port's answer */
+#define R_WAIT     0
+#define R_APPROVED 1
+#define R_DECLINED 2
+#define R_DNC      3   /* refused, not refunded for now (ErrProviderNotCharged) */
+#define R_UNKNOWN  4
+#define R_REFUSED  5   /* refused for good, not refunded (ErrProviderRefused) */
+#define R_FAIL     6   /* settled: record the refund FAILED */
+/* answers to the client: final ones ... */
+#define A_NONE     0
+#define A_201      1   /* refunded */
+#define A_200      2   /* the external refund is already recorded as this refund */
+#define A_422D     3   /* refund-declined */
+#define A_422F     4   /* refund-failed: refused for good, nothing refunded */
+#define A_409X     5   /* external-refund-conflict */
+#define A_409K     6   /* idempotency-key-reused (final for this command, not stored) */
+#define A_409E     7   /* refund-exceeds-payment (not stored) */
+/* ... retryable ones ... */
+#define A_409P     8   /* request-in-progress */
+#define A_503N     9   /* provider unavailable, nothing was refunded */
+#define A_503U     10  /* outcome unknown */
+#define A_CRASH    11  /* the connection dropped: the replica crashed */
+/* ... and one that must never be given */
+#define A_500      12
+#define FINAL(x)   ((x) >= A_201 && (x) <= A_409E)
+
+/* ---------------------------------------------------------------- state */
+
+typedef Rec {
+	byte st;       /* NONE, INPROG, COMPLETED */
+	byte hash;     /* command_hash */
+	byte tok;      /* lock_token; 0 = NULL */
+	bit  exp;      /* locked_until < now */
+	byte rid;      /* refund_id: X + 1; 0 = NULL (the recovery point) */
+	byte resp      /* response: an A_ code */
+};
+typedef Ref {
+	byte st;       /* NONE, PENDING, SUCCEEDED, DECLINED, FAILED */
+	byte amt
+};
+
+Rec  rec[NKEY];    /* idempotency_record, primary key (client_id, key) */
+Ref  ref[NX];      /* refund, one row per UNIQUE (provider, external_refund_id) */
+byte reserved;     /* payment.refund_reserved: the PENDING and SUCCEEDED total */
+byte ev[NX];       /* outbox events written per refund */
+byte prov[NPK];    /* provider ledger, per provider key */
+byte pamt[NPK];    /* the amount the provider refunded (or was asked for) */
+bool refusing[NX]; /* the provider refuses every request for X, for good */
+
+bool kill[NTOK];   /* this attempt dies with its replica at its next step */
+byte crashes, slow, lost, dnc, refusals, dbfail, purges, faults;
+
+/* ghosts: not in the system, only for the properties and the environment */
+byte refunded;           /* the provider's refunded total of the charge */
+byte nrefunds[NX];       /* refunds the provider made per external refund */
+byte holder[NKEY];       /* the attempt that made the key's latest claim */
+bool owner_alive[NKEY];  /* ... and it is still running */
+bool alive[NTOK];        /* the attempt with this token is running */
+byte clients_done;       /* clients that stopped */
+byte nfinal;             /* clients that got a final answer */
+bool completer_done;
+
+/* ----------------------------------------------------------- properties */
+
+/* A violated property prints its name (seen when the trail is replayed with
+ * spin -t) before the assertion fails. */
+#define PROP(msg, cond) \
+	if \
+	:: !(cond) -> printf(msg); assert(cond) \
+	:: else -> skip \
+	fi
+
+#define LIVE_TOTAL ((COUNTS(0) -> ref[0].amt : 0) + (COUNTS(1) -> ref[1].amt : 0))
+
+/* P9: no refund beyond the charge. The provider's refunded total never
+ * exceeds CHARGE; the service's refunds that are not declined (PENDING and
+ * SUCCEEDED) never add up to more than CHARGE, and refund_reserved is their
+ * total. */
+#ifndef SKIP_P9
+#define P9(cond) PROP("VIOLATED P9 no refund beyond the charge\n", cond)
+#else
+#define P9(cond) skip
+#endif
+#define SERVICE_TOTAL_OK P9(LIVE_TOTAL <= CHARGE && reserved == LIVE_TOTAL)
+/* P10: no refund made twice: the provider makes at most one refund per
+ * external refund, whatever keys and attempts asked for it. */
+#ifndef SKIP_P10
+#define P10(cond) PROP("VIOLATED P10 no refund made twice\n", cond)
+#else
+#define P10(cond) skip
+#endif
+/* P11: no refund lost: once the system is quiet, every refund the provider
+ * made is a SUCCEEDED refund with its amount and one event; every decline a
+ * DECLINED refund with one event; every SUCCEEDED refund was made; every
+ * FAILED refund has one event and nothing at the provider; nothing is left
+ * PENDING or IN_PROGRESS. */
+#ifndef SKIP_P11
+#define P11(cond) PROP("VIOLATED P11 no refund lost once quiet\n", cond)
+#else
+#define P11(cond) skip
+#endif
+/* P12: every answer is true when it is given: 201/200 = the provider
+ * refunded this external refund with this amount; 422 refund-declined = it
+ * declined it; 422 refund-failed and 503 "nothing was refunded" = it holds
+ * no refund for it and is not processing a request for it; 409
+ * refund-exceeds-payment = the refunds that count leave less than the
+ * amount. And no answer is a 500. */
+#ifndef SKIP_P12
+#define P12(cond) PROP("VIOLATED P12 every answer is true\n", cond)
+#else
+#define P12(cond) skip
+#endif
+/* P13 is the LTL formula at the end: every client that retries gets a final
+ * answer. No attempt hangs (spin's invalid end states). */
+
+/* What the provider holds for external refund x, under any of its keys. */
+#ifndef NEWKEY
+#define X_IS(x, s) (prov[x] == (s))
+#define X_REFUNDED_AS(x, a) (prov[x] == P_REFUNDED && pamt[x] == (a))
+#else
+#define X_IS(x, s) (prov[x] == (s) || prov[(x) + NX] == (s))
+#define X_REFUNDED_AS(x, a) ((prov[x] == P_REFUNDED && pamt[x] == (a)) || \
+	(prov[(x) + NX] == P_REFUNDED && pamt[(x) + NX] == (a)))
+#endif
+#define REFUNDED_AS(x, a) P12(X_REFUNDED_AS(x, a))
+#define NOTHING_REFUNDED(x) P12(!X_IS(x, P_REFUNDED) && !X_IS(x, P_RUNNING))
+#define RESP_TRUE(r, x, a) \
+	if \
+	:: (r) == A_201 || (r) == A_200 -> REFUNDED_AS(x, a) \
+	:: (r) == A_422D -> P12(X_IS(x, P_DECLINED)) \
+	:: (r) == A_422F -> NOTHING_REFUNDED(x) \
+	:: else -> skip \
+	fi
+
+/* Reachability witnesses: with -DWITNESS=n the run stops with an error the
+ * first time event n happens; scripts/model-check.sh expects it to. */
+#ifdef WITNESS
+#define SEEN(n) \
+	if \
+	:: WITNESS == (n) -> printf("WITNESS %d reached\n", n); assert(WITNESS != (n)) \
+	:: else -> skip \
+	fi
+#else
+#define SEEN(n) skip
+#endif
+
+/* --------------------------------------------------- database statements */
+
+/* The fence of every write after the claim: WHERE lock_token = mine AND
+ * status = 'IN_PROGRESS'. */
+#ifndef NOFENCE
+#define OWNED(k, me) (rec[k].st == INPROG && rec[k].tok == (me))
+#else
+#define OWNED(k, me) (rec[k].st == INPROG)
+#endif
+
+/* refund_target's fits, on the payment row locked first: the refund total
+ * after this refund stays within the amount. The mutant decided it in an
+ * earlier statement. */
+#ifndef CHECKTHENACT
+#define FITS(a) (reserved + (a) <= CHARGE)
+#else
+#define FITS(a) s_fits
+#endif
+
+/* The claim's write: the INSERT, or the DO UPDATE of a takeover. */
+#define CLAIM_WRITE(k, me, h, r) \
+	rec[k].st = INPROG; rec[k].hash = h; rec[k].tok = me; rec[k].exp = 0; \
+	rec[k].rid = r; rec[k].resp = A_NONE; holder[k] = me; owner_alive[k] = 1
+
+/* Complete: the outcome is stored, the lock columns go NULL. */
+#define COMPLETE_WRITE(k, r) \
+	rec[k].st = COMPLETED; rec[k].resp = r; rec[k].tok = 0; rec[k].exp = 0
+
+#define DELETE_RECORD(k) \
+	rec[k].st = NONE; rec[k].hash = 0; rec[k].tok = 0; rec[k].exp = 0; \
+	rec[k].rid = 0; rec[k].resp = 0
+
+/* ------------------------------------------------------- RefundPayment */
+
+/*
+ * RefundPayment.Handle for the command (k, x, a), made by the attempt whose
+ * lock token is me. Leaves the answer in ans. Uses the caller's locals
+ * declared by REFUND_LOCALS.
+ */
+inline refund(k, x, a, me)
+{
+#ifdef CHECKTHENACT
+	/* check: the refund total as a plain SELECT sum, no lock */
+	d_step {
+		s_fits = (LIVE_TOTAL + a <= CHARGE);
+		printf("T%d K%d: check sees refunds of %d, X%d fits: %d\n", me, k, LIVE_TOTAL, x, s_fits)
+	};
+#endif
+	/* Phase 1: one statement (claimAndReserveRefundSQL), or its
+	 * transaction for the rare answers. */
+	d_step {
+		/* the claim */
+		if
+		:: rec[k].st == NONE ->
+			claimed = 1; trid = 0
+		:: rec[k].st == INPROG && rec[k].exp && rec[k].hash == HASH(x, a) ->
+			claimed = 1; trid = rec[k].rid
+		:: else ->
+			claimed = 0; rst = rec[k].st; rhash = rec[k].hash; rresp = rec[k].resp
+		fi;
+		if
+		:: !claimed ->
+			/* not claimed: answer from the existing record */
+			if
+			:: rhash != HASH(x, a) ->
+				ans = A_409K;
+				printf("T%d K%d: not claimed, another command: 409 key-reused\n", me, k)
+			:: rhash == HASH(x, a) && rst == COMPLETED ->
+				ans = rresp; RESP_TRUE(rresp, x, a); SEEN(6);
+				printf("T%d K%d: not claimed, COMPLETED: replays answer %d\n", me, k, rresp)
+			:: else ->
+				ans = A_409P;
+				printf("T%d K%d: not claimed, IN_PROGRESS: 409 in-progress\n", me, k)
+			fi
+		:: claimed && trid != 0 ->
+			/* a takeover with a recovery point */
+			assert(trid == x + 1);       /* the hash names the refund */
+			if
+			:: ref[x].st == NONE ->
+				/* FOREIGN KEY refund_id rejects nothing here (the row is
+				 * gone only with its record), but the statement finds no
+				 * refund to go on with */
+				ans = A_500;
+				printf("T%d K%d: claim names deleted refund X%d: 500\n", me, k, x)
+			:: ref[x].st == PENDING ->
+				CLAIM_WRITE(k, me, HASH(x, a), trid);
+				go = 1; resumed = 1; SEEN(1);
+				printf("T%d K%d: takes the expired claim over, resumes PENDING X%d\n", me, k, x)
+			:: ref[x].st == SUCCEEDED ->
+				/* repair path: record what the refund says, no event */
+				CLAIM_WRITE(k, me, HASH(x, a), trid);
+				COMPLETE_WRITE(k, A_201); ans = A_201; REFUNDED_AS(x, a); SEEN(16);
+				printf("T%d K%d: takeover finds X%d SUCCEEDED: completes 201\n", me, k, x)
+			:: ref[x].st == DECLINED ->
+				CLAIM_WRITE(k, me, HASH(x, a), trid);
+				COMPLETE_WRITE(k, A_422D); ans = A_422D; P12(X_IS(x, P_DECLINED)); SEEN(16);
+				printf("T%d K%d: takeover finds X%d DECLINED: completes 422\n", me, k, x)
+			:: ref[x].st == FAILED ->
+				CLAIM_WRITE(k, me, HASH(x, a), trid);
+				COMPLETE_WRITE(k, A_422F); ans = A_422F; NOTHING_REFUNDED(x); SEEN(16);
+				printf("T%d K%d: takeover finds X%d FAILED: completes 422 refund-failed\n", me, k, x)
+			fi
+		:: claimed && trid == 0 ->
+			/* the reservation: the payment locked, then the refund row
+			 * inserted ON CONFLICT DO NOTHING if it fits, its amount added
+			 * to refund_reserved; or the row in the way */
+			if
+			:: ref[x].st == NONE && FITS(a) ->
+				CLAIM_WRITE(k, me, HASH(x, a), x + 1);   /* with the recovery point */
+				ref[x].st = PENDING; ref[x].amt = a; reserved = reserved + a;
+				go = 1;
+				if
+				:: ref[1 - x].st == DECLINED || ref[1 - x].st == FAILED ->
+					if
+					:: ref[1 - x].amt + a > CHARGE -> SEEN(8)   /* room a decline gave back */
+					:: else -> skip
+					fi
+				:: else -> skip
+				fi;
+				printf("T%d K%d: claims, reserves X%d PENDING amount %d (refunds now %d of %d)\n", me, k, x, a, reserved, CHARGE);
+				SERVICE_TOTAL_OK
+			:: ref[x].st == NONE && !FITS(a) ->
+				ans = A_409E;                            /* roll back, not stored */
+				P12(reserved + a > CHARGE); SEEN(7);
+				printf("T%d K%d: X%d amount %d does not fit (refunds %d of %d): rolls back, 409 refund-exceeds-payment\n", me, k, x, a, reserved, CHARGE)
+			:: ref[x].st != NONE && ref[x].amt != a ->
+				/* second layer: X is another refund */
+				CLAIM_WRITE(k, me, HASH(x, a), 0); COMPLETE_WRITE(k, A_409X); ans = A_409X;
+				printf("T%d K%d: X%d is another refund: completes 409 external-refund-conflict\n", me, k, x)
+			:: ref[x].st == PENDING && ref[x].amt == a ->
+				ans = A_409P;                            /* roll back */
+				SEEN(10);
+				printf("T%d K%d: X%d PENDING under another key: rolls back, 409 in-progress\n", me, k, x)
+			:: ref[x].st == SUCCEEDED && ref[x].amt == a ->
+				CLAIM_WRITE(k, me, HASH(x, a), 0); COMPLETE_WRITE(k, A_200); ans = A_200;
+				REFUNDED_AS(x, a); SEEN(9);
+				printf("T%d K%d: X%d SUCCEEDED, same refund: completes 200\n", me, k, x)
+			:: ref[x].st == DECLINED && ref[x].amt == a ->
+				CLAIM_WRITE(k, me, HASH(x, a), 0); COMPLETE_WRITE(k, A_422D); ans = A_422D;
+				P12(X_IS(x, P_DECLINED));
+				printf("T%d K%d: X%d DECLINED, same refund: completes 422 refund-declined\n", me, k, x)
+			:: ref[x].st == FAILED && ref[x].amt == a ->
+				CLAIM_WRITE(k, me, HASH(x, a), 0); COMPLETE_WRITE(k, A_422F); ans = A_422F;
+				NOTHING_REFUNDED(x);
+				printf("T%d K%d: X%d FAILED, same refund: completes 422 refund-failed\n", me, k, x)
+			fi
+		fi
+	};
+	if
+	:: go ->
+		/* Phase 2: the provider, with the refund's provider key, outside
+		 * any transaction. A refusal for good comes before the provider
+		 * looks at the key: it answers this request only, whatever the key
+		 * holds. */
+		pk = PK(x);
+		atomic {
+			if
+			:: refusing[x] ->
+				reply = R_REFUSED;
+				printf("T%d -> provider X%d: refused for good\n", me, x)
+			:: !refusing[x] && MAY(refusals, MAXREFUSE) ->
+				FAULT(refusals); refusing[x] = 1; reply = R_REFUSED;
+				printf("T%d -> provider X%d: refused for good (and every request for X%d from now on)\n", me, x, x)
+			:: !refusing[x] && MAY(dnc, MAXDNC) ->
+				FAULT(dnc); reply = R_DNC;   /* refused for now, or never sent */
+				printf("T%d -> provider X%d: not refunded, for now\n", me, x)
+			:: !refusing[x] && prov[pk] == P_RUNNING ->
+				reply = R_UNKNOWN;           /* "a request with this key is in progress" */
+				printf("T%d -> provider X%d key %d: refused, in progress (unknown)\n", me, x, pk)
+			:: !refusing[x] && PNONE(pk) ->
+				prov[pk] = P_RUNNING; pamt[pk] = a; reply = R_WAIT;
+				printf("T%d -> provider X%d key %d amount %d: accepted\n", me, x, pk, a)
+			:: !refusing[x] && prov[pk] == P_REFUNDED ->
+				reply = R_APPROVED;          /* the stored answer: nothing new refunded */
+				printf("T%d -> provider X%d key %d: stored answer, refunded\n", me, x, pk)
+			:: !refusing[x] && prov[pk] == P_DECLINED ->
+				reply = R_DECLINED;
+				printf("T%d -> provider X%d key %d: stored answer, declined\n", me, x, pk)
+			fi
+		};
+		atomic {
+			(reply != R_WAIT || prov[pk] != P_RUNNING);
+			if
+			:: reply == R_WAIT && prov[pk] == P_REFUNDED -> reply = R_APPROVED
+			:: reply == R_WAIT && prov[pk] == P_DECLINED -> reply = R_DECLINED
+			:: reply == R_WAIT && PNONE(pk) -> reply = R_REFUSED   /* beyond the charge */
+			:: else -> skip
+			fi;
+			/* the answer can be lost on its way back */
+			if
+			:: (reply == R_APPROVED || reply == R_DECLINED) && MAY(lost, MAXLOST) ->
+				FAULT(lost); reply = R_UNKNOWN;
+				printf("T%d <- provider X%d: the answer is lost (unknown)\n", me, x)
+			:: true -> skip
+			fi;
+			/* settleFailedCall: a refusal of a refund this attempt reserved
+			 * is the whole truth; a resumed refund's refusal is settled by
+			 * the provider's record under the key, looked up now */
+			if
+			:: reply == R_REFUSED && !resumed ->
+				reply = R_FAIL; SEEN(11)
+			:: (reply == R_REFUSED || reply == R_DNC) && resumed ->
+				if
+				:: MAY(lost, MAXLOST) ->
+					FAULT(lost); reply = R_UNKNOWN;
+					printf("T%d <- provider X%d: the lookup's answer is lost (unknown)\n", me, x)
+				:: prov[pk] == P_REFUNDED ->
+					reply = R_APPROVED; SEEN(12);
+					printf("T%d <- provider X%d: looked up: refunded\n", me, x)
+				:: prov[pk] == P_DECLINED ->
+					reply = R_DECLINED; SEEN(12);
+					printf("T%d <- provider X%d: looked up: declined\n", me, x)
+				:: prov[pk] == P_RUNNING ->
+					reply = R_UNKNOWN;
+					printf("T%d <- provider X%d: looked up: being processed (unknown)\n", me, x)
+				:: PNONE(pk) ->
+					if
+					:: reply == R_REFUSED -> reply = R_FAIL
+					:: else -> reply = R_UNKNOWN
+					fi;
+					printf("T%d <- provider X%d: looked up: no refund\n", me, x)
+				fi
+			:: else -> skip
+			fi
+		};
+		if
+		:: reply == R_APPROVED || reply == R_DECLINED || reply == R_FAIL ->
+			/* Phase 3: one statement, or one that fails and changes nothing */
+			if
+			:: atomic {
+				MAY(dbfail, MAXDBFAIL) -> FAULT(dbfail); ans = A_503U;
+				printf("T%d K%d: phase 3 fails (database down): 503 outcome-unknown\n", me, k)
+			   }
+			:: d_step {
+				if
+				:: OWNED(k, me) && ref[x].st == PENDING ->
+					if
+					:: reply == R_APPROVED ->
+						ref[x].st = SUCCEEDED; COMPLETE_WRITE(k, A_201); ans = A_201;
+						REFUNDED_AS(x, ref[x].amt)
+					:: reply == R_DECLINED ->
+						ref[x].st = DECLINED; COMPLETE_WRITE(k, A_422D); ans = A_422D;
+						reserved = reserved - ref[x].amt;        /* given back */
+						P12(X_IS(x, P_DECLINED))
+					:: reply == R_FAIL ->
+						ref[x].st = FAILED; COMPLETE_WRITE(k, A_422F); ans = A_422F;
+						reserved = reserved - ref[x].amt;        /* given back */
+						NOTHING_REFUNDED(x)
+					fi;
+					ev[x]++;
+					assert(ev[x] == 1);
+					SERVICE_TOTAL_OK;
+					if
+					:: me == TOK_COMPLETER -> SEEN(2)
+					:: else -> skip
+					fi;
+					printf("T%d K%d: phase 3 records X%d, completes %d, writes the event (refunds now %d of %d)\n", me, k, x, ans, reserved, CHARGE)
+				:: OWNED(k, me) && ref[x].st != PENDING ->
+					ans = A_500;             /* the refund is not PENDING: nothing written */
+					printf("T%d K%d: phase 3 finds X%d not PENDING: 500\n", me, k, x)
+				:: else ->
+					ans = A_409P;            /* lock lost: the new owner records */
+					SEEN(3);
+					printf("T%d K%d: phase 3 fenced out (lock lost): 409 in-progress\n", me, k)
+				fi
+			   }
+			fi
+#ifndef DELUNKNOWN
+		:: reply == R_DNC && !resumed ->
+#else
+		:: else ->
+#endif
+			/* release: nothing was refunded; the key and the reservation go */
+			d_step {
+				if
+				:: OWNED(k, me) ->
+					DELETE_RECORD(k);
+					if
+					:: ref[x].st == PENDING ->
+						reserved = reserved - ref[x].amt; ref[x].st = NONE; ref[x].amt = 0
+					:: else -> skip
+					fi;
+					ans = A_503N;
+					NOTHING_REFUNDED(x); SEEN(4);
+					SERVICE_TOTAL_OK;
+					printf("T%d K%d: releases the key and deletes PENDING X%d: 503 nothing refunded\n", me, k, x)
+				:: else ->
+					ans = A_409P;            /* lock lost: the new owner holds it */
+					printf("T%d K%d: release fenced out (lock lost): 409 in-progress\n", me, k)
+				fi
+			}
+#ifndef DELUNKNOWN
+		:: else ->
+			/* unknown, or a resumed refund's refusal that the lookup did not
+			 * settle: delete nothing (the amount stays reserved), give the
+			 * lock back early */
+			d_step {
+				if
+				:: OWNED(k, me) -> rec[k].exp = 1; SEEN(5)
+				:: else -> skip
+				fi;
+				ans = A_503U;
+				printf("T%d K%d: keeps the claim and X%d PENDING, releases the lock early: 503 outcome-unknown\n", me, k, x)
+			}
+#endif
+		fi
+	:: else -> skip
+	fi
+}
+
+#ifdef CHECKTHENACT
+#define REFUND_LOCALS \
+	bit claimed, resumed, go, s_fits; byte trid, rhash, rst, rresp, reply, pk
+#define RESET_CHECK s_fits = 0
+#else
+#define REFUND_LOCALS \
+	bit claimed, resumed, go; byte trid, rhash, rst, rresp, reply, pk
+#define RESET_CHECK skip
+#endif
+/* Forget an attempt's locals once it has ended, so that states that differ
+ * only in dead values are one state. */
+#define RESET_REFUND \
+	claimed = 0; resumed = 0; go = 0; trid = 0; rhash = 0; rst = 0; rresp = 0; \
+	reply = 0; pk = 0; RESET_CHECK
+
+/* ------------------------------------------------------------ processes */
+
+/* An attempt starts on some replica. Its replica may crash at any step: the
+ * attempt then ends (the unless clause), and if it made the key's latest
+ * claim, that claim's owner is gone, so its lock may expire at any time. */
+#define ATTEMPT_STARTS(me) d_step { alive[me] = 1; ans = A_CRASH }
+#define ATTEMPT_ENDS(k, me) \
+	alive[me] = 0; \
+	if \
+	:: holder[k] == (me) -> owner_alive[k] = 0 \
+	:: else -> skip \
+	fi
+
+proctype Client(byte me)
+{
+	byte k = CMD_K(me), x = CMD_X(me), a = CMD_A(me);
+	byte ans = A_NONE, att = 0;
+	REFUND_LOCALS;
+
+	do
+	:: FINAL(ans) -> nfinal++; break
+#ifndef LIVENESS
+	:: !FINAL(ans) && att == MAXATT -> break
+	:: !FINAL(ans) && att < MAXATT ->
+		att++;
+#else
+	:: !FINAL(ans) ->
+#endif
+		ATTEMPT_STARTS(me);
+		{
+			refund(k, x, a, me);
+			d_step { ATTEMPT_ENDS(k, me) }     /* the answer leaves the replica */
+		} unless {
+			atomic {
+				kill[me] -> kill[me] = 0; ATTEMPT_ENDS(k, me); ans = A_CRASH;
+				printf("T%d: dies with its replica\n", me)
+			}
+		};
+		d_step {
+			assert(ans != A_NONE);
+			P12(ans != A_500);
+			RESET_REFUND;
+			if
+			:: !FINAL(ans) -> ans = A_NONE       /* retryable: the client retries */
+			:: else -> skip
+			fi
+		}
+	od;
+	clients_done++
+}
+
+/* CompleteAbandonedCharges on the elected replica, for records named
+ * 'refund': ListAbandoned picks an IN_PROGRESS record whose lock expired;
+ * RefundPayment.Resume rebuilds the command from its refund (refund_id),
+ * or, with none, the completer releases the record (ReleaseAbandoned,
+ * which also requires refund_id IS NULL). With NOCOMMAND every record is
+ * read as a charge's: its payment_id, NULL for a refund, means "nothing
+ * reserved", and the release does not look at refund_id. It stops once the
+ * clients have stopped and no record is left IN_PROGRESS. */
+#define ABANDONED(k) (rec[k].st == INPROG && rec[k].exp)
+proctype Completer()
+{
+	byte k, x, a, crid, chash, ans;
+	REFUND_LOCALS;
+
+	do
+	:: atomic {
+		ABANDONED(0) || ABANDONED(1) ->
+		if
+		:: ABANDONED(0) -> k = 0
+		:: ABANDONED(1) -> k = 1
+		fi;
+#ifndef NOCOMMAND
+		crid = rec[k].rid;
+#else
+		crid = 0;                          /* payment_id, NULL for a refund */
+#endif
+		chash = rec[k].hash;
+		printf("T%d (completer): K%d is abandoned\n", TOK_COMPLETER, k)
+	   };
+		ATTEMPT_STARTS(TOK_COMPLETER);
+		{
+			if
+			:: crid == 0 ->
+				/* ReleaseAbandoned: the conditions are re-checked in the DELETE */
+				d_step {
+					if
+#ifndef NOCOMMAND
+					:: rec[k].st == INPROG && rec[k].exp && rec[k].rid == 0 ->
+#else
+					:: rec[k].st == INPROG && rec[k].exp ->
+#endif
+						DELETE_RECORD(k); SEEN(15);
+						printf("T%d (completer): deletes K%d (nothing reserved)\n", TOK_COMPLETER, k)
+					:: else -> skip
+					fi
+				}
+			:: crid != 0 ->
+				/* Refunds.GetRefund: rebuild the command from the refund row */
+				d_step {
+					x = crid - 1;
+					if
+					:: ref[x].st != NONE -> a = ref[x].amt
+					:: else -> a = 0              /* gone: Failed, left for the next run */
+					fi
+				};
+				if
+				:: a != 0 && HASH(x, a) == chash -> refund(k, x, a, TOK_COMPLETER)
+				:: else -> skip
+				fi
+			fi;
+			d_step { ATTEMPT_ENDS(k, TOK_COMPLETER) }
+		} unless {
+			atomic {
+				kill[TOK_COMPLETER] -> kill[TOK_COMPLETER] = 0; ATTEMPT_ENDS(k, TOK_COMPLETER);
+				printf("T%d (completer): dies with its replica\n", TOK_COMPLETER)
+			}
+		};
+		d_step {
+			P12(ans != A_500);
+			RESET_REFUND; k = 0; x = 0; a = 0; crid = 0; chash = 0; ans = 0
+		}
+	:: atomic {
+		clients_done == NCLI && rec[0].st != INPROG && rec[1].st != INPROG -> break
+	   }
+	od;
+	completer_done = 1
+}
+
+/* The provider decides each refund it accepted, whether or not the caller
+ * still waits for the answer: beyond what is left of the charge it refuses
+ * and records nothing under the key (the sandbox's decideRefund); otherwise
+ * it refunds or declines. */
+#define RUNNING_ANY (prov[0] == P_RUNNING || prov[1] == P_RUNNING || \
+	(NPK > 2 && (prov[NPK - 2] == P_RUNNING || prov[NPK - 1] == P_RUNNING)))
+active proctype Provider()
+{
+	byte pk;
+end:
+	do
+	:: atomic {
+		RUNNING_ANY ->
+		if
+		:: prov[0] == P_RUNNING -> pk = 0
+		:: prov[1] == P_RUNNING -> pk = 1
+		:: NPK > 2 && prov[NPK - 2] == P_RUNNING -> pk = NPK - 2
+		:: NPK > 2 && prov[NPK - 1] == P_RUNNING -> pk = NPK - 1
+		fi;
+		if
+		:: refunded + pamt[pk] > CHARGE ->
+			prov[pk] = P_REFUSED; SEEN(17);   /* only when the service reserved beyond the charge */
+			printf("provider: refuses X%d amount %d: the charge has %d left\n", XOF(pk), pamt[pk], CHARGE - refunded)
+		:: else ->
+			if
+			:: prov[pk] = P_REFUNDED; refunded = refunded + pamt[pk]; nrefunds[XOF(pk)]++;
+				printf("provider: REFUNDS X%d amount %d (refunded %d of %d)\n", XOF(pk), pamt[pk], refunded, CHARGE);
+				P9(refunded <= CHARGE);
+				P10(nrefunds[XOF(pk)] <= 1)
+			:: prov[pk] = P_DECLINED;
+				printf("provider: declines X%d\n", XOF(pk))
+			fi
+		fi;
+		pk = 0
+	   }
+	od
+}
+
+#define ALIVE_ANY (alive[1] || alive[2] || alive[3])
+#define KILLED_ANY (kill[1] || kill[2] || kill[3])
+#ifndef NOLEASE
+#define EXPIRABLE(k) (rec[k].st == INPROG && !rec[k].exp && (!owner_alive[k] || MAY(slow, MAXSLOW)))
+#else
+#define EXPIRABLE(k) false
+#endif
+/* The purge deletes COMPLETED records only: an IN_PROGRESS one only when
+ * named 'charge' (migration 00013), never a refund's. */
+#define PURGEABLE(k) (rec[k].st == COMPLETED)
+
+/* Time and failures: replica crashes, lock expiry, the TTL purge. */
+active proctype Environment()
+{
+	byte k, t;
+end:
+	do
+	:: atomic {
+		/* A replica crashes (and restarts): every attempt placed on it
+		 * dies. With two replicas and any placement that is any non-empty
+		 * set of the running attempts, chosen here instead of at each start. */
+		MAY(crashes, MAXCRASH) && ALIVE_ANY ->
+		FAULT(crashes);
+		t = 1;
+		do
+		:: t < NTOK ->
+			if
+			:: alive[t] -> kill[t] = 1
+			:: true -> skip
+			fi;
+			t++
+		:: t == NTOK -> break
+		od;
+		if
+		:: KILLED_ANY -> skip
+		:: else ->
+			/* the empty choice stands for the first running attempt alone */
+			t = 1;
+			do
+			:: !alive[t] -> t++
+			:: alive[t] -> kill[t] = 1; break
+			od
+		fi;
+		printf("a replica crashes\n");
+		t = 0
+	   }
+	:: atomic {
+		/* A lock expires: at any time once its owner has gone (crashed or
+		 * answered), at most MAXSLOW times while its owner still works. */
+		EXPIRABLE(0) || EXPIRABLE(1) ->
+		if
+		:: EXPIRABLE(0) -> k = 0
+		:: EXPIRABLE(1) -> k = 1
+		fi;
+		if
+		:: owner_alive[k] -> FAULT(slow);
+			printf("the lock of K%d expires while its owner T%d still works\n", k, rec[k].tok)
+		:: else -> printf("the lock of K%d expires\n", k)
+		fi;
+		rec[k].exp = 1; k = 0
+	   }
+	:: atomic {
+		/* The retention target: past the TTL, a COMPLETED record. */
+		purges < MAXPURGE && (PURGEABLE(0) || PURGEABLE(1)) ->
+		purges++;
+		if
+		:: PURGEABLE(0) -> k = 0
+		:: PURGEABLE(1) -> k = 1
+		fi;
+		printf("the TTL purge deletes K%d\n", k);
+		DELETE_RECORD(k); k = 0
+	   }
+	od
+}
+
+/* P11, once the system is quiet: the clients have stopped, the completer
+ * has nothing left, the provider has decided every request it accepted. */
+#define QUIET_KEY(pk) \
+	P11(prov[pk] != P_REFUNDED || (ref[XOF(pk)].st == SUCCEEDED && ref[XOF(pk)].amt == pamt[pk] && ev[XOF(pk)] == 1)); \
+	P11(prov[pk] != P_DECLINED || (ref[XOF(pk)].st == DECLINED && ev[XOF(pk)] == 1))
+#define QUIET_REFUND(x) \
+	P11(ref[x].st != SUCCEEDED || X_IS(x, P_REFUNDED)); \
+	P11(ref[x].st != FAILED || (!X_IS(x, P_REFUNDED) && !X_IS(x, P_RUNNING) && ev[x] == 1)); \
+	P11(ref[x].st != PENDING)
+
+init {
+	atomic {
+		run Client(1); run Client(2);
+		run Completer()
+	};
+	atomic {
+		clients_done == NCLI && completer_done && !RUNNING_ANY ->
+		QUIET_KEY(0); QUIET_KEY(1);
+#ifdef NEWKEY
+		QUIET_KEY(2); QUIET_KEY(3);
+#endif
+		QUIET_REFUND(0); QUIET_REFUND(1);
+		P11(rec[0].st != INPROG && rec[1].st != INPROG);
+		SERVICE_TOTAL_OK
+	}
+}
+
+#ifdef LIVENESS
+/* P13: a client that retries every retryable answer gets a final answer. */
+ltl live { <> (nfinal == NCLI) }
+#endif
