@@ -28,13 +28,16 @@ type checker struct {
 	tail *kafkatest.Tail
 	// events: payment id -> event id -> event type, as read from the topic.
 	events map[int64]map[string]string
+	// refundEvents: refund id -> event id -> the event as read from the topic.
+	refundEvents map[int64]map[string]topicEvent
 	// redeliveries counts records whose eventId had been seen before: at
 	// least once delivery allows them; consumers dedup on eventId.
 	redeliveries int
 }
 
 func newChecker(s *stack) *checker {
-	return &checker{s: s, tail: kafkatest.NewTail(s.brokers, s.topic), events: map[int64]map[string]string{}}
+	return &checker{s: s, tail: kafkatest.NewTail(s.brokers, s.topic), events: map[int64]map[string]string{},
+		refundEvents: map[int64]map[string]topicEvent{}}
 }
 
 type paymentRow struct {
@@ -163,35 +166,14 @@ func (c *checker) check(ops []op, answers []answer) violations {
 		}
 	}
 
-	// The idempotency records.
-	records := map[scope]recordRow{}
-	for _, sc := range scopes {
-		var r recordRow
-		err := s.db.QueryRow(ctx, `SELECT status, http_status, response::text, payment_id FROM idempotency_record WHERE client_id = $1 AND idempotency_key = $2`,
-			sc.client, sc.key).Scan(&r.status, &r.httpStatus, &r.response, &r.paymentID)
-		if err != nil {
-			continue // no record: the key was released, or never reached the service
-		}
-		records[sc] = r
-		if r.status != "COMPLETED" {
-			v.add("key %s/%s is still %s", sc.client, sc.key, r.status)
-		}
-	}
-
-	// Every answer: the stored outcome, byte for byte, or retryable.
+	// The idempotency records, and every answer: the stored outcome, byte
+	// for byte, or retryable. A refund's answers are checkRefunds'.
+	records := c.records(ctx, scopes, &v)
 	for _, a := range answers {
-		switch {
-		case a.final():
-			r, ok := records[scope{a.client, a.key}]
-			switch {
-			case !ok:
-				v.add("%s: a final answer, but the key has no record", a)
-			case r.httpStatus == nil || *r.httpStatus != a.status || r.response == nil || !bytes.Equal([]byte(*r.response), a.body):
-				v.add("%s: differs from the key's stored outcome (%v %v)", a, deref(r.httpStatus), derefs(r.response))
-			}
-		case !a.retryable():
-			v.add("%s: neither the stored outcome nor a retryable answer", a)
+		if a.refund {
+			continue
 		}
+		checkAnswer(a, records, &v)
 		if a.status == http.StatusCreated || a.status == http.StatusPaymentRequired {
 			var body struct {
 				ExternalPaymentID string `json:"externalPaymentId"`
@@ -224,7 +206,7 @@ func (c *checker) check(ops []op, answers []answer) violations {
 		outboxEvents = map[int64][]string{}
 		unpublished := 0
 		rows, err := s.db.Query(ctx, `SELECT (payload->>'paymentId')::bigint, event_id::text, published_at IS NULL FROM outbox_event
-			WHERE (payload->>'orderId')::bigint = ANY($1)`, orderIDs)
+			WHERE (payload->>'orderId')::bigint = ANY($1) AND payload->>'refundId' IS NULL`, orderIDs)
 		if err != nil {
 			v.add("read outbox: %v", err)
 			return v
@@ -276,6 +258,44 @@ func (c *checker) check(ops []op, answers []answer) violations {
 	return v
 }
 
+// records reads the idempotency record of every scope that has one, and
+// adds a violation for each that is not COMPLETED.
+func (c *checker) records(ctx context.Context, scopes []scope, v *violations) map[scope]recordRow {
+	records := map[scope]recordRow{}
+	for _, sc := range scopes {
+		var r recordRow
+		err := c.s.db.QueryRow(ctx, `SELECT status, http_status, response::text, payment_id FROM idempotency_record WHERE client_id = $1 AND idempotency_key = $2`,
+			sc.client, sc.key).Scan(&r.status, &r.httpStatus, &r.response, &r.paymentID)
+		if err != nil {
+			continue // no record: the key was released, or never reached the service
+		}
+		records[sc] = r
+		if r.status != "COMPLETED" {
+			v.add("key %s/%s is still %s", sc.client, sc.key, r.status)
+		}
+	}
+	return records
+}
+
+// checkAnswer: an answer a client saw is its key's stored outcome, byte for
+// byte, or a final answer that stores nothing (checked by what it says), or
+// retryable.
+func checkAnswer(a answer, records map[scope]recordRow, v *violations) {
+	switch {
+	case a.stored():
+		r, ok := records[scope{a.client, a.key}]
+		switch {
+		case !ok:
+			v.add("%s: a final answer, but the key has no record", a)
+		case r.httpStatus == nil || *r.httpStatus != a.status || r.response == nil || !bytes.Equal([]byte(*r.response), a.body):
+			v.add("%s: differs from the key's stored outcome (%v %v)", a, deref(r.httpStatus), derefs(r.response))
+		}
+	case a.final():
+	case !a.retryable():
+		v.add("%s: neither the stored outcome nor a retryable answer", a)
+	}
+}
+
 // readTopic takes in what the topic gained; false if it could not be read.
 func (c *checker) readTopic(ctx context.Context, v *violations) bool {
 	recs, err := c.tail.Next(ctx)
@@ -287,9 +307,14 @@ func (c *checker) readTopic(ctx context.Context, v *violations) bool {
 			EventID   string `json:"eventId"`
 			EventType string `json:"eventType"`
 			PaymentID int64  `json:"paymentId"`
+			RefundID  int64  `json:"refundId"`
 		}
 		if err := json.Unmarshal(r.Value, &e); err != nil || e.EventID == "" || e.PaymentID == 0 {
 			v.add("unreadable event at partition %d offset %d: %s", r.Partition, r.Offset, r.Value)
+			continue
+		}
+		if e.RefundID != 0 {
+			c.takeRefundEvent(e.RefundID, e.EventID, topicEvent{typ: e.EventType, key: string(r.Key)})
 			continue
 		}
 		if c.events[e.PaymentID] == nil {
@@ -315,7 +340,8 @@ func (c *checker) seenAll(decided map[int64]string) bool {
 // checkGlobal compares the whole ledger with the whole payment table, and
 // finds anything unfinished. It is exact only while no request is in
 // flight: every charge the provider made is one SUCCEEDED payment, every
-// decline one DECLINED payment, and nothing is IN_PROGRESS or PENDING.
+// decline one DECLINED payment, and nothing is IN_PROGRESS or PENDING; the
+// same for refunds (checkRefundsGlobal).
 func (c *checker) checkGlobal() violations {
 	var v violations
 	s := c.s
@@ -339,6 +365,7 @@ func (c *checker) checkGlobal() violations {
 	if n := s.count(`SELECT count(*) FROM payment p WHERE NOT EXISTS (SELECT 1 FROM idempotency_record r WHERE r.payment_id = p.id)`); n != 0 {
 		v.add("%d payments that no idempotency record holds: partial state", n)
 	}
+	c.checkRefundsGlobal(&v)
 	return v
 }
 
