@@ -78,11 +78,17 @@ reserved AS (
 -- Add the refund to the payment's total only for a refund row actually
 -- inserted: an external refund that exists reserves nothing. The row is
 -- the one refund_target locked; the CHECK on refund_reserved is the
--- backstop should fits ever be wrong.
+-- backstop should fits ever be wrong. The new total is refund_target's,
+-- the row as locked, not p's: the UPDATE builds its new row from the row
+-- its snapshot saw, and PostgreSQL checks the CHECK on it before it finds
+-- the newer row, so after a wait for a statement that gave an amount back,
+-- p's total would be the one from before the give-back and fail the CHECK
+-- although the refund fits (TestReservationAfterAWaitedGiveBack).
 refund_counted AS (
     UPDATE payment p
-       SET refund_reserved = p.refund_reserved + r.amount
+       SET refund_reserved = t.refund_reserved + r.amount
       FROM reserved r
+      JOIN refund_target t ON t.id = r.payment_id
      WHERE p.id = r.payment_id
  RETURNING p.refund_reserved
 ),
