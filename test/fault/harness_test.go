@@ -644,11 +644,11 @@ func (s *stack) settleAll(ops []op, workers int, within time.Duration) []answer 
 	return answers
 }
 
-// keysOf returns the ops' idempotency keys.
-func keysOf(ops []op) []string {
-	keys := make([]string, len(ops))
-	for i, o := range ops {
-		keys[i] = o.key
+// keysOf returns the operations' idempotency keys.
+func keysOf[O operation](items []O) []string {
+	keys := make([]string, len(items))
+	for i, o := range items {
+		keys[i] = o.call().key
 	}
 	return keys
 }

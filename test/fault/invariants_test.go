@@ -200,39 +200,17 @@ func (c *checker) check(ops []op, answers []answer) violations {
 			decided[p.id] = p.status
 		}
 	}
-	var outboxEvents map[int64][]string
-	deadline := time.Now().Add(45 * time.Second)
-	for {
-		outboxEvents = map[int64][]string{}
-		unpublished := 0
-		rows, err := s.db.Query(ctx, `SELECT (payload->>'paymentId')::bigint, event_id::text, published_at IS NULL FROM outbox_event
+	byPayment, ok := c.awaitOutbox(ctx, &v, "these orders", func() bool { return seenAll(decided, c.events) },
+		`SELECT (payload->>'paymentId')::bigint, event_id::text, event_type, message_key, published_at IS NULL FROM outbox_event
 			WHERE (payload->>'orderId')::bigint = ANY($1) AND payload->>'refundId' IS NULL`, orderIDs)
-		if err != nil {
-			v.add("read outbox: %v", err)
-			return v
+	if !ok {
+		return v
+	}
+	outboxEvents := map[int64][]string{}
+	for id, os := range byPayment {
+		for _, o := range os {
+			outboxEvents[id] = append(outboxEvents[id], o.eventID)
 		}
-		for rows.Next() {
-			var id int64
-			var eventID string
-			var pending bool
-			if err := rows.Scan(&id, &eventID, &pending); err != nil {
-				v.add("scan outbox: %v", err)
-				return v
-			}
-			outboxEvents[id] = append(outboxEvents[id], eventID)
-			if pending {
-				unpublished++
-			}
-		}
-		rows.Close()
-		if unpublished == 0 && c.readTopic(ctx, &v) && c.seenAll(decided) {
-			break
-		}
-		if time.Now().After(deadline) {
-			v.add("after 45s: %d outbox rows of these orders unpublished, or events missing from the topic", unpublished)
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	for id, ids := range outboxEvents {
 		if _, ok := decided[id]; !ok {
@@ -296,6 +274,50 @@ func checkAnswer(a answer, records map[scope]recordRow, v *violations) {
 	}
 }
 
+// outboxRow is one outbox_event row as the checks read it.
+type outboxRow struct{ eventID, typ, key string }
+
+// awaitOutbox reads the outbox rows that query selects (an id to group them
+// by, event_id, event_type, message_key, and whether it is unpublished)
+// until every one is published and the topic shows what seen waits for, or
+// 45 s pass (a violation). It returns the rows by id; false if they could
+// not be read.
+func (c *checker) awaitOutbox(ctx context.Context, v *violations, what string, seen func() bool, query string, args ...any) (map[int64][]outboxRow, bool) {
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		out := map[int64][]outboxRow{}
+		unpublished := 0
+		rows, err := c.s.db.Query(ctx, query, args...)
+		if err != nil {
+			v.add("read outbox: %v", err)
+			return nil, false
+		}
+		for rows.Next() {
+			var id int64
+			var o outboxRow
+			var pending bool
+			if err := rows.Scan(&id, &o.eventID, &o.typ, &o.key, &pending); err != nil {
+				rows.Close()
+				v.add("scan outbox: %v", err)
+				return nil, false
+			}
+			out[id] = append(out[id], o)
+			if pending {
+				unpublished++
+			}
+		}
+		rows.Close()
+		if unpublished == 0 && c.readTopic(ctx, v) && seen() {
+			return out, true
+		}
+		if time.Now().After(deadline) {
+			v.add("after 45s: %d outbox rows of %s unpublished, or events missing from the topic", unpublished, what)
+			return out, true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // readTopic takes in what the topic gained; false if it could not be read.
 func (c *checker) readTopic(ctx context.Context, v *violations) bool {
 	recs, err := c.tail.Next(ctx)
@@ -328,9 +350,10 @@ func (c *checker) readTopic(ctx context.Context, v *violations) bool {
 	return true
 }
 
-func (c *checker) seenAll(decided map[int64]string) bool {
-	for id := range decided {
-		if len(c.events[id]) == 0 {
+// seenAll reports that the topic has shown an event for every id of want.
+func seenAll[V, E any](want map[int64]V, seen map[int64]map[string]E) bool {
+	for id := range want {
+		if len(seen[id]) == 0 {
 			return false
 		}
 	}

@@ -34,14 +34,7 @@ func TestKillMidBurst(t *testing.T) {
 	victim := s.replicas[0]
 
 	const perPhase = 10
-	phases := []struct {
-		name string
-		ref  string // external payment id prefix
-		// arm prepares the fault before the burst; s.heal undoes it.
-		arm func()
-		// ready reports that the burst has reached the kill point.
-		ready func(ops []op) bool
-	}{
+	phases := []killPoint[op]{
 		{
 			name: "between claim and provider call",
 			ref:  "pi_kc",
@@ -57,12 +50,8 @@ func TestKillMidBurst(t *testing.T) {
 			ref:  "slow_kd",
 			arm:  func() {},
 			ready: func(ops []op) bool {
-				for _, o := range ops {
-					if _, ok := s.provider.Lookup(o.providerKey()); !ok {
-						return false
-					}
-				}
-				return s.claimed(ops) == len(ops) && s.completed(keysOf(ops)) == 0
+				charged := every(ops, func(o op) bool { _, ok := s.provider.Lookup(o.providerKey()); return ok })
+				return charged && s.claimed(ops) == len(ops) && s.completed(keysOf(ops)) == 0
 			},
 		},
 		{
@@ -117,21 +106,11 @@ func TestKillMidBurst(t *testing.T) {
 			waitFor(t, 5*time.Second, "the killed replica's statements to end", func() bool { return s.waitingOnLocks() == 0 })
 			locks.release()
 		}
-		answers := wait()
-		s.heal()
-
 		// What the crash left: every op claimed, its payment PENDING.
-		if n := s.count(`SELECT count(*) FROM payment WHERE status = 'PENDING' AND external_payment_id LIKE $1`, ph.ref+"%"); n == 0 {
-			t.Fatalf("%s: the kill left no PENDING payment: it missed the point", ph.name)
-		}
-
-		answers = append(answers, settleHalf(s, ops, "charges")...)
+		answers := afterKill(t, s, ph, wait, ops, "payment", "external_payment_id")
 		require(t, c.check(ops, answers), ph.name)
 		require(t, c.checkGlobal(), ph.name)
-		// The abandoned half was finished by the completer, not by a client.
-		if n := s.completed(keysOf(ops)); n != len(ops) {
-			t.Fatalf("%s: %d of %d keys completed", ph.name, n, len(ops))
-		}
+		s.allCompleted(t, ph.name, keysOf(ops))
 	}
 	if got := s.provider.Counters().Charges; got != len(all) {
 		t.Fatalf("the provider made %d charges for %d operations", got, len(all))
@@ -151,13 +130,7 @@ func TestKillMidBurst(t *testing.T) {
 func killMidRefunds(t *testing.T, s *stack, c *checker) {
 	victim := s.replicas[0]
 	made := 0
-	phases := []struct {
-		name string
-		ref  string // external refund id prefix
-		arm  func()
-		// ready reports that the burst has reached the kill point.
-		ready func(refunds []refundOp) bool
-	}{
+	phases := []killPoint[refundOp]{
 		{
 			name: "refunds between reservation and provider call",
 			ref:  "pi_krc",
@@ -171,22 +144,14 @@ func killMidRefunds(t *testing.T, s *stack, c *checker) {
 			ref:  "slow_krd",
 			arm:  func() {},
 			ready: func(refunds []refundOp) bool {
-				for _, r := range refunds {
-					if _, ok := s.provider.LookupRefund(r.providerKey()); !ok {
-						return false
-					}
-				}
-				return s.completed(refundKeys(refunds)) == 0
+				refunded := every(refunds, func(r refundOp) bool { _, ok := s.provider.LookupRefund(r.providerKey()); return ok })
+				return refunded && s.completed(keysOf(refunds)) == 0
 			},
 		},
 	}
 	for pi, ph := range phases {
 		t.Logf("refund phase %d: kill -9 %s", pi, ph.name)
-		var charges []op
-		for i := range 5 {
-			charges = append(charges, op{key: fmt.Sprintf("kill-refund-charge-%d-%d", pi, i), order: int64(2500 + 100*pi + i), customer: 9,
-				amount: fmt.Sprintf("%d.50", 40+i), ext: fmt.Sprintf("pi_krp_%d_%d", pi, i)})
-		}
+		charges := toRefund(fmt.Sprintf("kill-refund-%d", pi), 5, int64(2500+100*pi), 9)
 		var refunds []refundOp
 		for i, p := range s.pay(charges) {
 			for j := range 2 {
@@ -199,19 +164,63 @@ func killMidRefunds(t *testing.T, s *stack, c *checker) {
 		wait := burst(s, victim, refunds)
 		waitFor(t, 5*time.Second, "the kill point: "+ph.name, func() bool { return ph.ready(refunds) })
 		victim.kill()
-		answers := wait()
-		s.heal()
-		if n := s.count(`SELECT count(*) FROM refund WHERE status = 'PENDING' AND external_refund_id LIKE $1`, ph.ref+"%"); n == 0 {
-			t.Fatalf("%s: the kill left no PENDING refund: it missed the point", ph.name)
-		}
-		answers = append(answers, settleHalf(s, refunds, "refunds")...)
+		answers := afterKill(t, s, ph, wait, refunds, "refund", "external_refund_id")
 		require(t, c.check(charges, nil), ph.name)
 		require(t, c.checkRefunds(refunds, answers), ph.name)
 		require(t, c.checkGlobal(), ph.name)
-		if n := s.completed(refundKeys(refunds)); n != len(refunds) {
-			t.Fatalf("%s: %d of %d keys completed", ph.name, n, len(refunds))
+		s.allCompleted(t, ph.name, keysOf(refunds))
+	}
+}
+
+// afterKill ends a phase once the victim is dead: the burst's answers,
+// every fault healed, the check that the kill left a PENDING row in table,
+// and then half of the items settled by the client and half by the
+// completer (settleHalf). It returns every answer.
+func afterKill[O operation](t *testing.T, s *stack, ph killPoint[O], wait func() []answer, items []O, table, column string) []answer {
+	t.Helper()
+	answers := wait()
+	s.heal()
+	s.leftPending(t, ph.name, table, column, ph.ref)
+	return append(answers, settleHalf(s, items, table+"s")...)
+}
+
+// leftPending fails the test unless the kill left a PENDING row in table
+// (payment or refund) whose external id (column) starts with ref: a kill
+// that missed its point tests nothing.
+func (s *stack) leftPending(t *testing.T, phase, table, column, ref string) {
+	t.Helper()
+	if n := s.count(`SELECT count(*) FROM `+table+` WHERE status = 'PENDING' AND `+column+` LIKE $1`, ref+"%"); n == 0 {
+		t.Fatalf("%s: the kill left no PENDING %s: it missed the point", phase, table)
+	}
+}
+
+// allCompleted fails the test unless every key holds its final answer: the
+// abandoned half was finished by the completer, not by a client.
+func (s *stack) allCompleted(t *testing.T, phase string, keys []string) {
+	t.Helper()
+	if n := s.completed(keys); n != len(keys) {
+		t.Fatalf("%s: %d of %d keys completed", phase, n, len(keys))
+	}
+}
+
+// every reports that f holds for every item.
+func every[T any](items []T, f func(T) bool) bool {
+	for _, it := range items {
+		if !f(it) {
+			return false
 		}
 	}
+	return true
+}
+
+// killPoint is where a phase of the kill test kills the victim.
+type killPoint[O operation] struct {
+	name string
+	ref  string // the prefix of the operations' external ids
+	// arm prepares the fault before the burst; s.heal undoes it.
+	arm func()
+	// ready reports that the burst has reached the kill point.
+	ready func(items []O) bool
 }
 
 // burst sends every item to the victim, and a duplicate of each to another
@@ -271,7 +280,7 @@ func settleHalf[O operation](s *stack, items []O, what string) []answer {
 // reservedRefunds counts the refunds whose key is claimed with a PENDING
 // refund reserved.
 func (s *stack) reservedRefunds(refunds []refundOp) int {
-	return s.count(`SELECT count(*) FROM idempotency_record WHERE idempotency_key = ANY($1) AND refund_id IS NOT NULL`, refundKeys(refunds))
+	return s.count(`SELECT count(*) FROM idempotency_record WHERE idempotency_key = ANY($1) AND refund_id IS NOT NULL`, keysOf(refunds))
 }
 
 // claimed counts the ops whose key is claimed with a reserved payment.

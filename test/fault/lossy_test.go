@@ -110,11 +110,7 @@ func TestLostAnswers(t *testing.T) {
 	// left them PENDING.
 	for ci, tc := range cases {
 		t.Run("refund: "+tc.name, func(t *testing.T) {
-			var charges []op
-			for i := range 8 {
-				charges = append(charges, op{key: fmt.Sprintf("lost-refund-charge-%d-%d", ci, i), order: int64(3500 + 100*ci + i), customer: 11,
-					amount: fmt.Sprintf("%d.25", 30+i), ext: fmt.Sprintf("pi_lrc_%d_%d", ci, i)})
-			}
+			charges := toRefund(fmt.Sprintf("lost-refund-%d", ci), 8, int64(3500+100*ci), 11)
 			var refunds []refundOp
 			for i, p := range s.pay(charges) {
 				refunds = append(refunds, refundOp{key: fmt.Sprintf("lost-refund-%d-%d", ci, i), amount: fmt.Sprintf("%d.10", 10+i),

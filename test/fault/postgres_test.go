@@ -42,14 +42,11 @@ func TestPostgresOutage(t *testing.T) {
 	}
 	// Refunds too: two of each of 20 payments charged before the outage,
 	// every fifth declined by the provider.
-	var charges []op
-	for i := range 20 {
-		charges = append(charges, op{key: fmt.Sprintf("pg-refunded-%d", i), order: int64(4500 + i), customer: 13, amount: fmt.Sprintf("%d.75", 60+i), ext: fmt.Sprintf("pi_pgr_%d", i)})
-	}
+	charges := toRefund("pg-refunded", 20, 4500, 13)
 	var refunds []refundOp
 	for i, p := range s.pay(charges) {
 		for j := range 2 {
-			r := refundOp{key: fmt.Sprintf("pg-refund-%d-%d", i, j), amount: fmt.Sprintf("%d.10", 20+j), ext: fmt.Sprintf("pi_pgr_refund_%d_%d", i, j), paid: p}
+			r := refundOp{key: fmt.Sprintf("pg-refund-%d-%d", i, j), amount: fmt.Sprintf("%d.10", 10+j), ext: fmt.Sprintf("pi_pgr_refund_%d_%d", i, j), paid: p}
 			if (2*i+j)%5 == 4 {
 				r.ext = "decline_" + r.ext
 			}

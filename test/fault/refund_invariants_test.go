@@ -8,6 +8,7 @@ package fault
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -39,6 +40,10 @@ type refundRow struct {
 	ext     string
 	status  string
 	amount  decimal.Decimal
+}
+
+func (r refundRow) String() string {
+	return fmt.Sprintf("refund %d of payment %d (%s, %s %s)", r.id, r.payment, r.ext, r.status, r.amount)
 }
 
 // refundStatus is the service's status of a refund the provider decided.
@@ -225,40 +230,11 @@ func (c *checker) checkRefunds(refunds []refundOp, answers []answer) violations 
 			final[r.id] = r
 		}
 	}
-	type outboxRow struct{ eventID, typ, key string }
-	var outbox map[int64][]outboxRow
-	deadline := time.Now().Add(45 * time.Second)
-	for {
-		outbox = map[int64][]outboxRow{}
-		unpublished := 0
-		res, err := s.db.Query(ctx, `SELECT (payload->>'refundId')::bigint, event_id::text, event_type, message_key, published_at IS NULL
+	outbox, ok := c.awaitOutbox(ctx, &v, "these refunds", func() bool { return seenAll(final, c.refundEvents) },
+		`SELECT (payload->>'refundId')::bigint, event_id::text, event_type, message_key, published_at IS NULL
 			FROM outbox_event WHERE (payload->>'refundId')::bigint = ANY($1)`, refundIDs)
-		if err != nil {
-			v.add("read outbox: %v", err)
-			return v
-		}
-		for res.Next() {
-			var id int64
-			var o outboxRow
-			var pending bool
-			if err := res.Scan(&id, &o.eventID, &o.typ, &o.key, &pending); err != nil {
-				v.add("scan outbox: %v", err)
-				return v
-			}
-			outbox[id] = append(outbox[id], o)
-			if pending {
-				unpublished++
-			}
-		}
-		res.Close()
-		if unpublished == 0 && c.readTopic(ctx, &v) && c.seenAllRefunds(final) {
-			break
-		}
-		if time.Now().After(deadline) {
-			v.add("after 45s: %d outbox rows of these refunds unpublished, or refund events missing from the topic", unpublished)
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !ok {
+		return v
 	}
 	for id, os := range outbox {
 		if _, ok := final[id]; !ok {
@@ -286,15 +262,6 @@ func (c *checker) checkRefunds(refunds []refundOp, answers []answer) violations 
 		}
 	}
 	return v
-}
-
-func (c *checker) seenAllRefunds(final map[int64]refundRow) bool {
-	for id := range final {
-		if len(c.refundEvents[id]) == 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // checkRefundsGlobal is checkGlobal's part for refunds, exact while no

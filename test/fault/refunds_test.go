@@ -64,12 +64,13 @@ func (s *stack) pay(ops []op) []paid {
 	return out
 }
 
-// refundKeys returns the refund ops' keys, for the round's quiet wait and its
-// lock expiry.
-func refundKeys(refunds []refundOp) []string {
-	keys := make([]string, len(refunds))
-	for i, r := range refunds {
-		keys[i] = r.key
+// toRefund returns n charges to refund, named after test, for orders from
+// order on: the payments a test's refunds start from, once s.pay made them.
+func toRefund(test string, n int, order, customer int64) []op {
+	ops := make([]op, n)
+	for i := range n {
+		ops[i] = op{key: fmt.Sprintf("%s-charge-%d", test, i), order: order + int64(i), customer: customer,
+			amount: fmt.Sprintf("%d.50", 40+i), ext: fmt.Sprintf("pi_%s_%d", test, i)}
 	}
-	return keys
+	return ops
 }

@@ -391,7 +391,7 @@ func (s *stack) runRound(t *testing.T, p plan) ([]op, []refundOp, []answer) {
 	if p.expireLocks {
 		wg.Go(func() {
 			time.Sleep(p.expireAfter)
-			keys := append(keysOf(ops), refundKeys(refunds)...)
+			keys := append(keysOf(ops), keysOf(refunds)...)
 			// A stalled owner's lock runs out under it: the next request
 			// takes the claim over while the owner may still be working.
 			_, _ = s.db.Exec(context.Background(), `UPDATE idempotency_record SET locked_until = clock_timestamp() - interval '1 millisecond'
@@ -435,7 +435,7 @@ func (s *stack) runRound(t *testing.T, p plan) ([]op, []refundOp, []answer) {
 		}
 	}
 	settle.Wait()
-	keys := append(keysOf(ops), refundKeys(refunds)...)
+	keys := append(keysOf(ops), keysOf(refunds)...)
 	orders := make([]int64, len(ops))
 	for i, o := range ops {
 		orders[i] = o.order
