@@ -419,6 +419,15 @@ func (s *stack) runRound(t *testing.T, p plan) ([]op, []refundOp, []answer) {
 	if t.Failed() {
 		t.FailNow()
 	}
+	// A request whose client gave up still runs in its replica. One that
+	// waits for a row lock (behind a deadlock that PostgreSQL breaks only
+	// after deadlock_timeout, 1 s: see the report of this change) would
+	// claim its key after the round looked quiet; once no statement waits,
+	// every such request is visible in its claim, or finished. (Row locks
+	// only: the leader election waits on an advisory lock for good.)
+	waitFor(t, 10*time.Second, fmt.Sprintf("round %d: no statement waiting for a lock", p.round), func() bool {
+		return s.count(`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event IN ('transactionid', 'tuple')`) == 0
+	})
 	s.heal()
 
 	// The careful clients finish their operations; the abandoned ones and
