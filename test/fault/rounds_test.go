@@ -421,7 +421,8 @@ func (s *stack) runRound(t *testing.T, p plan) ([]op, []refundOp, []answer) {
 	}
 	// A request whose client gave up still runs in its replica. One that
 	// waits for a row lock (behind a deadlock that PostgreSQL breaks only
-	// after deadlock_timeout, 1 s: see the report of this change) would
+	// after deadlock_timeout, 1 s: docs/reliability.md, "What the suite
+	// found") would
 	// claim its key after the round looked quiet; once no statement waits,
 	// every such request is visible in its claim, or finished. (Row locks
 	// only: the leader election waits on an advisory lock for good.)
