@@ -84,7 +84,8 @@ reserved AS (
 -- than the row; PostgreSQL checks the CHECK on the new row computed from
 -- it before it meets the concurrent update and recomputes, so a
 -- reservation that waited while a decline gave 100.00 back failed with
--- 100.00 + 100.00 > amount (TestRefundReservedAfterWaitingForADecline).
+-- 100.00 + 100.00 > amount (TestRefundReservedAfterWaitingForADecline;
+-- after a release or a decline: TestReservationAfterAWaitedGiveBack).
 refund_counted AS (
     UPDATE payment p
        SET refund_reserved = t.refund_reserved + r.amount

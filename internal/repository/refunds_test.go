@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/shopspring/decimal"
 	"gorm.io/gorm"
@@ -425,5 +427,77 @@ func TestReleaseRefund(t *testing.T) {
 	}
 	if reserved, counted := refundTotal(t, db, p.ID); reserved != "100.00" || counted != "100.00" {
 		t.Fatalf("after refusing to release a succeeded refund: refund_reserved %s, counted %s; want 100.00", reserved, counted)
+	}
+}
+
+// A reservation that waited for the payment's lock while another
+// statement gave an amount back (a release after the provider refused, or
+// a decline) fits in what was given back. Under READ COMMITTED the
+// reservation's UPDATE first builds the payment's new row from the row its
+// snapshot saw, from before the give-back, and PostgreSQL checks the CHECK
+// on that row before it notices the newer one: a total computed from the
+// snapshot's row failed the CHECK with a 500 where the refund fitted (the
+// fault suite's seeded rounds found it: seed 20261202, round 36). The
+// total is computed from the row the reservation locked.
+func TestReservationAfterAWaitedGiveBack(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		giveBack func(r *repository.Refunds, id domain.RefundID) error
+	}{
+		{"release", func(r *repository.Refunds, id domain.RefundID) error {
+			return r.ReleaseRefund(context.Background(), id)
+		}},
+		{"decline", func(r *repository.Refunds, id domain.RefundID) error {
+			return r.SettleRefund(context.Background(), id, domain.RefundDeclined)
+		}},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db, refunds := openRefunds(t)
+			store := repository.NewRefundStore(db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}, nil)
+			p := addPayment(t, db, "demo-client", int64(9601+i), "100.00", "RUB", domain.PaymentSucceeded)
+			big, err := refunds.ReserveRefund(ctx, "demo-client", newRefund(t, p, "95.00", "re_given_back"))
+			if err != nil || big.Kind != app.RefundReserved {
+				t.Fatalf("%+v, %v", big, err)
+			}
+
+			// The give-back holds the payment's lock, uncommitted, while the
+			// reservation starts and waits for it.
+			tx := db.Begin()
+			if err := tc.giveBack(repository.NewRefunds(tx), big.Refund.ID); err != nil {
+				tx.Rollback()
+				t.Fatal(err)
+			}
+			type result struct {
+				res app.RefundClaimResult
+				err error
+			}
+			done := make(chan result, 1)
+			claim := app.RefundClaim{Refund: newRefund(t, p, "10.00", "re_after_give_back"), KeyClaim: app.KeyClaim{
+				Scope: app.IdempotencyScope{ClientID: "demo-client", Key: "after-give-back"}, CommandHash: "h", Token: uuid.New(), LockFor: time.Minute}}
+			go func() {
+				res, err := store.ClaimAndReserveRefund(ctx, claim)
+				done <- result{res, err}
+			}()
+			for waiting := int64(0); waiting == 0; time.Sleep(5 * time.Millisecond) {
+				if err := db.Raw(`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%refund_target%'`).Scan(&waiting).Error; err != nil {
+					tx.Rollback()
+					t.Fatal(err)
+				}
+			}
+			if err := tx.Commit().Error; err != nil {
+				t.Fatal(err)
+			}
+			r := <-done
+			if r.err != nil || !r.res.Claimed || !r.res.Reserved {
+				t.Fatalf("the reservation after the give-back: %+v, %v; want claimed and reserved", r.res, r.err)
+			}
+			if reserved, counted := refundTotal(t, db, p.ID); reserved != "10.00" || counted != "10.00" {
+				t.Fatalf("refund total %s, counted %s; want 10.00", reserved, counted)
+			}
+		})
 	}
 }

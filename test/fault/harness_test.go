@@ -428,12 +428,37 @@ type op struct {
 	apiKey string
 }
 
-func (o op) body() []byte {
+// call is one HTTP request of an operation: the same on every attempt, so
+// that a retry is the same command under the same key.
+type call struct {
+	key    string
+	client string // the client the bearer token authenticates
+	bearer string
+	path   string
+	body   []byte
+	refund bool // POST /payments/{id}/refunds rather than POST /payments
+}
+
+// operation is what the careful client settles: a charge (op) or a
+// refund (refundOp).
+type operation interface {
+	call() call
+}
+
+func (o op) call() call {
 	b, _ := json.Marshal(map[string]any{
 		"orderId": o.order, "customerId": o.customer, "amount": o.amount, "currency": "RUB",
 		"paymentProvider": "sandbox", "externalPaymentId": o.ext,
 	})
-	return b
+	return call{key: o.key, client: o.client(), bearer: bearerOf(o.apiKey), path: "/payments", body: b}
+}
+
+// bearerOf is the credential a client sends: key, or the fault client's.
+func bearerOf(key string) string {
+	if key == "" {
+		return apiKey
+	}
+	return key
 }
 
 // client is the API client the op is made by.
@@ -457,6 +482,7 @@ type answer struct {
 	body       []byte
 	retryAfter string
 	replayed   bool
+	refund     bool  // the answer to a refund
 	err        error // the request got no answer
 }
 
@@ -467,7 +493,8 @@ func (a answer) String() string {
 	return fmt.Sprintf("%s key %s: %d %s", a.replica, a.key, a.status, bytes.TrimSpace(a.body))
 }
 
-// final reports an answer that is the key's stored outcome.
+// final reports an answer that is the key's outcome: the stored one, or a
+// refusal that stores nothing and that the client takes as its answer.
 func (a answer) final() bool {
 	if a.err != nil {
 		return false
@@ -475,11 +502,22 @@ func (a answer) final() bool {
 	switch a.status {
 	case http.StatusOK, http.StatusCreated, http.StatusPaymentRequired:
 		return true
+	case http.StatusUnprocessableEntity:
+		return a.code == "refund-declined" || a.code == "refund-failed"
 	case http.StatusConflict:
-		return a.code == "external-payment-conflict" || a.code == "order-already-paid"
+		return a.code == "external-payment-conflict" || a.code == "order-already-paid" ||
+			a.code == "external-refund-conflict" || a.code == codeRefundExceeds
 	}
 	return false
 }
+
+// codeRefundExceeds is the one final answer that is not stored: the refund
+// did not fit in what the payment had left, and nothing was kept for its key
+// (api/openapi.yaml).
+const codeRefundExceeds = "refund-exceeds-payment"
+
+// stored reports a final answer that the key's record must hold.
+func (a answer) stored() bool { return a.final() && a.code != codeRefundExceeds }
 
 // retryable reports an answer that asks the client to come back with the
 // same key: no answer at all, in progress, or one of the three 503s.
@@ -500,11 +538,15 @@ var httpClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64
 
 // charge sends one POST /payments through the replica's front proxy,
 // bounded by timeout.
-func (r *replica) charge(o op, timeout time.Duration) answer {
+func (r *replica) charge(o op, timeout time.Duration) answer { return r.send(o.call(), timeout) }
+
+// send makes one attempt of c through the replica's front proxy, bounded by
+// timeout.
+func (r *replica) send(c call, timeout time.Duration) answer {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	a := answer{replica: r.name, client: o.client(), key: o.key}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url+"/payments", bytes.NewReader(o.body()))
+	a := answer{replica: r.name, client: c.client, key: c.key, refund: c.refund}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url+c.path, bytes.NewReader(c.body))
 	if err != nil {
 		a.err = err
 		return a
@@ -512,13 +554,9 @@ func (r *replica) charge(o op, timeout time.Duration) answer {
 	// One request is one attempt: net/http would otherwise resend it by
 	// itself on a broken keep-alive connection, hiding the fault.
 	req.GetBody = nil
-	key := o.apiKey
-	if key == "" {
-		key = apiKey
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Authorization", "Bearer "+c.bearer)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", o.key)
+	req.Header.Set("Idempotency-Key", c.key)
 	resp, err := httpClient.Do(req)
 	if err != nil {
 		a.err = err
@@ -542,14 +580,15 @@ func (r *replica) charge(o op, timeout time.Duration) answer {
 	return a
 }
 
-// settle is the careful client: it sends the op again and again with the
-// same key and body, to whichever replica is up, until the answer is final.
-// It polls every 20 ms rather than waiting out Retry-After, which makes it
-// a harsher client than a polite one, and fails the test if no final answer
-// comes before the deadline. Every answer it saw is returned, the final one
-// last.
-func (s *stack) settle(o op, within time.Duration) []answer {
+// settle is the careful client: it sends the operation again and again
+// with the same key and body, to whichever replica is up, until the answer
+// is final. It polls every 20 ms rather than waiting out Retry-After, which
+// makes it a harsher client than a polite one, and fails the test if no
+// final answer comes before the deadline. Every answer it saw is returned,
+// the final one last.
+func (s *stack) settle(o operation, within time.Duration) []answer {
 	s.t.Helper()
+	c := o.call()
 	var seen []answer
 	deadline := time.Now().Add(within)
 	for i := 0; time.Now().Before(deadline); i++ {
@@ -558,13 +597,13 @@ func (s *stack) settle(o op, within time.Duration) []answer {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		a := up[i%len(up)].charge(o, 3*time.Second)
+		a := up[i%len(up)].send(c, 3*time.Second)
 		seen = append(seen, a)
 		if a.final() {
 			return seen
 		}
 		if !a.retryable() {
-			s.t.Errorf("op %s: answer neither final nor retryable: %s", o.key, a)
+			s.t.Errorf("op %s: answer neither final nor retryable: %s", c.key, a)
 			return seen
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -573,7 +612,7 @@ func (s *stack) settle(o op, within time.Duration) []answer {
 	if len(seen) > 0 {
 		last = seen[len(seen)-1].String()
 	}
-	s.t.Errorf("op %s: no final answer within %s after %d attempts; last: %s", o.key, within, len(seen), last)
+	s.t.Errorf("op %s: no final answer within %s after %d attempts; last: %s", c.key, within, len(seen), last)
 	return seen
 }
 
@@ -605,11 +644,11 @@ func (s *stack) settleAll(ops []op, workers int, within time.Duration) []answer 
 	return answers
 }
 
-// keysOf returns the ops' idempotency keys.
-func keysOf(ops []op) []string {
-	keys := make([]string, len(ops))
-	for i, o := range ops {
-		keys[i] = o.key
+// keysOf returns the operations' idempotency keys.
+func keysOf[O operation](items []O) []string {
+	keys := make([]string, len(items))
+	for i, o := range items {
+		keys[i] = o.call().key
 	}
 	return keys
 }

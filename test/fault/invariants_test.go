@@ -28,13 +28,16 @@ type checker struct {
 	tail *kafkatest.Tail
 	// events: payment id -> event id -> event type, as read from the topic.
 	events map[int64]map[string]string
+	// refundEvents: refund id -> event id -> the event as read from the topic.
+	refundEvents map[int64]map[string]topicEvent
 	// redeliveries counts records whose eventId had been seen before: at
 	// least once delivery allows them; consumers dedup on eventId.
 	redeliveries int
 }
 
 func newChecker(s *stack) *checker {
-	return &checker{s: s, tail: kafkatest.NewTail(s.brokers, s.topic), events: map[int64]map[string]string{}}
+	return &checker{s: s, tail: kafkatest.NewTail(s.brokers, s.topic), events: map[int64]map[string]string{},
+		refundEvents: map[int64]map[string]topicEvent{}}
 }
 
 type paymentRow struct {
@@ -163,35 +166,14 @@ func (c *checker) check(ops []op, answers []answer) violations {
 		}
 	}
 
-	// The idempotency records.
-	records := map[scope]recordRow{}
-	for _, sc := range scopes {
-		var r recordRow
-		err := s.db.QueryRow(ctx, `SELECT status, http_status, response::text, payment_id FROM idempotency_record WHERE client_id = $1 AND idempotency_key = $2`,
-			sc.client, sc.key).Scan(&r.status, &r.httpStatus, &r.response, &r.paymentID)
-		if err != nil {
-			continue // no record: the key was released, or never reached the service
-		}
-		records[sc] = r
-		if r.status != "COMPLETED" {
-			v.add("key %s/%s is still %s", sc.client, sc.key, r.status)
-		}
-	}
-
-	// Every answer: the stored outcome, byte for byte, or retryable.
+	// The idempotency records, and every answer: the stored outcome, byte
+	// for byte, or retryable. A refund's answers are checkRefunds'.
+	records := c.records(ctx, scopes, &v)
 	for _, a := range answers {
-		switch {
-		case a.final():
-			r, ok := records[scope{a.client, a.key}]
-			switch {
-			case !ok:
-				v.add("%s: a final answer, but the key has no record", a)
-			case r.httpStatus == nil || *r.httpStatus != a.status || r.response == nil || !bytes.Equal([]byte(*r.response), a.body):
-				v.add("%s: differs from the key's stored outcome (%v %v)", a, deref(r.httpStatus), derefs(r.response))
-			}
-		case !a.retryable():
-			v.add("%s: neither the stored outcome nor a retryable answer", a)
+		if a.refund {
+			continue
 		}
+		checkAnswer(a, records, &v)
 		if a.status == http.StatusCreated || a.status == http.StatusPaymentRequired {
 			var body struct {
 				ExternalPaymentID string `json:"externalPaymentId"`
@@ -218,39 +200,17 @@ func (c *checker) check(ops []op, answers []answer) violations {
 			decided[p.id] = p.status
 		}
 	}
-	var outboxEvents map[int64][]string
-	deadline := time.Now().Add(45 * time.Second)
-	for {
-		outboxEvents = map[int64][]string{}
-		unpublished := 0
-		rows, err := s.db.Query(ctx, `SELECT (payload->>'paymentId')::bigint, event_id::text, published_at IS NULL FROM outbox_event
-			WHERE (payload->>'orderId')::bigint = ANY($1)`, orderIDs)
-		if err != nil {
-			v.add("read outbox: %v", err)
-			return v
+	byPayment, ok := c.awaitOutbox(ctx, &v, "these orders", func() bool { return seenAll(decided, c.events) },
+		`SELECT (payload->>'paymentId')::bigint, event_id::text, event_type, message_key, published_at IS NULL FROM outbox_event
+			WHERE (payload->>'orderId')::bigint = ANY($1) AND payload->>'refundId' IS NULL`, orderIDs)
+	if !ok {
+		return v
+	}
+	outboxEvents := map[int64][]string{}
+	for id, os := range byPayment {
+		for _, o := range os {
+			outboxEvents[id] = append(outboxEvents[id], o.eventID)
 		}
-		for rows.Next() {
-			var id int64
-			var eventID string
-			var pending bool
-			if err := rows.Scan(&id, &eventID, &pending); err != nil {
-				v.add("scan outbox: %v", err)
-				return v
-			}
-			outboxEvents[id] = append(outboxEvents[id], eventID)
-			if pending {
-				unpublished++
-			}
-		}
-		rows.Close()
-		if unpublished == 0 && c.readTopic(ctx, &v) && c.seenAll(decided) {
-			break
-		}
-		if time.Now().After(deadline) {
-			v.add("after 45s: %d outbox rows of these orders unpublished, or events missing from the topic", unpublished)
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	for id, ids := range outboxEvents {
 		if _, ok := decided[id]; !ok {
@@ -276,6 +236,88 @@ func (c *checker) check(ops []op, answers []answer) violations {
 	return v
 }
 
+// records reads the idempotency record of every scope that has one, and
+// adds a violation for each that is not COMPLETED.
+func (c *checker) records(ctx context.Context, scopes []scope, v *violations) map[scope]recordRow {
+	records := map[scope]recordRow{}
+	for _, sc := range scopes {
+		var r recordRow
+		err := c.s.db.QueryRow(ctx, `SELECT status, http_status, response::text, payment_id FROM idempotency_record WHERE client_id = $1 AND idempotency_key = $2`,
+			sc.client, sc.key).Scan(&r.status, &r.httpStatus, &r.response, &r.paymentID)
+		if err != nil {
+			continue // no record: the key was released, or never reached the service
+		}
+		records[sc] = r
+		if r.status != "COMPLETED" {
+			v.add("key %s/%s is still %s", sc.client, sc.key, r.status)
+		}
+	}
+	return records
+}
+
+// checkAnswer: an answer a client saw is its key's stored outcome, byte for
+// byte, or a final answer that stores nothing (checked by what it says), or
+// retryable.
+func checkAnswer(a answer, records map[scope]recordRow, v *violations) {
+	switch {
+	case a.stored():
+		r, ok := records[scope{a.client, a.key}]
+		switch {
+		case !ok:
+			v.add("%s: a final answer, but the key has no record", a)
+		case r.httpStatus == nil || *r.httpStatus != a.status || r.response == nil || !bytes.Equal([]byte(*r.response), a.body):
+			v.add("%s: differs from the key's stored outcome (%v %v)", a, deref(r.httpStatus), derefs(r.response))
+		}
+	case a.final():
+	case !a.retryable():
+		v.add("%s: neither the stored outcome nor a retryable answer", a)
+	}
+}
+
+// outboxRow is one outbox_event row as the checks read it.
+type outboxRow struct{ eventID, typ, key string }
+
+// awaitOutbox reads the outbox rows that query selects (an id to group them
+// by, event_id, event_type, message_key, and whether it is unpublished)
+// until every one is published and the topic shows what seen waits for, or
+// 45 s pass (a violation). It returns the rows by id; false if they could
+// not be read.
+func (c *checker) awaitOutbox(ctx context.Context, v *violations, what string, seen func() bool, query string, args ...any) (map[int64][]outboxRow, bool) {
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		out := map[int64][]outboxRow{}
+		unpublished := 0
+		rows, err := c.s.db.Query(ctx, query, args...)
+		if err != nil {
+			v.add("read outbox: %v", err)
+			return nil, false
+		}
+		for rows.Next() {
+			var id int64
+			var o outboxRow
+			var pending bool
+			if err := rows.Scan(&id, &o.eventID, &o.typ, &o.key, &pending); err != nil {
+				rows.Close()
+				v.add("scan outbox: %v", err)
+				return nil, false
+			}
+			out[id] = append(out[id], o)
+			if pending {
+				unpublished++
+			}
+		}
+		rows.Close()
+		if unpublished == 0 && c.readTopic(ctx, v) && seen() {
+			return out, true
+		}
+		if time.Now().After(deadline) {
+			v.add("after 45s: %d outbox rows of %s unpublished, or events missing from the topic", unpublished, what)
+			return out, true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // readTopic takes in what the topic gained; false if it could not be read.
 func (c *checker) readTopic(ctx context.Context, v *violations) bool {
 	recs, err := c.tail.Next(ctx)
@@ -287,9 +329,14 @@ func (c *checker) readTopic(ctx context.Context, v *violations) bool {
 			EventID   string `json:"eventId"`
 			EventType string `json:"eventType"`
 			PaymentID int64  `json:"paymentId"`
+			RefundID  int64  `json:"refundId"`
 		}
 		if err := json.Unmarshal(r.Value, &e); err != nil || e.EventID == "" || e.PaymentID == 0 {
 			v.add("unreadable event at partition %d offset %d: %s", r.Partition, r.Offset, r.Value)
+			continue
+		}
+		if e.RefundID != 0 {
+			c.takeRefundEvent(e.RefundID, e.EventID, topicEvent{typ: e.EventType, key: string(r.Key)})
 			continue
 		}
 		if c.events[e.PaymentID] == nil {
@@ -303,9 +350,10 @@ func (c *checker) readTopic(ctx context.Context, v *violations) bool {
 	return true
 }
 
-func (c *checker) seenAll(decided map[int64]string) bool {
-	for id := range decided {
-		if len(c.events[id]) == 0 {
+// seenAll reports that the topic has shown an event for every id of want.
+func seenAll[V, E any](want map[int64]V, seen map[int64]map[string]E) bool {
+	for id := range want {
+		if len(seen[id]) == 0 {
 			return false
 		}
 	}
@@ -315,7 +363,8 @@ func (c *checker) seenAll(decided map[int64]string) bool {
 // checkGlobal compares the whole ledger with the whole payment table, and
 // finds anything unfinished. It is exact only while no request is in
 // flight: every charge the provider made is one SUCCEEDED payment, every
-// decline one DECLINED payment, and nothing is IN_PROGRESS or PENDING.
+// decline one DECLINED payment, and nothing is IN_PROGRESS or PENDING; the
+// same for refunds (checkRefundsGlobal).
 func (c *checker) checkGlobal() violations {
 	var v violations
 	s := c.s
@@ -339,6 +388,7 @@ func (c *checker) checkGlobal() violations {
 	if n := s.count(`SELECT count(*) FROM payment p WHERE NOT EXISTS (SELECT 1 FROM idempotency_record r WHERE r.payment_id = p.id)`); n != 0 {
 		v.add("%d payments that no idempotency record holds: partial state", n)
 	}
+	c.checkRefundsGlobal(&v)
 	return v
 }
 

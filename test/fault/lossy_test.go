@@ -5,6 +5,7 @@ package fault
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -86,23 +87,9 @@ func TestLostAnswers(t *testing.T) {
 				s.addOrder(o)
 				ops = append(ops, o)
 			}
-			tc.fault()
-			firsts := make([]answer, len(ops))
-			var wg sync.WaitGroup
-			for i, o := range ops {
-				wg.Go(func() { firsts[i] = s.replicas[i%3].charge(o, 5*time.Second) })
-			}
-			wg.Wait()
-			s.heal()
-			for i, a := range firsts {
-				tc.first(t, a)
-				charged := len(s.provider.ChargesFor(ops[i].ext)) > 0
-				want := tc.charged && ops[i].ext[:5] != "busy_"
-				if charged != want {
-					t.Errorf("op %s after its first attempt: charged at the provider = %v, want %v", ops[i].key, charged, want)
-				}
-			}
-			answers := append([]answer{}, firsts...)
+			answers := loseFirstAnswers(s, t, tc.fault, ops, func(i int) (bool, bool) {
+				return len(s.provider.ChargesFor(ops[i].ext)) > 0, tc.charged && !strings.HasPrefix(ops[i].ext, "busy_")
+			}, tc.first)
 			for _, o := range ops {
 				answers = append(answers, s.settle(o, 20*time.Second)...)
 			}
@@ -115,6 +102,65 @@ func TestLostAnswers(t *testing.T) {
 			}
 		})
 	}
+
+	// The same faults on refunds, of payments charged with no fault: the
+	// refund's own references pick the provider's behaviour. Half of the
+	// refunds are settled by the careful client; the other half are never
+	// retried, and the completer must finish those whose first attempt
+	// left them PENDING.
+	for ci, tc := range cases {
+		t.Run("refund: "+tc.name, func(t *testing.T) {
+			charges := toRefund(fmt.Sprintf("lost-refund-%d", ci), 8, int64(3500+100*ci), 11)
+			var refunds []refundOp
+			for i, p := range s.pay(charges) {
+				refunds = append(refunds, refundOp{key: fmt.Sprintf("lost-refund-%d-%d", ci, i), amount: fmt.Sprintf("%d.10", 10+i),
+					ext: fmt.Sprintf("%s_refund_%d_%d", tc.refs[i%len(tc.refs)], ci, i), paid: p})
+			}
+			answers := loseFirstAnswers(s, t, tc.fault, refunds, func(i int) (bool, bool) {
+				_, refunded := s.provider.LookupRefund(refunds[i].providerKey())
+				return refunded, tc.charged && !strings.HasPrefix(refunds[i].ext, "busy_")
+			}, tc.first)
+			for i, o := range refunds {
+				if i%2 == 0 || !tc.charged {
+					answers = append(answers, s.settle(o, 20*time.Second)...)
+				}
+			}
+			waitFor(t, 30*time.Second, "the completer finishing the refunds nobody retried", func() bool {
+				return s.count(`SELECT count(*) FROM refund WHERE status = 'PENDING'`) == 0 &&
+					s.count(`SELECT count(*) FROM idempotency_record WHERE status = 'IN_PROGRESS'`) == 0
+			})
+			require(t, c.check(charges, nil), tc.name)
+			require(t, c.checkRefunds(refunds, answers), tc.name)
+			require(t, c.checkGlobal(), tc.name)
+			for _, o := range refunds {
+				if r, ok := s.provider.LookupRefund(o.providerKey()); !ok || r.Status != "succeeded" {
+					t.Errorf("refund %s: the provider has %v %+v, want a succeeded refund", o.key, ok, r)
+				}
+			}
+		})
+	}
+}
+
+// loseFirstAnswers sends each operation once, all at once over the
+// replicas, with fault armed, heals, and checks each first answer (first)
+// and whether it moved the money at the provider (moved: what happened and
+// what should have). It returns the first answers.
+func loseFirstAnswers[O operation](s *stack, t *testing.T, fault func(), items []O, moved func(i int) (got, want bool), first func(*testing.T, answer)) []answer {
+	fault()
+	firsts := make([]answer, len(items))
+	var wg sync.WaitGroup
+	for i, o := range items {
+		wg.Go(func() { firsts[i] = s.replicas[i%3].send(o.call(), 5*time.Second) })
+	}
+	wg.Wait()
+	s.heal()
+	for i, a := range firsts {
+		first(t, a)
+		if got, want := moved(i); got != want {
+			t.Errorf("%s after its first attempt: moved at the provider = %v, want %v", a.key, got, want)
+		}
+	}
+	return firsts
 }
 
 func (s *stack) forEachFront(m faultproxy.Mode) {

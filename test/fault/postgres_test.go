@@ -15,9 +15,10 @@ import (
 // PostgreSQL stopped and started in the middle of traffic, twice: a fast
 // shutdown, then a crash-like immediate one (the restart replays the WAL).
 // While it is down the replicas answer 503 and /readyz says not ready; they
-// are never restarted, and come back on their own; every operation then
-// ends exactly once, with no partial state left (no payment without its
-// claim, nothing IN_PROGRESS or PENDING).
+// are never restarted, and come back on their own; every operation (charges,
+// and refunds of payments made before) then ends exactly once, with no
+// partial state left (no payment or refund without its claim, nothing
+// IN_PROGRESS or PENDING).
 func TestPostgresOutage(t *testing.T) {
 	s := newStack(t, stackOptions{replicas: 3})
 	c := newChecker(s)
@@ -39,6 +40,27 @@ func TestPostgresOutage(t *testing.T) {
 		s.addOrder(o)
 		ops = append(ops, o)
 	}
+	// Refunds too: two of each of 20 payments charged before the outage,
+	// every fifth declined by the provider.
+	charges := toRefund("pg-refunded", 20, 4500, 13)
+	var refunds []refundOp
+	for i, p := range s.pay(charges) {
+		for j := range 2 {
+			r := refundOp{key: fmt.Sprintf("pg-refund-%d-%d", i, j), amount: fmt.Sprintf("%d.10", 10+j), ext: fmt.Sprintf("pi_pgr_refund_%d_%d", i, j), paid: p}
+			if (2*i+j)%5 == 4 {
+				r.ext = "decline_" + r.ext
+			}
+			refunds = append(refunds, r)
+		}
+	}
+	// The senders' walk: the charges, with a refund after every fifth.
+	var items []operation
+	for i, o := range ops {
+		items = append(items, o)
+		if i%5 == 4 && i/5 < len(refunds) {
+			items = append(items, refunds[i/5])
+		}
+	}
 
 	// Four senders walk through the operations, one attempt each, while the
 	// database goes away and comes back.
@@ -53,8 +75,8 @@ func TestPostgresOutage(t *testing.T) {
 					return
 				default:
 				}
-				i := int(next.Add(1)-1) % orders
-				a := s.replicas[(i+w)%3].charge(ops[i], 3*time.Second)
+				i := int(next.Add(1)-1) % len(items)
+				a := s.replicas[(i+w)%3].send(items[i].call(), 3*time.Second)
 				mu.Lock()
 				answers = append(answers, a)
 				if down.Load() {
@@ -103,9 +125,10 @@ func TestPostgresOutage(t *testing.T) {
 			t.Fatalf("replica %s was started %d times; it must recover by itself", r.name, r.starts)
 		}
 	}
-	for _, o := range ops {
+	for _, o := range items {
 		answers = append(answers, s.settle(o, 20*time.Second)...)
 	}
-	require(t, c.check(ops, answers), "after two outages")
+	require(t, c.check(append(ops, charges...), answers), "after two outages")
+	require(t, c.checkRefunds(refunds, answers), "after two outages")
 	require(t, c.checkGlobal(), "after two outages")
 }
