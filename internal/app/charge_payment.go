@@ -301,6 +301,11 @@ func (s *chargeSteps) Record(ctx context.Context, k KeyClaim, t chargeReservatio
 	return resp, err
 }
 
+// LockParents implements CommandSteps: the charge's claim locks no row
+// before its key. It inserts its payment, and an insert that meets an
+// existing payment takes no lock on it.
+func (s *chargeSteps) LockParents(context.Context, Repos, chargeReservation) error { return nil }
+
 // GiveBack implements CommandSteps: the PENDING payment goes with the
 // released key, since the provider did not charge it.
 func (s *chargeSteps) GiveBack(ctx context.Context, r Repos, t chargeReservation) error {

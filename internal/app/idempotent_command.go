@@ -80,6 +80,13 @@ type CommandSteps[C, T any] interface {
 	// stored for the key and the outcome event, in one statement fenced by
 	// k.Token. ErrLockLost if the token no longer owns the key.
 	Record(ctx context.Context, k KeyClaim, t T, s Settlement) (StoredResponse, error)
+	// LockParents locks, first in the core's transaction that releases the
+	// key, the rows the command's claim statement locks before it claims
+	// the key (docs/adding-a-command.md, "Lock order"). Without it the
+	// release would hold the key and wait for them while a claim of the
+	// same key held them and waited for the key: a deadlock. A command
+	// whose claim locks no row before its key locks nothing here.
+	LockParents(ctx context.Context, r Repos, t T) error
 	// GiveBack deletes the reservation, in the core's transaction that
 	// releases the key: the provider did not act on it, for now.
 	GiveBack(ctx context.Context, r Repos, t T) error
@@ -384,9 +391,14 @@ func (uc *IdempotentCommand[C, T]) settleFailedCall(ctx context.Context, k KeyCl
 // said it did not act, for now, on a reservation this request made:
 // nothing can have happened for it, ever, so the retry may run the command
 // afresh. Both go in one transaction, only if we still own the claim (a new
-// owner needs the reservation as its recovery point).
+// owner needs the reservation as its recovery point), in the lock order
+// every claim follows: the reservation's parents, then the key. The key is
+// deleted before the reservation, which its recovery point references.
 func (uc *IdempotentCommand[C, T]) releaseForRetry(ctx context.Context, k KeyClaim, t T, claimedAt time.Time, callErr error) error {
 	err := uc.core.tx.Transact(ctx, func(ctx context.Context, r Repos) error {
+		if err := uc.steps.LockParents(ctx, r, t); err != nil {
+			return err
+		}
 		if err := r.Idempotency.Release(ctx, k.Scope, k.Token); err != nil {
 			return err
 		}

@@ -480,6 +480,9 @@ type Refunds interface {
 	// ReserveRefund reserves the refund for client's payment, or says what
 	// stands in the way (the claim's rare answers).
 	ReserveRefund(ctx context.Context, client domain.ClientID, r domain.Refund) (RefundReservation, error)
+	// LockRefundPayment locks refund id's payment, as a refund's claim
+	// does before it claims the key; an error if there is no such refund.
+	LockRefundPayment(ctx context.Context, id domain.RefundID) error
 	// ReleaseRefund deletes a PENDING refund and gives its amount back.
 	ReleaseRefund(ctx context.Context, id domain.RefundID) error
 	// GetRefund reads a refund; an error if there is none.

@@ -348,6 +348,13 @@ func (s *refundSteps) Record(ctx context.Context, k KeyClaim, t refundReservatio
 	return resp, err
 }
 
+// LockParents implements CommandSteps: the refund's claim locks its
+// payment (whose refund total it raises) before the key, so its release
+// does too.
+func (s *refundSteps) LockParents(ctx context.Context, r Repos, t refundReservation) error {
+	return r.Refunds.LockRefundPayment(ctx, t.refund.ID)
+}
+
 // GiveBack implements CommandSteps: the PENDING refund goes with the
 // released key, and its amount stops counting, since the provider did not
 // act on it.

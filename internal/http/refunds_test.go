@@ -1,6 +1,7 @@
 package http_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -262,5 +263,66 @@ func TestRefundProviderOutcomes(t *testing.T) {
 	// Its amount is free again.
 	if r := s.refund(t, payment, "after-refusal", refundBody("60.00", "r-after")); r.status != http.StatusCreated {
 		t.Errorf("refund after the refusal: %d %s", r.status, r.body)
+	}
+}
+
+// A refund the provider did not make, for now, gives its key and its
+// amount back in one transaction; a claim of the same key locks the
+// payment and then the key. The release must take them in that order too,
+// or the two wait on each other until PostgreSQL breaks the cycle by
+// failing one (SQLSTATE 40P01), found by the fault suite's seeded rounds.
+// Here a trigger holds the release inside its delete of the key for a
+// moment, and the test's own transaction takes the locks as a claim does,
+// meanwhile.
+func TestRefundReleaseTakesLocksInTheClaimsOrder(t *testing.T) {
+	t.Parallel()
+	s := startService(t, nil)
+	ctx := context.Background()
+	payment := s.paidPayment(t, 512, "100.00")
+	const key = "released-while-claimed"
+	for _, stmt := range []string{
+		`CREATE FUNCTION hold_the_release() RETURNS trigger LANGUAGE plpgsql AS $$
+		 BEGIN PERFORM pg_sleep(1); RETURN OLD; END $$`,
+		`CREATE TRIGGER hold_the_release BEFORE DELETE ON idempotency_record
+		 FOR EACH ROW WHEN (OLD.idempotency_key = '` + key + `') EXECUTE FUNCTION hold_the_release()`,
+	} {
+		if _, err := s.db.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	released := make(chan response, 1)
+	go func() { released <- s.refund(t, payment, key, refundBody("40.00", "fail_released")) }()
+	// The release is inside its delete of the key, which it has locked.
+	waitFor(t, func() bool {
+		return s.count(t, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event = 'PgSleep'`) == 1
+	})
+	claimErr := func() error {
+		tx, err := s.db.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx)
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM payment WHERE id = $1 FOR NO KEY UPDATE`, payment); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM idempotency_record WHERE idempotency_key = $1 FOR UPDATE`, key); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	}()
+	if claimErr != nil {
+		t.Errorf("a claim's locks while the key is released: %v", claimErr)
+	}
+	r := <-released
+	if r.status != http.StatusServiceUnavailable || problemCode(t, r.body) != "provider-unavailable" {
+		t.Errorf("the refund the provider did not make: %d %s; want 503 provider-unavailable (key and amount given back)", r.status, r.body)
+	}
+	if got := s.count(t, `SELECT count(*) FROM payment WHERE id = $1 AND refund_reserved = 0`, payment); got != 1 {
+		t.Error("the refund's amount was not given back")
+	}
+	if got := s.count(t, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = $1`, key); got != 0 {
+		t.Error("the key was not released")
 	}
 }

@@ -197,11 +197,19 @@ given_back AS (
 SELECT EXISTS (SELECT 1 FROM released) AS done,
        (SELECT status FROM refund WHERE id = @refund) AS status_before`
 
+// lockRefundPaymentSQL takes refund @refund's payment lock alone: the
+// first statement of the core's transaction that releases a refund's key
+// (refundSteps.LockParents), in the order every claim takes its locks.
+const lockRefundPaymentSQL = `
+WITH` + lockRefundPaymentClause + `
+SELECT EXISTS (SELECT 1 FROM refund_payment)`
+
 var (
-	reserveRefundStmt  = compileNamed(reserveRefundSQL)
-	externalRefundStmt = compileNamed(externalRefundSQL)
-	settleRefundStmt   = compileNamed(settleRefundSQL)
-	releaseRefundStmt  = compileNamed(releaseRefundSQL)
+	lockRefundPaymentStmt = compileNamed(lockRefundPaymentSQL)
+	reserveRefundStmt     = compileNamed(reserveRefundSQL)
+	externalRefundStmt    = compileNamed(externalRefundSQL)
+	settleRefundStmt      = compileNamed(settleRefundSQL)
+	releaseRefundStmt     = compileNamed(releaseRefundSQL)
 )
 
 // Refunds runs a refund's building blocks on db: the pool, or a
@@ -301,6 +309,23 @@ func (s *Refunds) SettleRefund(ctx context.Context, id domain.RefundID, status d
 		return fmt.Errorf("settle refund %d: %s is not a final status", id, status)
 	}
 	return s.onPending(ctx, settleRefundStmt, "settle refund", id, map[string]any{"refund": int64(id), "status": string(status)})
+}
+
+// LockRefundPayment locks refund id's payment (lockRefundPaymentSQL); an
+// error if there is no such refund.
+func (s *Refunds) LockRefundPayment(ctx context.Context, id domain.RefundID) error {
+	row, err := queryRow(ctx, s.db, lockRefundPaymentStmt, map[string]any{"refund": int64(id)})
+	if err != nil {
+		return err
+	}
+	var locked bool
+	if err := row.Scan(&locked); err != nil {
+		return mapError(fmt.Errorf("lock refund %d's payment: %w", id, err))
+	}
+	if !locked {
+		return fmt.Errorf("lock refund %d's payment: no such refund", id)
+	}
+	return nil
 }
 
 // ReleaseRefund deletes a PENDING refund and gives its amount back (see
