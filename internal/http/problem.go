@@ -152,7 +152,7 @@ func problemFor(err error) *Problem {
 		return validationProblem([]FieldError{{Field: "paymentProvider", Message: "unknown payment provider"}})
 	case errors.Is(err, app.ErrProviderUnavailable):
 		p = newProblem(http.StatusServiceUnavailable, codeProviderUnavailable, "Payment provider unavailable",
-			"The payment provider did not charge: it said so, or the request never reached it. Nothing was recorded for this key; retry with the same key.")
+			"The payment provider did not move the money (no charge or refund was made): it said so, or the request never reached it. Nothing was recorded for this key; retry with the same key.")
 		p.retryAfter = retryAfterDefault
 		return p
 	case errors.Is(err, app.ErrStoreUnavailable):

@@ -319,6 +319,9 @@ func TestRefundReleaseTakesLocksInTheClaimsOrder(t *testing.T) {
 	if r.status != http.StatusServiceUnavailable || problemCode(t, r.body) != "provider-unavailable" {
 		t.Errorf("the refund the provider did not make: %d %s; want 503 provider-unavailable (key and amount given back)", r.status, r.body)
 	}
+	if strings.Contains(string(r.body), "did not charge") {
+		t.Errorf("a refund's provider-unavailable speaks of a charge: %s", r.body)
+	}
 	if got := s.count(t, `SELECT count(*) FROM payment WHERE id = $1 AND refund_reserved = 0`, payment); got != 1 {
 		t.Error("the refund's amount was not given back")
 	}
