@@ -22,6 +22,10 @@ seed=${CONTRACT_FUZZ_SEED:-20261202}
 python=${PYTHON:-python3}
 go=${GO:-go}
 
+# Two of the pinned packages need Python 3.11; say so rather than let pip fail.
+"$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
+  { echo "contract-fuzz: needs Python 3.11 or newer ($python is $("$python" -V 2>&1))" >&2; exit 1; }
+
 # The virtual environment, (re)built when requirements.txt changes.
 if ! cmp -s "$here/requirements.txt" "$venv/requirements.txt" 2>/dev/null; then
   echo "contract-fuzz: installing Schemathesis into $venv"
