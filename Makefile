@@ -3,7 +3,7 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN         ?= bin
 
-.PHONY: dev demo test test-kafka test-fault test-fault-long fuzz lint build migrate bench bench-api bench-tracing docs-screenshot help model model-mutants model-deep \
+.PHONY: dev demo test test-kafka test-fault test-fault-long fuzz contract-fuzz lint build migrate bench bench-api bench-tracing docs-screenshot help model model-mutants model-deep \
 	model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease \
 	model-mutant-nolookup model-mutant-busyasnone model-mutant-nosettle model-mutant-refuseonce \
 	model-mutant-refund-checkthenact model-mutant-refund-newkey model-mutant-refund-nofence \
@@ -17,6 +17,7 @@ help:
 	@echo "make test-fault  the fault suite (test/fault): replicas, kill -9, lossy links, database and broker outages, seeded rounds"
 	@echo "make test-fault-long  10,000 seeded fault rounds (about an hour; FAULT_FLAGS=\"-seed N\" to pick the seed)"
 	@echo "make fuzz     each fuzz target for FUZZTIME (default 20s); the corpus is in testdata/fuzz"
+	@echo "make contract-fuzz  Schemathesis against the real service on a throwaway database, every check, seeded (CONTRACT_FUZZ_SEED)"
 	@echo "make lint     gofmt, go vet, staticcheck, and the dependency rule (docs/architecture.md)"
 	@echo "make build    static binaries in $(BIN)/: payment-service, sandbox-provider"
 	@echo "make migrate  apply migrations to DATABASE_URL"
@@ -78,6 +79,13 @@ FUZZTIME ?= 20s
 FUZZ_TARGETS = ./internal/http:FuzzDecodeCharge ./internal/http:FuzzDecodeRefund ./internal/http:FuzzParseIdempotencyKey ./internal/http:FuzzWellFormedChargeAgreesWithTheThoroughDecoder ./internal/app:FuzzCommandHash ./internal/consumer:FuzzDecodeOrderEvent
 fuzz:
 	@FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh $(FUZZ_TARGETS)
+
+# Schemathesis (property-based API tests from api/openapi.yaml) against
+# cmd/payment-dev on free loopback ports: every check, the stateful phase
+# along the contract's links, a fixed seed (CONTRACT_FUZZ_SEED replays
+# another). Needs python3; installs Schemathesis into .contract-fuzz/.
+contract-fuzz:
+	@GO=$(GO) scripts/contract-fuzz/run.sh
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

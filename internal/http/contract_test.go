@@ -12,6 +12,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/go-playground/validator/v10"
 
 	"github.com/example/payment-service/internal/config"
 )
@@ -86,12 +87,20 @@ func TestContractOpenAPI(t *testing.T) {
 		{name: "key too long", method: "POST", path: "/payments", key: strings.Repeat("k", 256), body: charge, wantStatus: 400, specRejects: true},
 		{name: "replay, key quoted", method: "POST", path: "/payments", key: `"c1"`, body: charge, wantStatus: 201},
 		{name: "key quoted, 255 once decoded", method: "POST", path: "/payments", key: `"` + strings.Repeat(`\"`, 255) + `"`, body: chargeBody(9999, 42, "1", "RUB", "pi_9"), wantStatus: 422},
+		{name: "replay, key with spaces around it", method: "POST", path: "/payments", key: " \tc1 ", body: charge, wantStatus: 201},
+		{name: "key only spaces", method: "POST", path: "/payments", key: "   ", body: charge, wantStatus: 400, specRejects: true},
 		{name: "key an empty string", method: "POST", path: "/payments", key: `""`, body: charge, wantStatus: 400, specRejects: true},
 		{name: "key quoted, unclosed", method: "POST", path: "/payments", key: `"c1`, body: charge, wantStatus: 400, specRejects: true},
 		{name: "key quoted, bad escape", method: "POST", path: "/payments", key: `"c\1"`, body: charge, wantStatus: 400, specRejects: true},
 		{name: "key quoted, with parameters", method: "POST", path: "/payments", key: `"c1";x=1`, body: charge, wantStatus: 400, specRejects: true},
 		{name: "key quoted, 256 once decoded", method: "POST", path: "/payments", key: `"` + strings.Repeat("k", 256) + `"`, body: charge, wantStatus: 400, specRejects: true},
 		{name: "invalid fields", method: "POST", path: "/payments", key: "c7", body: `{"orderId":0,"customerId":42,"amount":"1.23456","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"x"}`, wantStatus: 400, specRejects: true},
+		{name: "amount zero", method: "POST", path: "/payments", key: "c7", body: chargeBody(9999, 42, "0", "RUB", "pi_9"), wantStatus: 400, specRejects: true},
+		{name: "amount zero with fraction digits", method: "POST", path: "/payments", key: "c7", body: chargeBody(9999, 42, "000.0000", "RUB", "pi_9"), wantStatus: 400, specRejects: true},
+		{name: "amount with leading and trailing zeros", method: "POST", path: "/payments", key: "c5", body: chargeBody(9999, 42, "000.0100", "RUB", "pi_9"), wantStatus: 422},
+		{name: "currency of the right shape but unknown", method: "POST", path: "/payments", key: "c7", body: chargeBody(9999, 42, "1", "AAA", "pi_9"), wantStatus: 400, specRejects: true},
+		{name: "currency a fund code", method: "POST", path: "/payments", key: "c5", body: chargeBody(9999, 42, "1", "XTS", "pi_9"), wantStatus: 422},
+		{name: "order id beyond int64", method: "POST", path: "/payments", key: "c7", body: `{"orderId":99999999999999999999,"customerId":42,"amount":"1","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"x"}`, wantStatus: 400, specRejects: true},
 		{name: "unknown field", method: "POST", path: "/payments", key: "c7", body: `{"orderId":1,"customerId":42,"amount":"1","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"x","tip":"1"}`, wantStatus: 400, specRejects: true},
 		{name: "amount as number", method: "POST", path: "/payments", key: "c7", body: `{"orderId":1,"customerId":42,"amount":1,"currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"x"}`, wantStatus: 400, specRejects: true},
 		{name: "repeated field name", method: "POST", path: "/payments", key: "c7", body: `{"orderId":1002,` + charge[1:], wantStatus: 400, specBlind: true},
@@ -100,6 +109,9 @@ func TestContractOpenAPI(t *testing.T) {
 		{name: "no auth", method: "POST", path: "/payments", key: "c8", body: charge, noAuth: true, wantStatus: 401, specRejects: true},
 		{name: "get payment", method: "GET", path: "/payments/1", wantStatus: 200},
 		{name: "get missing payment", method: "GET", path: "/payments/424242", wantStatus: 404},
+		{name: "payment id zero", method: "GET", path: "/payments/0", wantStatus: 400, specRejects: true},
+		{name: "payment id not a number", method: "GET", path: "/payments/abc", wantStatus: 400, specRejects: true},
+		{name: "payment id beyond int64", method: "GET", path: "/payments/99999999999999999999", wantStatus: 400, specRejects: true},
 		{name: "refund", method: "POST", path: "/payments/1/refunds", key: "r1", body: refund, wantStatus: 201},
 		{name: "refund replay", method: "POST", path: "/payments/1/refunds", key: "r1", body: refund, wantStatus: 201},
 		{name: "existing external refund", method: "POST", path: "/payments/1/refunds", key: "r2", body: refund, wantStatus: 200},
@@ -110,9 +122,12 @@ func TestContractOpenAPI(t *testing.T) {
 		{name: "refund of a missing payment", method: "POST", path: "/payments/424242/refunds", key: "r7", body: refund, wantStatus: 404},
 		{name: "refund unknown field", method: "POST", path: "/payments/1/refunds", key: "r8", body: `{"amount":"1","externalRefundId":"x","currency":"RUB"}`, wantStatus: 400, specRejects: true},
 		{name: "refund amount as number", method: "POST", path: "/payments/1/refunds", key: "r8", body: `{"amount":1,"externalRefundId":"x"}`, wantStatus: 400, specRejects: true},
+		{name: "refund amount zero", method: "POST", path: "/payments/1/refunds", key: "r8", body: `{"amount":"0.00","externalRefundId":"x"}`, wantStatus: 400, specRejects: true},
+		{name: "refund of payment id zero", method: "POST", path: "/payments/0/refunds", key: "r8", body: refund, wantStatus: 400, specRejects: true},
 		{name: "refund without a key", method: "POST", path: "/payments/1/refunds", body: refund, wantStatus: 400, specRejects: true},
 		{name: "list refunds", method: "GET", path: "/payments/1/refunds", wantStatus: 200},
 		{name: "list refunds of a missing payment", method: "GET", path: "/payments/424242/refunds", wantStatus: 404},
+		{name: "list refunds of payment id zero", method: "GET", path: "/payments/0/refunds", wantStatus: 400, specRejects: true},
 		{name: "charge the order written by an event", method: "POST", path: "/payments", key: "c11", body: chargeBody(1004, 42, "100.50", "RUB", "pi_contract_4"), wantStatus: 201},
 		{name: "get order", method: "GET", path: "/orders/1001", wantStatus: 200},
 		{name: "get order written by an event", method: "GET", path: "/orders/1004", wantStatus: 200},
@@ -247,5 +262,45 @@ func TestContractPublishesHowLongAKeyBinds(t *testing.T) {
 	}
 	if _, err := load("23h59m"); err == nil {
 		t.Error("IDEMPOTENCY_TTL=23h59m accepted; the contract says at least 24 hours")
+	}
+}
+
+// The contract lists the currencies a charge may name (schemas.Currency),
+// so a generator never picks a code the service refuses: the list must be
+// exactly the codes the service's validator accepts ("iso4217"), checked
+// over every three upper-case letters.
+func TestContractCurrenciesAreTheValidatorsList(t *testing.T) {
+	t.Parallel()
+	doc, err := openapi3.NewLoader().LoadFromFile("../../api/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	currency := doc.Components.Schemas["Currency"]
+	if currency == nil {
+		t.Fatal("the contract has no schema Currency")
+	}
+	inSpec := map[string]bool{}
+	for _, v := range currency.Value.Enum {
+		inSpec[v.(string)] = true
+	}
+	v := validator.New()
+	letters := "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	accepted := 0
+	for _, a := range letters {
+		for _, b := range letters {
+			for _, c := range letters {
+				code := string([]rune{a, b, c})
+				ok := v.Var(code, "iso4217") == nil
+				if ok {
+					accepted++
+				}
+				if ok != inSpec[code] {
+					t.Errorf("%s: the validator accepts it: %v; the contract lists it: %v", code, ok, inSpec[code])
+				}
+			}
+		}
+	}
+	if accepted != len(inSpec) {
+		t.Errorf("the contract lists %d codes, the validator accepts %d of three letters", len(inSpec), accepted)
 	}
 }
