@@ -26,6 +26,9 @@
 #   COMPOSE_CHECK_CACHE    the cache: debootstrap's root, the Kafka jars, the
 #                          daemon's images (default ~/.cache/payment-service/compose)
 #   COMPOSE_CHECK_TIMEOUT  seconds for the stack to become healthy (default 600)
+#   COMPOSE_CHECK_BUILD_TIMEOUT  seconds for docker-compose build (default 2400:
+#                          the Go build in Docker has no build cache, and takes
+#                          9 minutes on a busy 2-core machine)
 #   COMPOSE_CHECK_OVERRIDE one more compose file, applied last: to try a change
 #                          of the wiring without touching docker-compose.yml
 #                          (docs/compose-check.md shows two that must fail)
@@ -36,6 +39,7 @@ ROOT="$(cd "${HERE}/../.." && pwd)"
 CACHE="${COMPOSE_CHECK_CACHE:-${HOME}/.cache/payment-service/compose}"
 RUN="${CACHE}/run"
 TIMEOUT="${COMPOSE_CHECK_TIMEOUT:-600}"
+BUILD_TIMEOUT="${COMPOSE_CHECK_BUILD_TIMEOUT:-2400}"
 
 # The base of every stand-in: Debian bookworm from debootstrap, with the
 # packages the stand-ins need. A new list makes a new root (its name holds
@@ -126,10 +130,13 @@ stop_daemon() {
   daemon_pid=""
   # What the daemon started (containerd, shims) runs under its exec root;
   # end any of them that outlived it, by id.
-  local pid
-  for pid in $(grep -l -s -F "${RUN}/exec" /proc/[0-9]*/cmdline | cut -d/ -f3); do
-    echo "compose-check: ending leftover process ${pid}: $(tr '\0' ' ' <"/proc/${pid}/cmdline")" >&2
-    kill -KILL "$pid" 2>/dev/null || true
+  local proc cmdline
+  for proc in /proc/[0-9]*; do
+    cmdline="$(tr '\0' ' ' <"${proc}/cmdline" 2>/dev/null)" || continue
+    if [[ "$cmdline" == *"${RUN}/exec"* ]]; then
+      echo "compose-check: ending leftover process ${proc#/proc/}: ${cmdline}" >&2
+      kill -KILL "${proc#/proc/}" 2>/dev/null || true
+    fi
   done
   # And no mount of ours may stay (overlays, debootstrap's /proc, ...).
   local mnt
@@ -145,11 +152,11 @@ stop_daemon() {
 # not as it should be.
 show_failure() {
   local services service
-  if [[ -n "$suspect" ]]; then
-    services="$suspect"
-  else
-    services="$(compose ps --services 2>/dev/null || true)"
+  if [[ -z "$(compose ps -q 2>/dev/null)" ]]; then
+    echo "compose-check: no container was created" >&2
+    return 0
   fi
+  services="${suspect:-$(compose ps --services 2>/dev/null)}"
   echo "compose-check: the state of the stack:" >&2
   compose ps >&2 2>/dev/null || true
   for service in $services; do
@@ -433,7 +440,7 @@ main() {
   build_standins
 
   log "docker-compose build (the repository's Dockerfile, host network)"
-  nice -n 10 timeout 1200 "${COMPOSE[@]}" build >&2
+  nice -n 10 timeout "$BUILD_TIMEOUT" "${COMPOSE[@]}" build >&2 || die "docker-compose build failed or took over ${BUILD_TIMEOUT} s"
   log "docker-compose up -d"
   timeout "$TIMEOUT" "${COMPOSE[@]}" up -d >&2 || true
   wait_stack
