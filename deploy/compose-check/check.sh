@@ -65,9 +65,29 @@ die() {
   exit 1
 }
 
-COMPOSE=(docker-compose -f "${ROOT}/docker-compose.yml" -f "${HERE}/compose.host-network.yml")
-if [[ -n "${COMPOSE_CHECK_OVERRIDE:-}" ]]; then COMPOSE+=(-f "$COMPOSE_CHECK_OVERRIDE"); fi
+# The stack as check.sh runs it: written by write_variant, outside the build
+# context.
+COMPOSE=(docker-compose -f "${RUN}/compose.yml")
 compose() { "${COMPOSE[@]}" "$@"; }
+
+# write_variant: docker-compose.yml with compose.host-network.yml (and
+# COMPOSE_CHECK_OVERRIDE), merged, minus every `ports:`. docker-compose 1.x
+# refuses published ports on the host's network, and an override file cannot
+# remove a key; so the merged file is written without them, and checked to
+# differ from the merge in nothing else.
+write_variant() {
+  local files=(-f "${ROOT}/docker-compose.yml" -f "${HERE}/compose.host-network.yml") other
+  [[ -z "${COMPOSE_CHECK_OVERRIDE:-}" ]] || files+=(-f "$COMPOSE_CHECK_OVERRIDE")
+  mkdir -p "$RUN"
+  docker-compose "${files[@]}" config >"${RUN}/compose.merged.yml"
+  awk '/^    ports:$/ {skip = 1; next} skip && /^    (- |  )/ {next} {skip = 0; print}' \
+    "${RUN}/compose.merged.yml" >"${RUN}/compose.yml"
+  other="$(diff "${RUN}/compose.merged.yml" "${RUN}/compose.yml" | grep -E '^[<>]' | grep -v -E '^<     (ports:$|- )' || true)"
+  [[ -z "$other" ]] || die "the run-time variant differs from the merged compose file in more than ports: ${other}"
+  ! grep -q -E '^    ports:' "${RUN}/compose.yml" || die "the run-time variant still publishes ports"
+  [[ "$(grep -c '^    network_mode: host$' "${RUN}/compose.yml")" == "$(compose config --services | wc -l)" ]] \
+    || die "a service of docker-compose.yml is not on the host's network: add it to compose.host-network.yml"
+}
 
 # ---------------------------------------------------------------- daemon
 
@@ -132,7 +152,7 @@ stop_daemon() {
   # end any of them that outlived it, by id.
   local proc cmdline
   for proc in /proc/[0-9]*; do
-    cmdline="$(tr '\0' ' ' <"${proc}/cmdline" 2>/dev/null)" || continue
+    cmdline="$({ tr '\0' ' ' <"${proc}/cmdline"; } 2>/dev/null)" || continue
     if [[ "$cmdline" == *"${RUN}/exec"* ]]; then
       echo "compose-check: ending leftover process ${proc#/proc/}: ${cmdline}" >&2
       kill -KILL "${proc#/proc/}" 2>/dev/null || true
@@ -171,7 +191,9 @@ cleanup() {
   if [[ -n "$daemon_pid" ]]; then
     ((status == 0)) || show_failure
     log "down -v, then the daemon stops"
-    timeout 180 "${COMPOSE[@]}" down -v --remove-orphans --timeout 20 >&2 || echo "compose-check: down -v failed" >&2
+    timeout 120 "${COMPOSE[@]}" down -v --remove-orphans --timeout 20 >&2 || echo "compose-check: down -v failed" >&2
+    # Images that a newer build replaced: keeps the cache from growing run by run.
+    timeout 60 docker image prune -f >/dev/null || true
   fi
   stop_daemon
   if ((status == 0)); then
@@ -307,7 +329,7 @@ build_standins() {
         ;;
       prom/prometheus:*) build_standin prometheus "$image" ;;
       jaegertracing/jaeger:* | grafana/grafana:*)
-        ctx_extra() { CGO_ENABLED=0 go build -trimpath -o "$1/standin" "${HERE}/standin"; }
+        ctx_extra() { (cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -o "$1/standin" ./deploy/compose-check/standin); }
         build_standin standins "$image" "STANDIN=$(basename "${image%%:*}")"
         unset -f ctx_extra
         ;;
@@ -318,10 +340,11 @@ build_standins() {
 
 # ---------------------------------------------------------------- the stack
 
-# wait_stack: every service as it should be, bounded by TIMEOUT: the ones
+# wait_stack SECONDS: every service as it should be within SECONDS: the ones
 # with a health check healthy, the one-shots exited 0, the rest running.
+# Dies naming the first service that is not (wait_stack 0: as they are now).
 wait_stack() {
-  local deadline=$((SECONDS + TIMEOUT)) service id state pending
+  local deadline=$((SECONDS + $1)) service id state pending
   while :; do
     pending=""
     for service in $(compose config --services); do
@@ -338,7 +361,7 @@ wait_stack() {
       esac
     done
     [[ -n "$pending" ]] || return 0
-    ((SECONDS < deadline)) || { suspect="${pending%%(*}"; suspect="${suspect# }"; die "not ready within ${TIMEOUT} s:${pending}"; }
+    ((SECONDS < deadline)) || { suspect="${pending%%(*}"; suspect="${suspect# }"; die "not ready within ${1} s:${pending}"; }
     sleep 2
   done
 }
@@ -362,7 +385,7 @@ check_order_charge_refund() {
   printf '%s|{"eventId":"%s","sagaId":"%s","eventType":"OrderCreated.v1","orderId":%s,"customerId":42,"amount":250.00,"currency":"RUB","occurredAt":"%s"}\n' \
     "$order_id" "$event_id" "$(cat /proc/sys/kernel/random/uuid)" "$order_id" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" |
     timeout 120 "${COMPOSE[@]}" exec -T kafka /opt/kafka/bin/kafka-console-producer.sh --bootstrap-server kafka:29092 \
-      --topic order.events --property parse.key=true --property key.separator='|' >&2
+      --topic order.events --reader-property parse.key=true --reader-property key.separator='|' >&2
 
   suspect=payment-service
   key="compose-check-charge-${order_id}"
@@ -436,14 +459,21 @@ main() {
   trap 'exit 130' INT TERM
   log "starting dockerd (no bridge, no iptables) on ${DOCKER_HOST}"
   start_daemon
+  write_variant
   ensure_base_image
   build_standins
 
   log "docker-compose build (the repository's Dockerfile, host network)"
   nice -n 10 timeout "$BUILD_TIMEOUT" "${COMPOSE[@]}" build >&2 || die "docker-compose build failed or took over ${BUILD_TIMEOUT} s"
   log "docker-compose up -d"
-  timeout "$TIMEOUT" "${COMPOSE[@]}" up -d >&2 || true
-  wait_stack
+  # up -d itself waits for the health checks that services depend on; if it
+  # gives up, the stack as it is then names the service that failed.
+  if timeout "$TIMEOUT" "${COMPOSE[@]}" up -d >&2; then
+    wait_stack "$TIMEOUT"
+  else
+    wait_stack 0
+    die "docker-compose up failed, though every service looks fine"
+  fi
   check_networks
   log "every service is healthy, or done"
 
