@@ -179,9 +179,15 @@ show_failure() {
   services="${suspect:-$(compose ps --services 2>/dev/null)}"
   echo "compose-check: the state of the stack:" >&2
   compose ps >&2 2>/dev/null || true
+  local id
   for service in $services; do
     echo "----- last 40 log lines of ${service} -----" >&2
     compose logs --no-color --tail=40 "$service" >&2 2>/dev/null || true
+    # A failing health check says why in its own log, not in the service's.
+    for id in $(compose ps -q "$service" 2>/dev/null); do
+      docker inspect -f '{{json .State.Health}}' "$id" 2>/dev/null |
+        jq -r 'select(. != null and (.Log | length) > 0) | .Log[-1] | "----- its last health check: exit \(.ExitCode): \(.Output)"' >&2 || true
+    done
   done
 }
 
@@ -192,8 +198,10 @@ cleanup() {
     ((status == 0)) || show_failure
     log "down -v, then the daemon stops"
     timeout 120 "${COMPOSE[@]}" down -v --remove-orphans --timeout 20 >&2 || echo "compose-check: down -v failed" >&2
-    # Images that a newer build replaced: keeps the cache from growing run by run.
-    timeout 60 docker image prune -f >/dev/null || true
+    # Images that a newer build replaced (among them the Dockerfile's build
+    # stage of an older source), once a day old: a rerun within the day
+    # finds its build cache, and the cache does not grow run by run.
+    timeout 60 docker image prune -f --filter until=24h >/dev/null || true
   fi
   stop_daemon
   if ((status == 0)); then
@@ -411,16 +419,23 @@ check_order_charge_refund() {
   echo "compose-check: refund of 100.00 on payment ${payment_id}: 201, $(jq -c '{id, status}' "${RUN}/body")" >&2
 }
 
+# poll_json URL FILTER WHAT: waits, 60 s at most, until GET URL answers 200
+# with a body for which the jq FILTER holds; else fails saying that WHAT
+# did not happen.
+poll_json() {
+  local deadline=$((SECONDS + 60))
+  until [[ "$(http_code GET "$1")" == 200 ]] && jq -e "$2" "${RUN}/body" >/dev/null; do
+    ((SECONDS < deadline)) || die "$3 within 60 s: $(cat "${RUN}/body")"
+    sleep 2
+  done
+}
+
 # The service's traces reached the tracing endpoint (OTLP/HTTP, Jaeger's
 # query API lists the service).
 check_trace() {
   suspect=jaeger
-  local deadline=$((SECONDS + 60))
-  until [[ "$(http_code GET http://127.0.0.1:16686/api/services)" == 200 ]] &&
-      jq -e '.data | index("payment-service")' "${RUN}/body" >/dev/null; do
-    ((SECONDS < deadline)) || die "no trace of payment-service reached jaeger within 60 s: $(cat "${RUN}/body")"
-    sleep 2
-  done
+  poll_json http://127.0.0.1:16686/api/services '.data | index("payment-service")' \
+    "no trace of payment-service reached jaeger"
   echo "compose-check: jaeger received spans of payment-service" >&2
 }
 
@@ -428,14 +443,10 @@ check_trace() {
 # Grafana found its provisioning.
 check_metrics() {
   suspect=prometheus
-  local deadline=$((SECONDS + 60))
-  until [[ "$(http_code GET http://127.0.0.1:9090/api/v1/targets)" == 200 ]] &&
-      jq -e '.data.activeTargets[] | select(.labels.job == "payment-service" and .health == "up")' "${RUN}/body" >/dev/null; do
-    ((SECONDS < deadline)) || die "prometheus does not scrape payment-service within 60 s: $(cat "${RUN}/body")"
-    sleep 2
-  done
-  [[ "$(http_code GET http://127.0.0.1:9090/api/v1/rules)" == 200 ]] && jq -e '.data.groups | length > 0' "${RUN}/body" >/dev/null \
-    || die "prometheus loaded no alert rules: $(cat "${RUN}/body")"
+  poll_json http://127.0.0.1:9090/api/v1/targets \
+    '.data.activeTargets[] | select(.labels.job == "payment-service" and .health == "up")' \
+    "prometheus did not scrape payment-service"
+  poll_json http://127.0.0.1:9090/api/v1/rules '.data.groups | length > 0' "prometheus loaded no alert rules"
   echo "compose-check: prometheus scrapes payment-service (up) and loaded $(jq '[.data.groups[].rules[]] | length' "${RUN}/body") rules" >&2
   suspect=grafana
   [[ "$(http_code GET http://127.0.0.1:3000/api/dashboards/uid/payment-service)" == 200 ]] \
