@@ -96,12 +96,19 @@ func newOutboxEventRow(ctx context.Context, e app.PaymentEvent, cfg OutboxConfig
 		PaymentProvider:   string(p.Charge.Provider),
 		ExternalPaymentID: string(p.Charge.ExternalPaymentID),
 		OccurredAt:        e.OccurredAt.UTC(),
-	}
-	if e.SagaID.Valid {
-		saga := e.SagaID.UUID.String()
-		v.SagaID = &saga
+		SagaID:            sagaIDField(e.SagaID),
 	}
 	return newOutboxRow(ctx, cfg, e.ID, e.Type, int64(p.Charge.OrderID), v)
+}
+
+// sagaIDField is an event's optional sagaId: omitted when the order came
+// without one.
+func sagaIDField(saga uuid.NullUUID) *string {
+	if !saga.Valid {
+		return nil
+	}
+	s := saga.UUID.String()
+	return &s
 }
 
 // newOutboxRow renders an event's payload v as its outbox row: the payload

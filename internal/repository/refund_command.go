@@ -235,10 +235,7 @@ func newRefundOutboxEventRow(ctx context.Context, e app.RefundEvent, cfg OutboxC
 		PaymentProvider:  string(r.Provider),
 		ExternalRefundID: string(r.ExternalRefundID),
 		OccurredAt:       e.OccurredAt.UTC(),
-	}
-	if e.SagaID.Valid {
-		saga := e.SagaID.UUID.String()
-		v.SagaID = &saga
+		SagaID:           sagaIDField(e.SagaID),
 	}
 	return newOutboxRow(ctx, cfg, e.ID, e.Type, int64(e.OrderID), v)
 }
