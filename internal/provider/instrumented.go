@@ -140,6 +140,13 @@ func refundOutcome(outcomeOf func(app.ProviderDecision, error) string) func(app.
 	return func(d app.ProviderDecision, err error) string { return "refund_" + outcomeOf(d, err) }
 }
 
+// refundCallOutcome and refundLookupOutcome name the refund calls'
+// outcomes, made once rather than on every call.
+var (
+	refundCallOutcome   = refundOutcome(callOutcome)
+	refundLookupOutcome = refundOutcome(lookupOutcome)
+)
+
 // Instrumented wraps a provider's charges and counts, times and traces its
 // calls.
 type Instrumented struct {
@@ -185,14 +192,14 @@ func InstrumentRefunds(name domain.ProviderName, next app.RefundProvider, calls 
 func (p *InstrumentedRefunds) Refund(ctx context.Context, req app.ProviderRefund) (app.ProviderDecision, error) {
 	return p.call(ctx, "provider refund", func(ctx context.Context) (app.ProviderDecision, error) {
 		return p.next.Refund(ctx, req)
-	}, refundOutcome(callOutcome))
+	}, refundCallOutcome)
 }
 
 // LookupRefund implements app.RefundProvider.
 func (p *InstrumentedRefunds) LookupRefund(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
 	return p.call(ctx, "provider lookup refund", func(ctx context.Context) (app.ProviderDecision, error) {
 		return p.next.LookupRefund(ctx, idempotencyKey)
-	}, refundOutcome(lookupOutcome))
+	}, refundLookupOutcome)
 }
 
 var (
