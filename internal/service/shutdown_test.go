@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -250,5 +251,28 @@ func TestAStuckDrainLeavesTheRelayItsOwnTimeToPublish(t *testing.T) {
 	records := kafkatest.ReadAll(t, brokers, topic, 10*time.Second)
 	if len(records) != 1 {
 		t.Fatalf("records on %s = %d, want 1", topic, len(records))
+	}
+}
+
+// A client's connection that never sent a request (an HTTP client dials
+// ahead, and a burst of requests leaves such a connection in its pool) is
+// closed by http.Server.Shutdown only once it is five seconds old, Go's
+// grace for a request still to come. A test service's shutdown bound must
+// outlast that grace, or such a connection fails its stop with "http
+// shutdown: context deadline exceeded" (seen once in CI, after 30
+// concurrent refunds).
+func TestTestServiceStopsWithAConnectionThatNeverSentARequest(t *testing.T) {
+	t.Parallel()
+	svc := servicetest.Start(t, servicetest.Options{DSN: testdb.New(t)})
+	// Dial just after a second begins: Go counts the connection's age in
+	// whole seconds, so it stays "new" for nearly six.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 20*time.Millisecond)))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(svc.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := svc.Stop(); err != nil {
+		t.Errorf("stop with a connection that never sent a request: %v", err)
 	}
 }

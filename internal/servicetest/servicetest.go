@@ -43,11 +43,16 @@ type Options struct {
 }
 
 // BaseEnv is what every test service runs with unless Options.Env says
-// otherwise: two API clients, a short shutdown.
+// otherwise: two API clients, a short shutdown. The shutdown's bound
+// outlasts the five to six seconds for which http.Server.Shutdown waits on
+// a client connection that has not sent a request yet (a test's HTTP
+// client dials ahead during a burst of requests), so such a connection
+// delays a test service's stop, never fails it
+// (TestTestServiceStopsWithAConnectionThatNeverSentARequest).
 var BaseEnv = map[string]string{
 	"API_KEYS":                 "demo-client:demo-secret,other-client:other-secret",
 	"IDEMPOTENCY_LOCK_TIMEOUT": "30s",
-	"SHUTDOWN_TIMEOUT":         "5s",
+	"SHUTDOWN_TIMEOUT":         "10s",
 }
 
 // Service is a running service.
