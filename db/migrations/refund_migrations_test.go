@@ -137,8 +137,8 @@ func TestRefundMigrationsOverEarlierRows(t *testing.T) {
 		t.Fatalf("a refund's claim after 00016: %+v, %v", res, err)
 	}
 	if got := count(ctx, t, db, `SELECT count(*) FROM idempotency_record
-		WHERE idempotency_key = 'refund-after' AND command = 'refund' AND refund_id = $1 AND payment_id IS NULL`, int64(res.Refund.ID)); got != 1 {
-		t.Error("the refund's record does not point at its refund")
+		WHERE idempotency_key = 'refund-after' AND command = 'refund' AND refund_id = $1 AND payment_id = 1`, int64(res.Refund.ID)); got != 1 {
+		t.Error("the refund's record does not point at its refund and its payment (00017's rule, written by the statement already)")
 	}
 	if got := count(ctx, t, db, `SELECT count(*) FROM payment WHERE id = 1 AND refund_reserved = 50`); got != 1 {
 		t.Error("the payment's refund total is not 20.00 + 30.00")
