@@ -1,3 +1,5 @@
+-- Releases: runs under the previous release and this one (expand only); with 00017, applied in the same rollout, the previous release's jobs leave refund records alone.
+--
 -- idempotency_record.refund_id: the recovery point of a refund's record
 -- (issue 20).
 --
