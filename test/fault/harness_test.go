@@ -28,6 +28,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/example/payment-service/db/migrations"
 	"github.com/example/payment-service/internal/faultproxy"
 	"github.com/example/payment-service/internal/kafkatest"
 	"github.com/example/payment-service/internal/pgtemp"
@@ -129,7 +130,7 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 	}
 	t.Cleanup(pg.Stop)
 	s.pg, s.dsn = pg, pg.DSN("postgres")
-	if err := migrateUpTo(ctx, s.dsn, opts.migrateTo); err != nil {
+	if err := migrations.UpTo(ctx, s.dsn, opts.migrateTo); err != nil {
 		t.Fatal(err)
 	}
 	s.db, err = pgxpool.New(ctx, s.dsn)
@@ -190,7 +191,7 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 	for i := range opts.replicas {
 		r := s.newReplica(fmt.Sprintf("r%d", i))
 		if opts.previous {
-			r.runPrevious(previousRelease(t))
+			r.runNext(previousRelease(t))
 		}
 		s.replicas = append(s.replicas, r)
 	}
@@ -223,7 +224,7 @@ type replica struct {
 	exited chan struct{}
 	starts int
 	// bin is the binary the next start runs: this tree's unless
-	// runPrevious set the previous release's; ran is the one the last
+	// runNext set the previous release's; ran is the one the last
 	// start ran.
 	bin, ran string
 }

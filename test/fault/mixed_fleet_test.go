@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/payment-service/db/migrations"
 	"github.com/example/payment-service/internal/kafkatest"
 )
 
@@ -149,7 +150,7 @@ func TestRollingDeployMixedFleet(t *testing.T) {
 	p = next()
 	p.expireLocks, p.expireAfter = true, 10*time.Millisecond
 	ops, answers = s.previousFleetBurst(t, p, func() error {
-		if err := migrateUpTo(context.Background(), s.dsn, 0); err != nil {
+		if err := migrations.Up(context.Background(), s.dsn); err != nil {
 			return err
 		}
 		if *flagUnsafeSQL != "" {
@@ -178,6 +179,9 @@ func TestRollingDeployMixedFleet(t *testing.T) {
 		tally(s.mixedRound(t, c, p, seed, r))
 		for range *flagMixedRounds {
 			tally(s.mixedRound(t, c, next(), seed, nil))
+			if round%100 == 0 {
+				fmt.Printf("rolling deploy: %d rounds done in %s, fleet %s\n", round, time.Since(started).Round(time.Second), s.fleet())
+			}
 		}
 	}
 	for _, r := range s.replicas {
@@ -228,7 +232,7 @@ func (s *stack) mixedRound(t *testing.T, c *checker, p plan, seed uint64, roll *
 	}
 	var rolled sync.WaitGroup
 	if roll != nil {
-		roll.runCurrent()
+		roll.runNext("")
 		rolled.Go(func() {
 			time.Sleep(20 * time.Millisecond)
 			roll.kill()
@@ -285,53 +289,55 @@ func (s *stack) fleet() string {
 // settles, and the completer finishes the abandoned ones.
 func (s *stack) previousFleetBurst(t *testing.T, p plan, during func() error) ([]op, []answer) {
 	t.Helper()
-	var (
-		mu      sync.Mutex
-		ops     []op
-		answers []answer
-		wg      sync.WaitGroup
-	)
-	record := func(a ...answer) {
-		mu.Lock()
-		answers = append(answers, a...)
-		mu.Unlock()
-	}
-	for _, o := range p.ops {
+	ops := make([]op, len(p.ops))
+	for i, o := range p.ops {
 		s.addOrder(o.op)
-		ops = append(ops, o.op)
+		ops[i] = o.op
 	}
+	var wg sync.WaitGroup
 	var duringErr error
 	if during != nil {
 		wg.Go(func() { duringErr = during() })
 	}
-	for _, o := range p.ops {
-		for _, r := range o.senders {
-			wg.Go(func() { record(s.replicas[r].charge(o.op, 500*time.Millisecond)) })
+	// Each attempt, and later each settling, writes a slot of its own.
+	first := make([][]answer, len(p.ops))
+	for i, o := range p.ops {
+		first[i] = make([]answer, len(o.senders))
+		for j, r := range o.senders {
+			wg.Go(func() { first[i][j] = s.replicas[r].charge(o.op, 500*time.Millisecond) })
 		}
 	}
+	// The plan's kill and lock expiry, each at its time.
+	type timedFault struct {
+		after time.Duration
+		do    func()
+	}
+	var timed []timedFault
 	if p.kill >= 0 {
-		wg.Go(func() {
-			time.Sleep(p.killAfter)
-			s.replicas[p.kill].kill()
-		})
+		timed = append(timed, timedFault{p.killAfter, s.replicas[p.kill].kill})
 	}
 	if p.expireLocks {
-		wg.Go(func() {
-			time.Sleep(p.expireAfter)
+		timed = append(timed, timedFault{p.expireAfter, func() {
 			_, _ = s.db.Exec(context.Background(), `UPDATE idempotency_record SET locked_until = clock_timestamp() - interval '1 millisecond'
 				WHERE status = 'IN_PROGRESS' AND idempotency_key = ANY($1)`, keysOf(ops))
+		}})
+	}
+	for _, f := range timed {
+		wg.Go(func() {
+			time.Sleep(f.after)
+			f.do()
 		})
 	}
 	wg.Wait()
 	must(t, duringErr)
 	s.heal()
-	var settle sync.WaitGroup
-	for _, o := range p.ops {
+	settled := make([][]answer, len(p.ops))
+	for i, o := range p.ops {
 		if !o.abandoned {
-			settle.Go(func() { record(s.settle(o.op, 30*time.Second)...) })
+			wg.Go(func() { settled[i] = s.settle(o.op, 30*time.Second) })
 		}
 	}
-	settle.Wait()
+	wg.Wait()
 	orders := make([]int64, len(ops))
 	for i, o := range ops {
 		orders[i] = o.order
@@ -340,7 +346,7 @@ func (s *stack) previousFleetBurst(t *testing.T, p plan, during func() error) ([
 		return s.count(`SELECT count(*) FROM idempotency_record WHERE status = 'IN_PROGRESS' AND idempotency_key = ANY($1)`, keysOf(ops)) == 0 &&
 			s.count(`SELECT count(*) FROM payment WHERE status = 'PENDING' AND order_id = ANY($1)`, orders) == 0
 	})
-	return ops, answers
+	return ops, slices.Concat(slices.Concat(first...), slices.Concat(settled...))
 }
 
 // The advisory lock keys of the two leaderships, as the service takes them

@@ -8,8 +8,6 @@ package fault
 
 import (
 	"bufio"
-	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,8 +15,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/example/payment-service/db/migrations"
 )
 
 // previousReleaseFile names the previous release's commit, relative to this
@@ -115,40 +111,12 @@ func previousReleaseCommit() (string, error) {
 	return "", fmt.Errorf("%s names no commit", previousReleaseFile)
 }
 
-// migrateUpTo applies the migrations up to version (0: every one), as
-// `payment-service migrate up` would.
-func migrateUpTo(ctx context.Context, dsn string, version int64) error {
-	if version == 0 {
-		return migrations.Up(ctx, dsn)
-	}
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	p, err := migrations.NewProvider(db)
-	if err != nil {
-		return err
-	}
-	if _, err := p.UpTo(ctx, version); err != nil {
-		return fmt.Errorf("migrate up to %d: %w", version, err)
-	}
-	return nil
-}
-
-// runPrevious makes the replica's next start run bin, the previous release.
-func (r *replica) runPrevious(bin string) {
+// runNext makes the replica's next start run bin: the previous release's
+// binary, or "" for this tree's (the replica is rolled).
+func (r *replica) runNext(bin string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.bin = bin
-}
-
-// runCurrent makes the replica's next start run this tree's binary: the
-// replica is rolled.
-func (r *replica) runCurrent() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.bin = ""
 }
 
 // previous reports whether the replica's last start ran the previous
