@@ -41,8 +41,15 @@ var (
 	raceBinary = flag.Bool("race-binary", true, "build the service under test with -race")
 )
 
+// serviceBinaryEnv hands a test binary that runs itself as a child (to
+// see a test fail on purpose) the service binary its parent built.
+const serviceBinaryEnv = "FAULT_SERVICE_BINARY"
+
 func TestMain(m *testing.M) {
 	flag.Parse()
+	if binary = os.Getenv(serviceBinaryEnv); binary != "" {
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "fault-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -196,6 +196,35 @@ func TestRollingDeployMixedFleet(t *testing.T) {
 		answeredBy[true], answeredBy[false], s.logLines("cached plan must not change result type"))
 }
 
+// dropCommandDefault is the contract step of migration 00013 taken a
+// release too early: the previous release's claim does not name the
+// command column and relies on its default.
+const dropCommandDefault = `ALTER TABLE idempotency_record ALTER COLUMN command DROP DEFAULT`
+
+// A migration that the previous release does not survive must fail the
+// rolling deploy's check: TestRollingDeployMixedFleet, run as a child of
+// this test binary with the previous release's charges broken right after
+// the migrations, fails, and says why. (With a harmless statement in its
+// place the child passes, and so this fails.)
+func TestAnUnsafeMigrationFailsTheRollingDeploy(t *testing.T) {
+	previousRelease(t) // built (or found in the cache) before the child needs it
+	child := exec.Command(os.Args[0], "-test.run", "^TestRollingDeployMixedFleet$", "-test.count", "1",
+		"-seed", "27", "-mixed-rounds", "0", "-mixed-unsafe-sql", dropCommandDefault)
+	child.Env = append(os.Environ(), serviceBinaryEnv+"="+binary)
+	out, err := child.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the rolling deploy passed with %q applied under the previous release:\n%s", dropCommandDefault, out)
+	}
+	for _, want := range []string{
+		"neither the stored outcome nor a retryable answer",
+		`null value in column \"command\" of relation \"idempotency_record\" violates not-null constraint`,
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the failed run does not say %q:\n%s", want, out)
+		}
+	}
+}
+
 // mixedRound runs p on the mixed fleet and checks it. With roll set, that
 // replica is killed (-9) during the burst and comes back as the current
 // release. Refunds go to replicas of the current release only, and none is
@@ -245,6 +274,8 @@ func (s *stack) mixedRound(t *testing.T, c *checker, p plan, seed uint64, roll *
 		roll.kill()
 		must(t, roll.start())
 	}
+	canaryOps, canaryAnswers := s.canaries(t, p.round)
+	ops, answers = append(ops, canaryOps...), append(answers, canaryAnswers...)
 	v := c.check(ops, answers)
 	v = append(v, c.checkRefunds(refunds, answers)...)
 	v = append(v, c.checkGlobal()...)
@@ -331,6 +362,8 @@ func (s *stack) previousFleetBurst(t *testing.T, p plan, during func() error) ([
 	wg.Wait()
 	must(t, duringErr)
 	s.heal()
+	canaryOps, canaryAnswers := s.canaries(t, p.round)
+	ops = append(ops, canaryOps...)
 	settled := make([][]answer, len(p.ops))
 	for i, o := range p.ops {
 		if !o.abandoned {
@@ -346,7 +379,32 @@ func (s *stack) previousFleetBurst(t *testing.T, p plan, during func() error) ([
 		return s.count(`SELECT count(*) FROM idempotency_record WHERE status = 'IN_PROGRESS' AND idempotency_key = ANY($1)`, keysOf(ops)) == 0 &&
 			s.count(`SELECT count(*) FROM payment WHERE status = 'PENDING' AND order_id = ANY($1)`, orders) == 0
 	})
-	return ops, slices.Concat(slices.Concat(first...), slices.Concat(settled...))
+	return ops, slices.Concat(slices.Concat(first...), slices.Concat(settled...), canaryAnswers)
+}
+
+// canaries makes one new charge through each running replica of the
+// previous release, first sent to that replica, then settled: whatever the
+// round's plan drew, every old replica claims a fresh key on the schema as
+// it now is, where a migration it does not survive shows at once.
+func (s *stack) canaries(t *testing.T, round int) ([]op, []answer) {
+	t.Helper()
+	var ops []op
+	var answers []answer
+	for i, r := range s.replicas {
+		if !r.running() || !r.previous() {
+			continue
+		}
+		o := op{key: fmt.Sprintf("round-%d-canary-%s", round, r.name), order: int64(3_000_000 + round*10 + i), customer: 3,
+			amount: "10.00", ext: fmt.Sprintf("pi_round_%d_canary_%s", round, r.name)}
+		s.addOrder(o)
+		ops = append(ops, o)
+		a := r.charge(o, 3*time.Second)
+		answers = append(answers, a)
+		if !a.final() {
+			answers = append(answers, s.settle(o, 30*time.Second)...)
+		}
+	}
+	return ops, answers
 }
 
 // The advisory lock keys of the two leaderships, as the service takes them
