@@ -484,7 +484,9 @@ func TestLeadershipMovesFromThePreviousReleaseToTheCurrent(t *testing.T) {
 	}
 
 	// The stream: per order a decline, a charge, then two refunds, one
-	// after the other; the leader dies when a third of the orders are done.
+	// after the other; the leader dies when a third of the orders are done,
+	// at a moment the outbox holds rows to publish (for 5 s at most), so
+	// the relay's leadership moves with work in hand.
 	const orders = 12
 	var (
 		mu      sync.Mutex
@@ -497,6 +499,11 @@ func TestLeadershipMovesFromThePreviousReleaseToTheCurrent(t *testing.T) {
 	third := make(chan struct{})
 	wg.Go(func() {
 		<-third
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if s.count(`SELECT count(*) FROM outbox_event WHERE published_at IS NULL`) > 0 {
+				break
+			}
+		}
 		old.kill()
 	})
 	for i := range orders {
