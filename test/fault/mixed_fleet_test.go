@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -484,9 +485,11 @@ func TestLeadershipMovesFromThePreviousReleaseToTheCurrent(t *testing.T) {
 	}
 
 	// The stream: per order a decline, a charge, then two refunds, one
-	// after the other; the leader dies when a third of the orders are done,
-	// at a moment the outbox holds rows to publish (for 5 s at most), so
-	// the relay's leadership moves with work in hand.
+	// after the other. When a third of the orders are done the leader
+	// stalls (SIGSTOP: its sessions, and so its leaderships, stay), until
+	// the outbox holds a backlog of rows to publish (10 s at most), then
+	// dies (-9): the relay's leadership moves with several events of one
+	// order waiting, whose order the new leader must keep.
 	const orders = 12
 	var (
 		mu      sync.Mutex
@@ -497,10 +500,12 @@ func TestLeadershipMovesFromThePreviousReleaseToTheCurrent(t *testing.T) {
 		wg      sync.WaitGroup
 	)
 	third := make(chan struct{})
+	backlog := 0 // unpublished outbox rows when the leader died
 	wg.Go(func() {
 		<-third
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-			if s.count(`SELECT count(*) FROM outbox_event WHERE published_at IS NULL`) > 0 {
+		old.signal(syscall.SIGSTOP)
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if backlog = s.count(`SELECT count(*) FROM outbox_event WHERE published_at IS NULL`); backlog >= 8 {
 				break
 			}
 		}
@@ -545,8 +550,18 @@ func TestLeadershipMovesFromThePreviousReleaseToTheCurrent(t *testing.T) {
 	v = append(v, c.checkGlobal()...)
 	v = append(v, s.eventsInOrder(t, ops)...)
 	require(t, v, "leadership moved from the previous release to the current one")
-	t.Logf("%d orders, %d outbox events, %d redelivered after the relay's leader died", orders,
-		s.count(`SELECT count(*) FROM outbox_event`), c.redeliveries)
+	t.Logf("%d orders, %d outbox events, %d unpublished when the relay's leader died, %d redelivered after", orders,
+		s.count(`SELECT count(*) FROM outbox_event`), backlog, c.redeliveries)
+}
+
+// signal sends sig to the replica's process, if it has one.
+func (r *replica) signal(sig syscall.Signal) {
+	r.mu.Lock()
+	cmd := r.cmd
+	r.mu.Unlock()
+	if cmd != nil {
+		_ = cmd.Process.Signal(sig)
+	}
 }
 
 // paymentOf returns the payment a settled charge's final answer (201) made.
