@@ -3,7 +3,7 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN         ?= bin
 
-.PHONY: dev demo compose-check test test-kafka test-fault test-fault-long fuzz contract-fuzz lint build migrate bench bench-api bench-tracing docs-screenshot help model model-mutants model-deep \
+.PHONY: dev demo compose-check test test-kafka test-fault test-fault-long test-fault-rolling-long fuzz contract-fuzz lint build migrate bench bench-api bench-tracing docs-screenshot help model model-mutants model-deep \
 	model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease \
 	model-mutant-nolookup model-mutant-busyasnone model-mutant-nosettle model-mutant-refuseonce \
 	model-mutant-refund-checkthenact model-mutant-refund-newkey model-mutant-refund-nofence \
@@ -17,6 +17,7 @@ help:
 	@echo "make test-kafka  run the Kafka tests again against a real Apache Kafka broker (scripts/kafka-local.sh)"
 	@echo "make test-fault  the fault suite (test/fault): replicas, kill -9, lossy links, database and broker outages, seeded rounds"
 	@echo "make test-fault-long  10,000 seeded fault rounds (about an hour; FAULT_FLAGS=\"-seed N\" to pick the seed)"
+	@echo "make test-fault-rolling-long  the rolling deploy (previous release beside this one) with 150 seeded rounds per rolled replica"
 	@echo "make fuzz     each fuzz target for FUZZTIME (default 20s); the corpus is in testdata/fuzz"
 	@echo "make contract-fuzz  Schemathesis against the real service on a throwaway database, every check, seeded (CONTRACT_FUZZ_SEED)"
 	@echo "make lint     gofmt, go vet, staticcheck, and the dependency rule (docs/architecture.md)"
@@ -79,6 +80,13 @@ test-fault:
 # is built without -race here, to get through the rounds in about an hour.
 test-fault-long:
 	$(GO) test -tags fault -count=1 -timeout 3h -v -run 'TestSeededFaultRounds' ./test/fault/ -rounds 10000 -race-binary=false $(FAULT_FLAGS)
+
+# The rolling deploy's long run (docs/deploying.md, docs/reliability.md):
+# the previous release (deploy/previous-release) and this one through the
+# migrations, 150 seeded fault rounds after each replica is rolled. The
+# short run (4 rounds each) is part of test-fault.
+test-fault-rolling-long:
+	$(GO) test -tags fault -count=1 -timeout 2h -v -run 'TestRollingDeployMixedFleet' ./test/fault/ -mixed-rounds 150 -race-binary=false $(FAULT_FLAGS)
 
 # Each fuzz target for FUZZTIME (scripts/fuzz.sh). The inputs the fuzzer
 # found interesting are copied into the package's testdata/fuzz (commit them

@@ -1,3 +1,5 @@
+-- Releases: the first schema; every release runs against it.
+--
 -- Payments core: the order projection the charge is checked against, the
 -- payment table (second idempotency layer, R-DIST-IDEM-4) and the
 -- idempotency_record table (first layer, R-DIST-IDEM-3).

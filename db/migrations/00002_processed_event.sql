@@ -1,3 +1,5 @@
+-- Releases: applied before the previous release (deploy/previous-release); every release since runs against it.
+--
 -- processed_event: the receiver-side dedup table of R-DIST-IDEM-2, exactly
 -- as the style guide gives it. A Kafka consumer inserts an event's id with
 -- INSERT ... ON CONFLICT DO NOTHING in the same transaction as the business

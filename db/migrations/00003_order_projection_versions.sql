@@ -1,3 +1,5 @@
+-- Releases: applied before the previous release (deploy/previous-release); every release since runs against it.
+--
 -- order_projection versions: what makes the order-projection consumer's
 -- upsert safe against out-of-order delivery (R-DIST-IDEM-2 deals with
 -- duplicates; this deals with reordering).

@@ -1,3 +1,5 @@
+-- Releases: applied before the previous release (deploy/previous-release); every release since runs against it.
+--
 -- outbox_event: the transactional outbox (R-DIST-IDEM-1, R-DIST-IDEM-X2).
 -- A payment's final status, its idempotency record and the event that
 -- announces it are written in one transaction; the relay (internal/outbox)

@@ -1,3 +1,5 @@
+-- Releases: applied before the previous release (deploy/previous-release); every release since runs against it.
+--
 -- The completer job (issue 5) looks every minute for idempotency records
 -- still IN_PROGRESS after their lock expired: requests whose client never
 -- came back. Almost every record is COMPLETED, so a partial index over the

@@ -1,3 +1,5 @@
+-- Releases: applied before the previous release (deploy/previous-release); every release since runs against it.
+--
 -- The third layer: one paid order is paid once.
 --
 -- The style guide protects money twice (R-DIST-IDEM-4): the client's

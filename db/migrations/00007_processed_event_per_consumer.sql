@@ -1,3 +1,5 @@
+-- Releases: applied before the previous release (deploy/previous-release); every release since runs against it.
+--
 -- processed_event keyed by (event_id, consumer_name), not event_id alone.
 --
 -- R-DIST-IDEM-2 is each receiver's record of what *it* processed. The style

@@ -1,3 +1,5 @@
+-- Releases: applied before the previous release (deploy/previous-release); every release since runs against it.
+--
 -- The relay reads the oldest unpublished rows of every topic, and publishes
 -- each to the topic stored in it (issue 10). Until now it read only the
 -- configured PAYMENT_EVENTS_TOPIC's rows (WHERE topic = $1), so changing the

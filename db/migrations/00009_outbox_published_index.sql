@@ -1,3 +1,5 @@
+-- Releases: applied before the previous release (deploy/previous-release); every release since runs against it.
+--
 -- The retention purge deletes published outbox rows older than
 -- OUTBOX_RETENTION, oldest first, in batches:
 --   SELECT id FROM outbox_event WHERE published_at < $1

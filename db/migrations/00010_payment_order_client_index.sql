@@ -1,3 +1,5 @@
+-- Releases: applied before the previous release (deploy/previous-release); every release since runs against it.
+--
 -- GET /orders/{orderId} shows an order only to a client that has a payment
 -- for it (issue 10): EXISTS (SELECT 1 FROM payment WHERE order_id = $1 AND
 -- client_id = $2). payment had no index on order_id, so every such read

@@ -1,3 +1,5 @@
+-- Releases: applied before the previous release (deploy/previous-release); every release since runs against it.
+--
 -- outbox_event.trace_context: the W3C trace context of the request that
 -- wrote the event, so the trace continues across the outbox and the broker.
 --

@@ -1,3 +1,5 @@
+-- Releases: applied before the previous release (deploy/previous-release); every release since runs against it.
+--
 -- Phase 1 of a charge is one autocommit statement (claimAndReserveSQL with
 -- @atomic, internal/repository/charges.go): one round trip instead of
 -- BEGIN, the statement and COMMIT (issue 11). It may only commit the usual

@@ -1,3 +1,5 @@
+-- Releases: runs under the previous release and this one (expand only); with 00017, applied in the same rollout, the previous release's jobs leave other commands' records alone.
+--
 -- idempotency_record.command: which command a record belongs to (issue 20).
 --
 -- The style guide's table has no such column: its key, command hash and
@@ -31,9 +33,11 @@
 -- migration 00001 (the old ones never name the column). But a release
 -- older than this one reads every IN_PROGRESS record as a charge's: its
 -- completer and purge would delete another command's unfinished record
--- with payment_id NULL. So the first release that writes a record of a
--- command other than 'charge' may roll out only once no release older
--- than this one is running. A later migration then drops the DEFAULT
+-- with payment_id NULL. This migration alone left that to the order of
+-- releases; 00017 removes the hazard instead (a refund's record names its
+-- payment, so the old statements never match it), and refunds roll out
+-- beside the previous release (docs/deploying.md). A later migration then
+-- drops the DEFAULT
 -- (the contract step), so that a command that forgets to name itself
 -- fails at its INSERT instead of passing for a charge.
 

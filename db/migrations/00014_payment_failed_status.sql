@@ -1,3 +1,5 @@
+-- Releases: runs under the previous release and this one (expand only).
+--
 -- A payment the provider refused for good, with no charge under its key,
 -- ends as FAILED (issue 21: such a payment used to stay PENDING for ever,
 -- its key answering 503 outcome-unknown and its order blocked). FAILED is

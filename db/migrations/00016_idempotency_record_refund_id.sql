@@ -1,13 +1,16 @@
+-- Releases: runs under the previous release and this one (expand only); with 00017, applied in the same rollout, the previous release's jobs leave refund records alone.
+--
 -- idempotency_record.refund_id: the recovery point of a refund's record
 -- (issue 20).
 --
 -- A command's reservation is linked to its key in the claim statement
 -- itself (docs/adding-a-command.md, "The recovery point"), and the link is
 -- named after what it points at. A charge's record points at its payment
--- (payment_id); a refund's record points at its refund row, here. A
--- refund's record leaves payment_id NULL: the jobs read payment_id only in
--- records named 'charge' (migration 00013), and refund_id only in records
--- named 'refund'.
+-- (payment_id); a refund's record points at its refund row, here. The
+-- jobs read payment_id only in records named 'charge' (migration 00013),
+-- and refund_id only in records named 'refund'. (A refund's record names
+-- its refund's payment in payment_id as well since 00017, for the previous
+-- release's jobs, which read payment_id NULL as "nothing reserved".)
 --
 --   * bigint, NULL: a record of any other command has none, and a refund's
 --     claim that reserved nothing (a rare answer, about to be completed or

@@ -30,7 +30,13 @@ func NewProvider(db *sql.DB) (*goose.Provider, error) {
 }
 
 // Up applies every pending migration to the database at dsn.
-func Up(ctx context.Context, dsn string) error {
+func Up(ctx context.Context, dsn string) error { return UpTo(ctx, dsn, 0) }
+
+// UpTo applies the pending migrations up to version, or every one when
+// version is 0, to the database at dsn: the fault suite starts the previous
+// release on the schema it was deployed with, and migrates the rest under
+// it (docs/deploying.md).
+func UpTo(ctx context.Context, dsn string, version int64) error {
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		return err
@@ -40,7 +46,12 @@ func Up(ctx context.Context, dsn string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := p.Up(ctx); err != nil {
+	if version == 0 {
+		_, err = p.Up(ctx)
+	} else {
+		_, err = p.UpTo(ctx, version)
+	}
+	if err != nil {
 		return fmt.Errorf("migrate up: %w", err)
 	}
 	return nil

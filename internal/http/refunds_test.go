@@ -82,8 +82,8 @@ func TestRefundIsMadeOnceAndReplayed(t *testing.T) {
 		t.Errorf("the payment's refund total is not 30")
 	}
 	if got := s.count(t, `SELECT count(*) FROM idempotency_record r JOIN refund f ON f.id = r.refund_id
-		WHERE r.idempotency_key = 'refund-1' AND r.command = 'refund' AND r.status = 'COMPLETED' AND r.payment_id IS NULL`); got != 1 {
-		t.Errorf("the key's record is not a completed refund record linked to its refund")
+		WHERE r.idempotency_key = 'refund-1' AND r.command = 'refund' AND r.status = 'COMPLETED' AND r.payment_id = f.payment_id`); got != 1 {
+		t.Errorf("the key's record is not a completed refund record linked to its refund and its payment (migration 00017)")
 	}
 	if got := s.count(t, `SELECT count(*) FROM outbox_event WHERE event_type = 'PaymentRefunded.v1' AND message_key = '501'
 		AND payload->>'externalRefundId' = 'r-1' AND payload->>'amount' = '30.00'`); got != 1 {

@@ -74,7 +74,7 @@ reserved AS (
         ON CONFLICT DO NOTHING
  RETURNING *
 ),
-` + claimKeyClause(app.CommandCharge, "payment_id") + `,
+` + claimKeyClause(app.CommandCharge, "payment_id", "") + `,
 -- The payment this charge goes on with: the one just reserved, or, after
 -- a takeover, the recovery point.
 charged AS (

@@ -35,14 +35,30 @@ import (
 // operation too, but how a command hashes is its own affair; the name is
 // checked as well), and the new lock_token fences the old owner out. A
 // takeover keeps the recovery point it finds.
-func claimKeyClause(command app.CommandName, recoveryPoint string) string {
-	return strings.NewReplacer("{command}", string(command), "{recovery_point}", recoveryPoint).Replace(`claimed AS (
-    INSERT INTO idempotency_record AS r (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, {recovery_point})
-    VALUES (@client, @key, '{command}', @hash, 'IN_PROGRESS', @token, clock_timestamp() + @lock_micros * interval '1 microsecond', (SELECT id FROM reserved))
+//
+// paymentLink, when not empty, also writes the reservation's payment (the
+// column of that name in "reserved") into the record's payment_id, kept on
+// a takeover like the recovery point. A refund names it: the releases
+// before migration 00013 read payment_id NULL on any unfinished record as
+// "a charge that reserved nothing" and delete it, so during a rolling
+// deploy from them a refund's record must not look like one (migration
+// 00017, docs/decisions/0022). A charge passes "": its payment_id is its
+// recovery point already, and its statement stays as it was.
+func claimKeyClause(command app.CommandName, recoveryPoint, paymentLink string) string {
+	var linkColumn, linkValue, linkKept string
+	if paymentLink != "" {
+		linkColumn = ", payment_id"
+		linkValue = ", (SELECT " + paymentLink + " FROM reserved)"
+		linkKept = "\n           payment_id = coalesce(r.payment_id, EXCLUDED.payment_id),"
+	}
+	return strings.NewReplacer("{command}", string(command), "{recovery_point}", recoveryPoint,
+		"{link_column}", linkColumn, "{link_value}", linkValue, "{link_kept}", linkKept).Replace(`claimed AS (
+    INSERT INTO idempotency_record AS r (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, {recovery_point}{link_column})
+    VALUES (@client, @key, '{command}', @hash, 'IN_PROGRESS', @token, clock_timestamp() + @lock_micros * interval '1 microsecond', (SELECT id FROM reserved){link_value})
         ON CONFLICT (client_id, idempotency_key) DO UPDATE
        SET lock_token = EXCLUDED.lock_token,
            locked_until = EXCLUDED.locked_until,
-           {recovery_point} = coalesce(r.{recovery_point}, EXCLUDED.{recovery_point}),
+           {recovery_point} = coalesce(r.{recovery_point}, EXCLUDED.{recovery_point}),{link_kept}
            updated_at = now()
      WHERE r.status = 'IN_PROGRESS'
        AND r.locked_until < clock_timestamp()

@@ -78,10 +78,13 @@ func (s *IdempotencyRecords) SetRecoveryPoint(ctx context.Context, scope app.Ide
 	})
 }
 
-// SetRefundRecoveryPoint implements app.IdempotencyRecords.
+// SetRefundRecoveryPoint implements app.IdempotencyRecords. It names the
+// refund's payment as well, as the refund's claim does (claimKeyClause's
+// paymentLink, migration 00017).
 func (s *IdempotencyRecords) SetRefundRecoveryPoint(ctx context.Context, scope app.IdempotencyScope, token uuid.UUID, refund domain.RefundID) error {
 	return s.updateOwned(ctx, scope, token, map[string]any{
 		"refund_id":  int64(refund),
+		"payment_id": gorm.Expr("(SELECT payment_id FROM refund WHERE id = ?)", int64(refund)),
 		"updated_at": gorm.Expr("now()"),
 	})
 }

@@ -26,10 +26,12 @@ import (
 //
 // Lock order (docs/adding-a-command.md): the payment (refund_target), then
 // the refund row it inserts (reserved), then the key (claimed), whose
-// recovery point is the refund (refund_id, migration 00016).
+// recovery point is the refund (refund_id, migration 00016). The record
+// names the refund's payment too (payment_id, migration 00017), so that the
+// previous release's jobs never take it for a charge that reserved nothing.
 var claimAndReserveRefundSQL = `
 WITH` + reserveRefundClauses + `,
-` + claimKeyClause(app.CommandRefund, "refund_id") + `,
+` + claimKeyClause(app.CommandRefund, "refund_id", "payment_id") + `,
 -- The refund this command goes on with: the one just reserved, or, after a
 -- takeover, the recovery point.
 refund_row AS (

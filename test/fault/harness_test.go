@@ -41,8 +41,15 @@ var (
 	raceBinary = flag.Bool("race-binary", true, "build the service under test with -race")
 )
 
+// serviceBinaryEnv hands a test binary that runs itself as a child (to
+// see a test fail on purpose) the service binary its parent built.
+const serviceBinaryEnv = "FAULT_SERVICE_BINARY"
+
 func TestMain(m *testing.M) {
 	flag.Parse()
+	if binary = os.Getenv(serviceBinaryEnv); binary != "" {
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "fault-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -92,6 +99,12 @@ type stackOptions struct {
 	brokers []string
 	// env is added to every replica's environment, after the defaults.
 	env []string
+	// previous: the replicas run the previous release (previousRelease,
+	// previous_release_test.go) instead of this tree's binary.
+	previous bool
+	// migrateTo is the last migration applied before the replicas start;
+	// 0 applies every one.
+	migrateTo int64
 }
 
 // stack is one system under test.
@@ -124,7 +137,7 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 	}
 	t.Cleanup(pg.Stop)
 	s.pg, s.dsn = pg, pg.DSN("postgres")
-	if err := migrations.Up(ctx, s.dsn); err != nil {
+	if err := migrations.UpTo(ctx, s.dsn, opts.migrateTo); err != nil {
 		t.Fatal(err)
 	}
 	s.db, err = pgxpool.New(ctx, s.dsn)
@@ -183,7 +196,11 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 	}, opts.env...)
 
 	for i := range opts.replicas {
-		s.replicas = append(s.replicas, s.newReplica(fmt.Sprintf("r%d", i)))
+		r := s.newReplica(fmt.Sprintf("r%d", i))
+		if opts.previous {
+			r.runNext(previousRelease(t))
+		}
+		s.replicas = append(s.replicas, r)
 	}
 	// Start them side by side: each start is a process and a readiness wait.
 	var wg sync.WaitGroup
@@ -213,6 +230,10 @@ type replica struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	starts int
+	// bin is the binary the next start runs: this tree's unless
+	// runNext set the previous release's; ran is the one the last
+	// start ran.
+	bin, ran string
 }
 
 func (s *stack) newReplica(name string) *replica {
@@ -240,7 +261,13 @@ func (r *replica) start() error {
 		return err
 	}
 	defer out.Close()
-	cmd := exec.Command(binary, "serve")
+	r.mu.Lock()
+	bin := r.bin
+	r.mu.Unlock()
+	if bin == "" {
+		bin = binary
+	}
+	cmd := exec.Command(bin, "serve")
 	cmd.Env = append(append([]string{}, r.s.env...), "HTTP_ADDR="+r.addr)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -251,6 +278,7 @@ func (r *replica) start() error {
 	r.mu.Lock()
 	r.cmd, r.exited = cmd, exited
 	r.starts++
+	r.ran = bin
 	r.mu.Unlock()
 
 	deadline := time.Now().Add(30 * time.Second)
@@ -592,7 +620,7 @@ func (s *stack) settle(o operation, within time.Duration) []answer {
 	var seen []answer
 	deadline := time.Now().Add(within)
 	for i := 0; time.Now().Before(deadline); i++ {
-		up := s.running()
+		up := s.servingFor(c)
 		if len(up) == 0 {
 			time.Sleep(50 * time.Millisecond)
 			continue
