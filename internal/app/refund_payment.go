@@ -151,7 +151,10 @@ type refundSteps struct {
 	encoder  RefundResponseEncoder
 }
 
-var _ CommandSteps[RefundCommand, refundReservation] = (*refundSteps)(nil)
+var (
+	_ CommandSteps[RefundCommand, refundReservation] = (*refundSteps)(nil)
+	_ reportedSteps[refundReservation]               = (*refundSteps)(nil)
+)
 
 // Name implements CommandSteps.
 func (*refundSteps) Name() string { return "refund" }
@@ -334,6 +337,34 @@ var refundOutcomes = map[Settlement]RefundOutcomeKind{
 // exactly one event per refund outcome: only this statement appends one,
 // and only for the claim that still owns the refund's record.
 func (s *refundSteps) Record(ctx context.Context, k KeyClaim, t refundReservation, settled Settlement) (StoredResponse, error) {
+	return s.record(ctx, s.store, k, t, settled)
+}
+
+// RecordIn implements reportedSteps: Record's statement in r's
+// transaction, for a provider's event.
+func (s *refundSteps) RecordIn(ctx context.Context, r Repos, k KeyClaim, t refundReservation, settled Settlement) (StoredResponse, error) {
+	return s.record(ctx, r.RefundStatements, k, t, settled)
+}
+
+// Reported implements reportedSteps: the refund an event's provider key
+// names.
+func (s *refundSteps) Reported(ctx context.Context, r Repos, ev ProviderEvent) (reported[refundReservation], bool, error) {
+	external, ok := domain.ExternalRefundOfProviderKey(ev.Provider, ev.ProviderKey)
+	if !ok {
+		return reported[refundReservation]{}, false, nil
+	}
+	rep, found, err := r.ProviderReports.Refund(ctx, ev.Provider, external)
+	if err != nil || !found {
+		return reported[refundReservation]{}, false, err
+	}
+	return reported[refundReservation]{
+		reservation: refundReserved(rep.Payment, rep.Refund, rep.Saga, true).Reservation,
+		status:      rep.Refund.Status, amount: rep.Refund.Amount, claim: rep.Claim,
+	}, true, nil
+}
+
+// record is phase 3 through store: the pool's, or a transaction's.
+func (s *refundSteps) record(ctx context.Context, store RefundStore, k KeyClaim, t refundReservation, settled Settlement) (StoredResponse, error) {
 	refund := t.refund
 	refund.Status = settled.Status()
 	resp, err := s.encoder.EncodeRefundOutcome(RefundOutcome{Kind: refundOutcomes[settled], Refund: refund})
@@ -344,7 +375,7 @@ func (s *refundSteps) Record(ctx context.Context, k KeyClaim, t refundReservatio
 	if err != nil {
 		return StoredResponse{}, err
 	}
-	err = s.store.RecordRefundOutcome(ctx, RefundOutcomeRecord{Scope: k.Scope, Token: k.Token, Response: resp, Event: event})
+	err = store.RecordRefundOutcome(ctx, RefundOutcomeRecord{Scope: k.Scope, Token: k.Token, Response: resp, Event: event})
 	return resp, err
 }
 
