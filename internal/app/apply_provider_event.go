@@ -44,8 +44,9 @@ type ProviderEvent struct {
 	// (domain.Charge.ProviderIdempotencyKey, domain.Refund's): how the
 	// service finds its object.
 	ProviderKey string
-	// Amount and Currency are what the provider says it decided on.
-	Amount   decimal.Decimal
+	// Amount is the amount the provider says it decided on.
+	Amount decimal.Decimal
+	// Currency is the currency of Amount, as the provider sent it.
 	Currency string
 	// Type is the event's type as sent (charge.succeeded ...), for the
 	// operator who reads a contradiction.
@@ -103,8 +104,10 @@ type ProviderReports interface {
 
 // ReportedCharge is a payment as an event about it finds it.
 type ReportedCharge struct {
+	// Payment is the payment the event names.
 	Payment domain.Payment
-	Saga    uuid.NullUUID
+	// Saga is the payment's order's saga, for its outcome event.
+	Saga uuid.NullUUID
 	// Claim is the IN_PROGRESS record whose recovery point the payment
 	// is; nil when the key is completed (or purged).
 	Claim *IdempotencyRecord
@@ -112,17 +115,22 @@ type ReportedCharge struct {
 
 // ReportedRefund is a refund as an event about it finds it.
 type ReportedRefund struct {
-	Refund  domain.Refund
+	// Refund is the refund the event names.
+	Refund domain.Refund
+	// Payment is the refund's payment (its provider key and order).
 	Payment domain.Payment
-	Saga    uuid.NullUUID
+	// Saga is the payment's order's saga, for the refund's event.
+	Saga uuid.NullUUID
 	// Claim is as ReportedCharge's.
 	Claim *IdempotencyRecord
 }
 
 // Contradiction is an event kept for an operator.
 type Contradiction struct {
+	// Consumer is the processed_event consumer that received it.
 	Consumer string
-	Event    ProviderEvent
+	// Event is the event, its raw body included.
+	Event ProviderEvent
 	// RecordedStatus is the object's status in the service.
 	RecordedStatus domain.PaymentStatus
 	// Reason says what disagrees.

@@ -45,6 +45,7 @@ type Repos struct {
 	// provider's event records phase 3 with its processed_event row
 	// (apply_provider_event.go).
 	ChargeStatements ChargeStore
+	// RefundStatements: see ChargeStatements.
 	RefundStatements RefundStore
 	// ProviderReports reads what a provider's event is about and keeps
 	// the events that contradict the record.

@@ -37,10 +37,11 @@ type Deps struct {
 	ListRefunds *app.ListRefunds
 	// GetOrder serves GET /orders/{orderId}.
 	GetOrder *app.GetOrder
-	// ApplyProviderEvent serves POST /webhooks/sandbox, with the secrets
-	// and tolerance of Webhooks (no secrets: 503).
+	// ApplyProviderEvent serves POST /webhooks/sandbox.
 	ApplyProviderEvent *app.ApplyProviderEvent
-	Webhooks           config.Webhooks
+	// Webhooks are the secrets and tolerance the deliveries are verified
+	// with (no secrets: 503).
+	Webhooks config.Webhooks
 	// Ready reports whether the payment API can serve: the database
 	// answers. Nothing else: a background component's trouble must not
 	// take the API out of rotation.

@@ -39,10 +39,10 @@ type sandboxEvent struct {
 // sandboxDecided is the part of the provider's ChargeAnswer or
 // RefundAnswer the service reads.
 type sandboxDecided struct {
-	IdempotencyKey string           `json:"idempotencyKey"`
-	Status         string           `json:"status"`
-	Amount         *decimal.Decimal `json:"amount"`
-	Currency       string           `json:"currency"`
+	IdempotencyKey string          `json:"idempotencyKey"`
+	Status         string          `json:"status"`
+	Amount         json.RawMessage `json:"amount"` // a decimal string, as money always is here
+	Currency       string          `json:"currency"`
 }
 
 // sandboxEventTypes are the event types, each with its object and the
@@ -77,15 +77,23 @@ func parseSandboxEvent(provider domain.ProviderName, body []byte) (app.ProviderE
 		return app.ProviderEvent{}, "type must be charge.succeeded, charge.declined, refund.succeeded or refund.declined"
 	case ev.Data.Status != kind.status:
 		return app.ProviderEvent{}, "data.status must agree with the type"
-	case ev.Data.IdempotencyKey == "" || ev.Data.Amount == nil || ev.Data.Currency == "":
+	case ev.Data.IdempotencyKey == "" || ev.Data.Currency == "":
 		return app.ProviderEvent{}, "data must carry idempotencyKey, amount and currency"
+	}
+	var amount decimal.Decimal
+	if !bytes.HasPrefix(ev.Data.Amount, []byte(`"`)) || amount.UnmarshalJSON(ev.Data.Amount) != nil {
+		return app.ProviderEvent{}, "data.amount must be a decimal string"
 	}
 	return app.ProviderEvent{
 		ID: ev.ID, Provider: provider, Object: kind.object, Decision: kind.decision,
-		ProviderKey: ev.Data.IdempotencyKey, Amount: *ev.Data.Amount, Currency: ev.Data.Currency,
+		ProviderKey: ev.Data.IdempotencyKey, Amount: amount, Currency: ev.Data.Currency,
 		Type: ev.Type, Raw: body,
 	}, ""
 }
+
+// sandboxProvider is the provider whose deliveries the service takes, as
+// the API names it (paymentProvider "sandbox").
+const sandboxProvider domain.ProviderName = "sandbox"
 
 // webhookHandlers serve one provider's deliveries.
 type webhookHandlers struct {
@@ -105,12 +113,17 @@ func newWebhookHandlers(d Deps, reg prometheus.Registerer) *webhookHandlers {
 		Help: "Provider event deliveries (webhooks) by result: applied, duplicate, agreed, contradiction (kept in provider_event_contradiction), unknown_object, refused (not authenticated), invalid, too_large, not_configured, failed.",
 	}, []string{"provider", "result"})
 	reg.MustRegister(events)
+	// Every series exists from the start at 0, so that increase() sees the
+	// first contradiction (the alert PaymentProviderEventContradictions).
+	for _, result := range []string{"applied", "duplicate", "agreed", "contradiction", "unknown_object", "refused", "invalid", "too_large", "not_configured", "failed"} {
+		events.WithLabelValues(string(sandboxProvider), result)
+	}
 	secrets := make([][]byte, len(d.Webhooks.Secrets))
 	for i, s := range d.Webhooks.Secrets {
 		secrets[i] = s.Bytes()
 	}
 	return &webhookHandlers{
-		provider: "sandbox", apply: d.ApplyProviderEvent, secrets: secrets,
+		provider: sandboxProvider, apply: d.ApplyProviderEvent, secrets: secrets,
 		tolerance: d.Webhooks.Tolerance, logger: d.Logger, events: events,
 	}
 }
@@ -130,9 +143,14 @@ func (h *webhookHandlers) handle(c echo.Context) (result string, err error) {
 		p.retryAfter = time.Minute
 		return "not_configured", p
 	}
+	if err := jsonContent(c.Request()); err != nil {
+		return "invalid", err
+	}
 	body, err := readBody(c)
-	if err != nil {
+	if p := (*Problem)(nil); errors.As(err, &p) && p.Status == http.StatusRequestEntityTooLarge {
 		return "too_large", err
+	} else if err != nil {
+		return "invalid", err
 	}
 	// Which check failed goes to the log only: a forger learns nothing
 	// from the answer. The error names the check, never a secret.
