@@ -138,12 +138,15 @@ type Contradiction struct {
 }
 
 // reported is what reportedSteps find for an event: the command's
-// reservation, its status and amount, and the claim it is recorded under.
+// reservation, its status and amount, the claim it is recorded under, and
+// how to record a settlement for it (phase 3's own statement, inside the
+// event's transaction, so that its processed_event row commits with it).
 type reported[T any] struct {
 	reservation T
 	status      domain.PaymentStatus
 	amount      domain.Money
 	claim       *IdempotencyRecord
+	record      func(ctx context.Context, k KeyClaim, s Settlement) error
 }
 
 // reportedSteps are what a command adds to its CommandSteps so that a
@@ -152,9 +155,24 @@ type reportedSteps[T any] interface {
 	// Reported finds the event's object in r's transaction; found is false
 	// when the service holds none.
 	Reported(ctx context.Context, r Repos, ev ProviderEvent) (rep reported[T], found bool, err error)
-	// RecordIn is Record (phase 3, the same statement) run inside r's
-	// transaction, so that the event's processed_event row commits with it.
-	RecordIn(ctx context.Context, r Repos, k KeyClaim, t T, s Settlement) (StoredResponse, error)
+}
+
+// reportedBy is Reported for a command whose objects a provider key names
+// by an external id: parse reads the id from the key (false: not one of
+// the command's keys), find reads the object, view makes it the command's.
+func reportedBy[X, R, T any](ctx context.Context, ev ProviderEvent,
+	parse func(domain.ProviderName, string) (X, bool),
+	find func(context.Context, domain.ProviderName, X) (R, bool, error),
+	view func(R) reported[T]) (reported[T], bool, error) {
+	external, ok := parse(ev.Provider, ev.ProviderKey)
+	if !ok {
+		return reported[T]{}, false, nil
+	}
+	rep, found, err := find(ctx, ev.Provider, external)
+	if err != nil || !found {
+		return reported[T]{}, false, err
+	}
+	return view(rep), true, nil
 }
 
 // reportAttempts bounds the reads and records of one event whose key
@@ -197,7 +215,7 @@ func (uc *IdempotentCommand[C, T]) applyReported(ctx context.Context, r Repos, e
 			return "", "", "", fmt.Errorf("%s %s is PENDING without a claim in progress", uc.steps.Name(), ev.ProviderKey)
 		}
 		k := KeyClaim{Scope: rep.claim.Scope, CommandHash: rep.claim.CommandHash, Token: rep.claim.LockToken}
-		_, err = steps.RecordIn(ctx, r, k, rep.reservation, settlement)
+		err = rep.record(ctx, k, settlement)
 		if errors.Is(err, ErrLockLost) {
 			// The claim's own phase 3 (or a takeover) committed between the
 			// read and the record: read what it left.

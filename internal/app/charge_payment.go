@@ -283,27 +283,18 @@ func (s *chargeSteps) Record(ctx context.Context, k KeyClaim, t chargeReservatio
 	return s.record(ctx, s.store, k, t, settled)
 }
 
-// RecordIn implements reportedSteps: Record's statement in r's
-// transaction, for a provider's event.
-func (s *chargeSteps) RecordIn(ctx context.Context, r Repos, k KeyClaim, t chargeReservation, settled Settlement) (StoredResponse, error) {
-	return s.record(ctx, r.ChargeStatements, k, t, settled)
-}
-
 // Reported implements reportedSteps: the payment an event's provider key
-// names.
+// names, recorded, if it is PENDING, by Record's statement in r's
+// transaction.
 func (s *chargeSteps) Reported(ctx context.Context, r Repos, ev ProviderEvent) (reported[chargeReservation], bool, error) {
-	external, ok := domain.ExternalPaymentOfProviderKey(ev.Provider, ev.ProviderKey)
-	if !ok {
-		return reported[chargeReservation]{}, false, nil
-	}
-	rep, found, err := r.ProviderReports.Charge(ctx, ev.Provider, external)
-	if err != nil || !found {
-		return reported[chargeReservation]{}, false, err
-	}
-	return reported[chargeReservation]{
-		reservation: chargeReservation{payment: rep.Payment, saga: rep.Saga},
-		status:      rep.Payment.Status, amount: rep.Payment.Charge.Amount, claim: rep.Claim,
-	}, true, nil
+	return reportedBy(ctx, ev, domain.ExternalPaymentOfProviderKey, r.ProviderReports.Charge, func(rep ReportedCharge) reported[chargeReservation] {
+		t := chargeReservation{payment: rep.Payment, saga: rep.Saga}
+		return reported[chargeReservation]{reservation: t, status: rep.Payment.Status, amount: rep.Payment.Charge.Amount, claim: rep.Claim,
+			record: func(ctx context.Context, k KeyClaim, settled Settlement) error {
+				_, err := s.record(ctx, r.ChargeStatements, k, t, settled)
+				return err
+			}}
+	})
 }
 
 // record is phase 3 through store: the pool's, or a transaction's.

@@ -340,27 +340,18 @@ func (s *refundSteps) Record(ctx context.Context, k KeyClaim, t refundReservatio
 	return s.record(ctx, s.store, k, t, settled)
 }
 
-// RecordIn implements reportedSteps: Record's statement in r's
-// transaction, for a provider's event.
-func (s *refundSteps) RecordIn(ctx context.Context, r Repos, k KeyClaim, t refundReservation, settled Settlement) (StoredResponse, error) {
-	return s.record(ctx, r.RefundStatements, k, t, settled)
-}
-
 // Reported implements reportedSteps: the refund an event's provider key
-// names.
+// names, recorded, if it is PENDING, by Record's statement in r's
+// transaction.
 func (s *refundSteps) Reported(ctx context.Context, r Repos, ev ProviderEvent) (reported[refundReservation], bool, error) {
-	external, ok := domain.ExternalRefundOfProviderKey(ev.Provider, ev.ProviderKey)
-	if !ok {
-		return reported[refundReservation]{}, false, nil
-	}
-	rep, found, err := r.ProviderReports.Refund(ctx, ev.Provider, external)
-	if err != nil || !found {
-		return reported[refundReservation]{}, false, err
-	}
-	return reported[refundReservation]{
-		reservation: refundReserved(rep.Payment, rep.Refund, rep.Saga, true).Reservation,
-		status:      rep.Refund.Status, amount: rep.Refund.Amount, claim: rep.Claim,
-	}, true, nil
+	return reportedBy(ctx, ev, domain.ExternalRefundOfProviderKey, r.ProviderReports.Refund, func(rep ReportedRefund) reported[refundReservation] {
+		t := refundReserved(rep.Payment, rep.Refund, rep.Saga, true).Reservation
+		return reported[refundReservation]{reservation: t, status: rep.Refund.Status, amount: rep.Refund.Amount, claim: rep.Claim,
+			record: func(ctx context.Context, k KeyClaim, settled Settlement) error {
+				_, err := s.record(ctx, r.RefundStatements, k, t, settled)
+				return err
+			}}
+	})
 }
 
 // record is phase 3 through store: the pool's, or a transaction's.

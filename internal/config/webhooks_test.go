@@ -53,7 +53,7 @@ func TestWebhookSecretsAreNeverEchoed(t *testing.T) {
 	}
 	for how, text := range map[string]string{
 		"%v": fmt.Sprintf("%v", cfg), "%+v": fmt.Sprintf("%+v", cfg), "%#v": fmt.Sprintf("%#v", cfg),
-		"%s of the secret": fmt.Sprintf("%s", cfg.Webhooks.Secrets[0]), "slog": logged.String(), "JSON": string(marshalled),
+		"%s and %q of the secret": fmt.Sprintf("%s %q", cfg.Webhooks.Secrets[0], cfg.Webhooks.Secrets[0]), "slog": logged.String(), "JSON": string(marshalled),
 	} {
 		if strings.Contains(text, secret) || strings.Contains(text, fmt.Sprint([]byte(secret))) {
 			t.Errorf("%s shows the secret: %s", how, text)

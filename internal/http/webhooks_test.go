@@ -62,29 +62,23 @@ func providerEvent(t testing.TB, id, typ string, data any) []byte {
 	return b
 }
 
-// chargeAt is the provider's answer for the charge with reference ref,
-// from its ledger.
-func (s *testService) chargeAt(t testing.TB, ref string) sandboxprovider.ChargeAnswer {
+// providerAnswer is the provider's answer for the charge or refund with
+// reference ref, from its ledger: what an event about it carries as data.
+func (s *testService) providerAnswer(t testing.TB, ref string) any {
 	t.Helper()
-	for _, c := range s.ledger(t).Charges {
+	l := s.ledger(t)
+	for _, c := range l.Charges {
 		if c.Reference == ref {
 			return c.ChargeAnswer
 		}
 	}
-	t.Fatalf("the provider holds no charge %s", ref)
-	return sandboxprovider.ChargeAnswer{}
-}
-
-// refundAt is chargeAt for a refund.
-func (s *testService) refundAt(t testing.TB, ref string) sandboxprovider.RefundAnswer {
-	t.Helper()
-	for _, r := range s.ledger(t).Refunds {
+	for _, r := range l.Refunds {
 		if r.Reference == ref {
 			return r.RefundAnswer
 		}
 	}
-	t.Fatalf("the provider holds no refund %s", ref)
-	return sandboxprovider.RefundAnswer{}
+	t.Fatalf("the provider holds nothing with reference %s", ref)
+	return nil
 }
 
 // webhookResult is a 2xx delivery's result.
@@ -128,7 +122,7 @@ func TestWebhookResolvesALostChargeAnswerOnce(t *testing.T) {
 		t.Fatalf("before the event: %+v, want a PENDING payment and no event", st)
 	}
 
-	body := providerEvent(t, "evt_wh1", "charge.succeeded", s.chargeAt(t, "drop_wh1"))
+	body := providerEvent(t, "evt_wh1", "charge.succeeded", s.providerAnswer(t, "drop_wh1"))
 	results := make([]string, 5)
 	var wg sync.WaitGroup
 	for i := range results {
@@ -187,7 +181,7 @@ func TestWebhookResolvesALostRefundAnswer(t *testing.T) {
 		t.Fatalf("PENDING refunds: %d, want 1", n)
 	}
 
-	event := providerEvent(t, "evt_whr1", "refund.succeeded", s.refundAt(t, "drop_whr1"))
+	event := providerEvent(t, "evt_whr1", "refund.succeeded", s.providerAnswer(t, "drop_whr1"))
 	for range 2 {
 		s.deliverSigned(t, event, webhookSecret)
 	}
@@ -212,7 +206,7 @@ func TestWebhookRefusesUnauthenticatedDeliveries(t *testing.T) {
 	logs := &servicetest.LogBuffer{}
 	s := startWebhookService(t, webhookSecret, sandboxprovider.Config{}, func(o *startOptions) { o.logs = logs })
 	s.pendingCharge(t, 3201, "wh-refuse", "drop_whx")
-	good := providerEvent(t, "evt_whx", "charge.succeeded", s.chargeAt(t, "drop_whx"))
+	good := providerEvent(t, "evt_whx", "charge.succeeded", s.providerAnswer(t, "drop_whx"))
 	tampered := bytes.Replace(good, []byte(`"250.75"`), []byte(`"2.75"`), 1)
 	if bytes.Equal(tampered, good) {
 		t.Fatalf("the test's event has no amount to tamper with: %s", good)
@@ -265,7 +259,7 @@ func TestWebhookSecretRotation(t *testing.T) {
 	t.Parallel()
 	s := startWebhookService(t, webhookSecret+","+webhookOldSecret, sandboxprovider.Config{})
 	s.pendingCharge(t, 3301, "wh-rotate", "drop_whrot")
-	data := s.chargeAt(t, "drop_whrot")
+	data := s.providerAnswer(t, "drop_whrot")
 	tests := []struct {
 		name    string
 		secrets []string
@@ -297,7 +291,7 @@ func TestWebhookContradictionIsKeptAndCounted(t *testing.T) {
 	if r := s.charge(t, "wh-contra", chargeBody(3401, 42, "10.00", "EUR", "pay_contra")); r.status != http.StatusCreated {
 		t.Fatalf("charge: %d %s", r.status, r.body)
 	}
-	charged := s.chargeAt(t, "pay_contra")
+	charged := s.providerAnswer(t, "pay_contra").(sandboxprovider.ChargeAnswer)
 	declined := charged
 	declined.Status = sandboxprovider.StatusDeclined
 	otherAmount := charged
@@ -450,8 +444,8 @@ func TestWebhookEventsOutOfOrderAndLate(t *testing.T) {
 		t.Fatalf("refund: %d %s", r.status, r.body)
 	}
 	// The refund's event comes first, then the charge's, late.
-	refundEvent := providerEvent(t, "evt_late_refund", "refund.succeeded", s.refundAt(t, "drop_whlater"))
-	chargeEvent := providerEvent(t, "evt_late_charge", "charge.succeeded", s.chargeAt(t, "drop_whlate"))
+	refundEvent := providerEvent(t, "evt_late_refund", "refund.succeeded", s.providerAnswer(t, "drop_whlater"))
+	chargeEvent := providerEvent(t, "evt_late_charge", "charge.succeeded", s.providerAnswer(t, "drop_whlate"))
 	if got := webhookResult(t, s.deliverSigned(t, refundEvent, webhookSecret)); got != "applied" && got != "agreed" {
 		t.Fatalf("the refund's event: %q, want applied (or agreed, after the completer)", got)
 	}
