@@ -146,6 +146,8 @@ type table struct {
 	// Instructions are the callgrind counts (-instructions), per binary
 	// and round.
 	Instructions []instructionCount `json:"instructions,omitempty"`
+	// Scale is -scale's report, alone in its file.
+	Scale *scaleReport `json:"scale,omitempty"`
 }
 
 func summarize(o options, runs map[string][]result) table {
