@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"os/exec"
@@ -95,7 +94,7 @@ type relationSize struct {
 func (b *bench) scale(ctx context.Context, cluster *pgtemp.Cluster, serviceBin string) (*scaleReport, error) {
 	o := b.o
 	rep := &scaleReport{Clients: o.scaleC, Passes: o.passes, Duration: o.duration}
-	newest, err := newestMigration()
+	newest, err := migrations.Newest()
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +168,7 @@ func (b *bench) scaleDatabase(ctx context.Context, cluster *pgtemp.Cluster, serv
 	if v.Prefill > 0 {
 		version-- // filled under the release before, then migrated
 	}
-	if err := migrateTo(ctx, vb.dsn, version); err != nil {
+	if err := migrations.UpTo(ctx, vb.dsn, version); err != nil {
 		return err
 	}
 	vb.lastOrder = replayKeys + runs*maxLoadThreads*ordersPerThread(o.warmup+o.duration)
@@ -194,7 +193,7 @@ func (b *bench) scaleDatabase(ctx context.Context, cluster *pgtemp.Cluster, serv
 		}
 		logf("%s: filled %d rows into each of %s in %s", database, v.Prefill, strings.Join(scaleTables, ", "), time.Since(started).Round(time.Second))
 		started = time.Now()
-		if err := migrateTo(ctx, vb.dsn, v.SchemaVersion); err != nil {
+		if err := migrations.UpTo(ctx, vb.dsn, v.SchemaVersion); err != nil {
 			return err
 		}
 		v.MigrateNewest = time.Since(started)
@@ -318,39 +317,6 @@ func sizes(ctx context.Context, dsn string) ([]relationSize, error) {
 		out[i].Rows = counts[out[i].Table]
 	}
 	return out, nil
-}
-
-// migrateTo migrates the database at dsn up to version.
-func migrateTo(ctx context.Context, dsn string, version int64) error {
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	p, err := migrations.NewProvider(db)
-	if err != nil {
-		return err
-	}
-	_, err = p.UpTo(ctx, version)
-	return err
-}
-
-// newestMigration is the version of the last migration.
-func newestMigration() (int64, error) {
-	db, err := sql.Open("pgx", "")
-	if err != nil {
-		return 0, err
-	}
-	defer db.Close()
-	p, err := migrations.NewProvider(db)
-	if err != nil {
-		return 0, err
-	}
-	sources := p.ListSources()
-	if len(sources) == 0 {
-		return 0, fmt.Errorf("no migrations")
-	}
-	return sources[len(sources)-1].Version, nil
 }
 
 // hotShares formats each table's HOT updates out of its updates.

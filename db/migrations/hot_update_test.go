@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/example/payment-service/db/migrations"
 	"github.com/example/payment-service/internal/testdb"
 )
 
@@ -129,5 +130,17 @@ func thirdLayerHolds(ctx context.Context, t *testing.T, db *sql.DB, order int64)
 	}
 	if err := reserve("third", "PENDING"); err != nil {
 		t.Fatalf("a new attempt after a decline: %v", err)
+	}
+}
+
+// Newest, which the benchmark migrates to and one short of, is the last
+// migration goose knows.
+func TestNewestIsTheLastMigration(t *testing.T) {
+	t.Parallel()
+	_, p := openProvider(t, testdb.New(t))
+	sources := p.ListSources()
+	got, err := migrations.Newest()
+	if err != nil || got != sources[len(sources)-1].Version {
+		t.Fatalf("Newest() = %d, %v; want %d", got, err, sources[len(sources)-1].Version)
 	}
 }
