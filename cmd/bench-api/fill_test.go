@@ -74,3 +74,17 @@ func TestFilledRowsAreKeptAndExpiredOnesPurged(t *testing.T) {
 		}
 	}
 }
+
+// The -scale table's figures are each the median of its own, and the HOT
+// counters belong to one run, the one with the median requests/s.
+func TestMedianScaleTakesEachFiguresMedian(t *testing.T) {
+	run := func(rate float64, db time.Duration, wal float64, hot int64) scaleRun {
+		return scaleRun{result: result{PerSecond: rate, DBCPUPerRequest: db}, WALBytesPerCharge: wal,
+			Tables: map[string]tableCounters{"payment": {Updated: 10, HOTUpdated: hot}}}
+	}
+	m := medianScale([]scaleRun{run(300, 3*time.Millisecond, 2000, 1), run(100, 2*time.Millisecond, 3000, 2), run(200, time.Millisecond, 2500, 3)})
+	if m.PerSecond != 200 || m.DBCPUPerRequest != 2*time.Millisecond || m.WALBytesPerCharge != 2500 || m.Tables["payment"].HOTUpdated != 3 {
+		t.Errorf("medianScale = %v req/s, DB %v, WAL %v, HOT %d; want 200, 2ms, 2500, 3 (the 200 req/s run's)",
+			m.PerSecond, m.DBCPUPerRequest, m.WALBytesPerCharge, m.Tables["payment"].HOTUpdated)
+	}
+}

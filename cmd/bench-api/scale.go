@@ -374,23 +374,39 @@ func share(c tableCounters) string {
 	return fmt.Sprintf("%.0f %%", 100*float64(c.HOTUpdated)/float64(c.Updated))
 }
 
-// medianScale is the run with the median requests/s, whole: its figures
-// belong to one run, as the counters do.
+// medianScale takes the median of each figure on its own, as median does;
+// the table counters are those of the run with the median requests/s.
 func medianScale(rs []scaleRun) scaleRun {
 	if len(rs) == 0 {
 		return scaleRun{}
 	}
-	sorted := slices.Clone(rs)
-	slices.SortFunc(sorted, func(a, b scaleRun) int {
-		switch {
-		case a.PerSecond < b.PerSecond:
-			return -1
-		case a.PerSecond > b.PerSecond:
-			return 1
+	pick := func(f func(scaleRun) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
 		}
-		return 0
-	})
-	return sorted[len(sorted)/2]
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	m := rs[0]
+	rate := pick(func(r scaleRun) float64 { return r.PerSecond })
+	for _, r := range rs {
+		if r.PerSecond == rate {
+			m = r
+		}
+	}
+	m.result = median(results(rs))
+	m.DBCPUPerRequest = time.Duration(pick(func(r scaleRun) float64 { return float64(r.DBCPUPerRequest) }))
+	m.WALBytesPerCharge = pick(func(r scaleRun) float64 { return r.WALBytesPerCharge })
+	return m
+}
+
+func results(rs []scaleRun) []result {
+	out := make([]result, len(rs))
+	for i, r := range rs {
+		out[i] = r.result
+	}
+	return out
 }
 
 // runCleanup runs `payment-service cleanup` once against b's database:
