@@ -43,14 +43,16 @@ var retentionWindows = map[string]time.Duration{
 
 // fillStatements fill n rows per table from the order after @base.
 // @idem_from/@idem_span place the records' (and payments') times, likewise
-// @outbox_* and @processed_*: a row's age is from + span * g / n.
+// @outbox_* and @processed_*: a row's age is from + span * (n - g) / n, so
+// rows are written oldest first, as the service writes them: a B-tree on
+// a time-ordered key filled newest first leaves its pages half full.
 var fillStatements = []string{`
 INSERT INTO payment (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status, created_at, updated_at)
 SELECT 'client-' || g % 50, @base + g, 1 + g % 100000, t.payment_provider, 'pi_fill_' || (@base + g), t.amount, t.currency,
        CASE WHEN g % 33 = 0 THEN 'DECLINED' ELSE 'SUCCEEDED' END, a.at, a.at
   FROM (SELECT * FROM payment WHERE status = 'SUCCEEDED' LIMIT 1) t,
        generate_series(1, @n::bigint) g,
-       LATERAL (SELECT now() - @idem_from::interval - @idem_span::interval * (g::float8 / @n::bigint)) a(at)`, `
+       LATERAL (SELECT now() - @idem_from::interval - @idem_span::interval * ((@n::bigint - g)::float8 / @n::bigint)) a(at)`, `
 INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, response, http_status, payment_id, created_at, updated_at)
 SELECT p.client_id, gen_random_uuid()::text, 'charge', t.command_hash, 'COMPLETED', t.response, t.http_status, p.id, p.created_at, p.created_at
   FROM (SELECT * FROM idempotency_record WHERE status = 'COMPLETED' LIMIT 1) t,
@@ -61,12 +63,12 @@ SELECT (lpad(to_hex((extract(epoch FROM a.at) * 1000)::bigint), 12, '0') || subs
        t.topic, (@base + g)::text, t.event_type, t.payload, t.trace_context, a.at - interval '20 milliseconds', a.at
   FROM (SELECT * FROM outbox_event LIMIT 1) t,
        generate_series(1, @n::bigint) g,
-       LATERAL (SELECT now() - @outbox_from::interval - @outbox_span::interval * (g::float8 / @n::bigint)) a(at)`, `
+       LATERAL (SELECT now() - @outbox_from::interval - @outbox_span::interval * ((@n::bigint - g)::float8 / @n::bigint)) a(at)`, `
 INSERT INTO processed_event (event_id, consumer_name, processed_at)
 SELECT (lpad(to_hex((extract(epoch FROM a.at) * 1000)::bigint), 12, '0') || substr(md5('p' || (@base + g)), 1, 20))::uuid,
        'order-projection', a.at
   FROM generate_series(1, @n::bigint) g,
-       LATERAL (SELECT now() - @processed_from::interval - @processed_span::interval * (g::float8 / @n::bigint)) a(at)`,
+       LATERAL (SELECT now() - @processed_from::interval - @processed_span::interval * ((@n::bigint - g)::float8 / @n::bigint)) a(at)`,
 }
 
 // fill adds n rows to each growing table: within the retention windows
