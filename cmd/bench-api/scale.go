@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -380,24 +379,15 @@ func medianScale(rs []scaleRun) scaleRun {
 	if len(rs) == 0 {
 		return scaleRun{}
 	}
-	pick := func(f func(scaleRun) float64) float64 {
-		v := make([]float64, len(rs))
-		for i, r := range rs {
-			v[i] = f(r)
-		}
-		slices.Sort(v)
-		return v[len(v)/2]
-	}
 	m := rs[0]
-	rate := pick(func(r scaleRun) float64 { return r.PerSecond })
+	rate := medianBy(rs, func(r scaleRun) float64 { return r.PerSecond })
 	for _, r := range rs {
 		if r.PerSecond == rate {
 			m = r
 		}
 	}
 	m.result = median(results(rs))
-	m.DBCPUPerRequest = time.Duration(pick(func(r scaleRun) float64 { return float64(r.DBCPUPerRequest) }))
-	m.WALBytesPerCharge = pick(func(r scaleRun) float64 { return r.WALBytesPerCharge })
+	m.WALBytesPerCharge = medianBy(rs, func(r scaleRun) float64 { return r.WALBytesPerCharge })
 	return m
 }
 
