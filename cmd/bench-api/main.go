@@ -81,6 +81,14 @@ type options struct {
 	// under callgrind for the instruction counts (instructions.go); 0:
 	// none.
 	instructions, instructionRounds int
+	// scale runs the cost-as-the-tables-grow measurement (scale.go)
+	// instead of the passes: at scaleC clients, against the schema before
+	// the newest migration, the newest empty and, with prefill, the newest
+	// with prefill rows per table; then purgeCycles cycles of purgeRows
+	// expired rows per table purged under load.
+	scale               bool
+	scaleC, purgeCycles int
+	prefill, purgeRows  int64
 }
 
 func main() {
@@ -103,6 +111,11 @@ func main() {
 	flag.IntVar(&o.coldC, "cold-c", 64, "concurrency of the cold start's new charges")
 	flag.IntVar(&o.instructions, "instructions", 0, "also count the instructions each binary executes per charge and per replay under valgrind's callgrind, over this many of each, which the machine's load barely moves (0: not at all)")
 	flag.IntVar(&o.instructionRounds, "instruction-rounds", 3, "turns each binary takes at the instruction counts; the table shows medians")
+	flag.BoolVar(&o.scale, "scale", false, "measure the cost of a charge as the tables grow instead of the passes: the schema before the newest migration against the newest, empty and -prefill'ed, and the purge under load (docs/benchmarks.md, issue 22)")
+	flag.IntVar(&o.scaleC, "scale-c", 16, "concurrency of -scale's runs")
+	flag.Int64Var(&o.prefill, "prefill", 0, "with -scale, also a database whose idempotency_record, payment, outbox_event and processed_event hold this many rows each (0: none)")
+	flag.IntVar(&o.purgeCycles, "purge-cycles", 0, "with -scale, cycles of fill and purge under load on the last database (0: none)")
+	flag.Int64Var(&o.purgeRows, "purge-rows", 0, "expired rows per table that each purge cycle adds and purges (0: as many as -prefill, or 100000)")
 	flag.StringVar(&o.loadgen, "loadgen", "", `the load generator: "wrk" (the default when it is installed) or "go" (this program's own)`)
 	flag.Parse()
 	var err error
@@ -115,6 +128,12 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-api:", err)
 		os.Exit(2)
+	}
+	if o.purgeRows == 0 {
+		o.purgeRows = o.prefill
+		if o.purgeRows == 0 {
+			o.purgeRows = 100_000
+		}
 	}
 	if o.loadgen == "" {
 		o.loadgen = "go"
@@ -226,6 +245,15 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("build the service: %w", err)
 		}
 	}
+	if o.scale {
+		rep, err := b.scale(ctx, cluster, serviceBin)
+		if err != nil {
+			return err
+		}
+		fmt.Println()
+		fmt.Println(rep.String())
+		return writeJSON(o.out, table{Passes: o.passes, Duration: o.duration, LoadGenerator: o.loadgen, Scale: rep})
+	}
 	var cold []coldStart
 	if o.coldStart > 0 {
 		if cold, err = b.coldStarts(ctx, cluster, serviceBin); err != nil {
@@ -262,11 +290,15 @@ func run(ctx context.Context, o options) error {
 		fmt.Println()
 		fmt.Println(coldStartTable(cold))
 	}
+	return writeJSON(o.out, tab)
+}
+
+func writeJSON(file string, tab table) error {
 	out, err := json.MarshalIndent(tab, "", "  ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(o.out, append(out, '\n'), 0o644)
+	return os.WriteFile(file, append(out, '\n'), 0o644)
 }
 
 // seed migrates the bench database and fills it with the orders that the
@@ -300,13 +332,8 @@ func (b *bench) passes(ctx context.Context, serviceBin string) (map[string][]res
 		return nil, err
 	}
 	defer func() { stopService() }()
-	logf("charging %d orders once, to replay them", replayKeys)
-	for i := range replayKeys {
-		order := b.orders.Add(1)
-		req := chargeRequest(b.api, apiKey, strconv.Itoa(firstReplayKey+i), chargeBody(order, "replay_"+strconv.Itoa(i)))
-		if status, err := do(http.DefaultClient, req.WithContext(ctx)); err != nil || status != http.StatusCreated {
-			return nil, fmt.Errorf("seeding replay key %d: %d %v", i, status, err)
-		}
+	if err := b.chargeReplayKeys(ctx); err != nil {
+		return nil, err
 	}
 
 	runs := map[string][]result{}
@@ -451,6 +478,20 @@ func (b *bench) startWrapped(ctx context.Context, bin string, wrap []string) (st
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// chargeReplayKeys charges the replay keys once, each for an order of its
+// own (the first replayKeys orders), so that the replays find them.
+func (b *bench) chargeReplayKeys(ctx context.Context) error {
+	logf("charging %d orders once, to replay them", replayKeys)
+	for i := range replayKeys {
+		order := b.orders.Add(1)
+		req := chargeRequest(b.api, apiKey, strconv.Itoa(firstReplayKey+i), chargeBody(order, "replay_"+strconv.Itoa(i)))
+		if status, err := do(http.DefaultClient, req.WithContext(ctx)); err != nil || status != http.StatusCreated {
+			return fmt.Errorf("seeding replay key %d: %d %v", i, status, err)
+		}
+	}
+	return nil
 }
 
 // serviceRun measures the service: "create" makes a new charge per

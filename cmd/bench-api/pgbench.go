@@ -146,6 +146,8 @@ type table struct {
 	// Instructions are the callgrind counts (-instructions), per binary
 	// and round.
 	Instructions []instructionCount `json:"instructions,omitempty"`
+	// Scale is -scale's report, alone in its file.
+	Scale *scaleReport `json:"scale,omitempty"`
 }
 
 func summarize(o options, runs map[string][]result) table {
@@ -180,14 +182,7 @@ func median(rs []result) result {
 	if len(rs) == 0 {
 		return result{}
 	}
-	pick := func(f func(result) float64) float64 {
-		v := make([]float64, len(rs))
-		for i, r := range rs {
-			v[i] = f(r)
-		}
-		slices.Sort(v)
-		return v[len(v)/2]
-	}
+	pick := func(f func(result) float64) float64 { return medianBy(rs, f) }
 	m := rs[0]
 	m.PerSecond = pick(func(r result) float64 { return r.PerSecond })
 	m.P50 = time.Duration(pick(func(r result) float64 { return float64(r.P50) }))
@@ -195,7 +190,18 @@ func median(rs []result) result {
 	m.Requests = int(pick(func(r result) float64 { return float64(r.Requests) }))
 	m.Errors = int(pick(func(r result) float64 { return float64(r.Errors) }))
 	m.CPUPerRequest = time.Duration(pick(func(r result) float64 { return float64(r.CPUPerRequest) }))
+	m.DBCPUPerRequest = time.Duration(pick(func(r result) float64 { return float64(r.DBCPUPerRequest) }))
 	return m
+}
+
+// medianBy is the median of f over rs (the upper one of an even count).
+func medianBy[T any](rs []T, f func(T) float64) float64 {
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
 }
 
 func (t table) String() string {

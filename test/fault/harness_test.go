@@ -137,7 +137,12 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 	}
 	t.Cleanup(pg.Stop)
 	s.pg, s.dsn = pg, pg.DSN("postgres")
-	if err := migrations.UpTo(ctx, s.dsn, opts.migrateTo); err != nil {
+	if opts.migrateTo == 0 {
+		err = migrations.Up(ctx, s.dsn)
+	} else {
+		err = migrations.UpTo(ctx, s.dsn, opts.migrateTo)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	s.db, err = pgxpool.New(ctx, s.dsn)
