@@ -92,7 +92,16 @@ type stackOptions struct {
 	brokers []string
 	// env is added to every replica's environment, after the defaults.
 	env []string
+	// webhooks, when set, makes the provider report its decisions to the
+	// first replica's POST /webhooks/sandbox, through that replica's front
+	// proxy (so a lossy client link loses deliveries' answers too), signed
+	// with webhookSecret, which every replica holds. URL and Secret are
+	// filled in by newStack.
+	webhooks *sandboxprovider.WebhookConfig
 }
+
+// webhookSecret signs the provider's deliveries in a stack with webhooks.
+const webhookSecret = "whsec_fault_suite_0123456789"
 
 // stack is one system under test.
 type stack struct {
@@ -133,8 +142,18 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 	}
 	t.Cleanup(s.db.Close)
 
+	// The replicas' addresses come first: the provider's webhooks name one.
+	for i := range opts.replicas {
+		s.replicas = append(s.replicas, s.newReplica(fmt.Sprintf("r%d", i)))
+	}
 	if opts.provider.SlowDelay == 0 {
 		opts.provider.SlowDelay = slowDelay
+	}
+	if opts.webhooks != nil {
+		w := *opts.webhooks
+		w.URL, w.Secret = s.replicas[0].url+"/webhooks/sandbox", webhookSecret
+		opts.provider.Webhooks = w
+		opts.env = append([]string{"WEBHOOK_SECRETS=" + webhookSecret}, opts.env...)
 	}
 	s.provider, err = sandboxprovider.Start("127.0.0.1:0", opts.provider)
 	if err != nil {
@@ -182,9 +201,6 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 		"KAFKA_CONSUMER_MAX_WAIT=200ms",
 	}, opts.env...)
 
-	for i := range opts.replicas {
-		s.replicas = append(s.replicas, s.newReplica(fmt.Sprintf("r%d", i)))
-	}
 	// Start them side by side: each start is a process and a readiness wait.
 	var wg sync.WaitGroup
 	errs := make([]error, len(s.replicas))
