@@ -280,6 +280,25 @@ var chargeOutcomes = map[Settlement]OutcomeKind{
 // stored response and the outbox event, in one statement fenced by the lock
 // token.
 func (s *chargeSteps) Record(ctx context.Context, k KeyClaim, t chargeReservation, settled Settlement) (StoredResponse, error) {
+	return s.record(ctx, s.store, k, t, settled)
+}
+
+// Reported implements reportedSteps: the payment an event's provider key
+// names, recorded, if it is PENDING, by Record's statement in r's
+// transaction.
+func (s *chargeSteps) Reported(ctx context.Context, r Repos, ev ProviderEvent) (reported[chargeReservation], bool, error) {
+	return reportedBy(ctx, ev, domain.ExternalPaymentOfProviderKey, r.ProviderReports.Charge, func(rep ReportedCharge) reported[chargeReservation] {
+		t := chargeReservation{payment: rep.Payment, saga: rep.Saga}
+		return reported[chargeReservation]{reservation: t, status: rep.Payment.Status, amount: rep.Payment.Charge.Amount, claim: rep.Claim,
+			record: func(ctx context.Context, k KeyClaim, settled Settlement) error {
+				_, err := s.record(ctx, r.ChargeStatements, k, t, settled)
+				return err
+			}}
+	})
+}
+
+// record is phase 3 through store: the pool's, or a transaction's.
+func (s *chargeSteps) record(ctx context.Context, store ChargeStore, k KeyClaim, t chargeReservation, settled Settlement) (StoredResponse, error) {
 	outcome := ChargeOutcome{Kind: chargeOutcomes[settled], Payment: t.payment}
 	outcome.Payment.Status = settled.Status()
 	resp, err := s.encoder.EncodeChargeOutcome(outcome)
@@ -297,7 +316,7 @@ func (s *chargeSteps) Record(ctx context.Context, k KeyClaim, t chargeReservatio
 	if err != nil {
 		return StoredResponse{}, err
 	}
-	err = s.store.RecordOutcome(ctx, OutcomeRecord{Scope: k.Scope, Token: k.Token, Response: resp, Event: event})
+	err = store.RecordOutcome(ctx, OutcomeRecord{Scope: k.Scope, Token: k.Token, Response: resp, Event: event})
 	return resp, err
 }
 
@@ -312,4 +331,7 @@ func (s *chargeSteps) GiveBack(ctx context.Context, r Repos, t chargeReservation
 	return r.Payments.DeletePending(ctx, t.payment.ID)
 }
 
-var _ Resumable = (*ChargePayment)(nil)
+var (
+	_ Resumable                        = (*ChargePayment)(nil)
+	_ reportedSteps[chargeReservation] = (*chargeSteps)(nil)
+)

@@ -287,8 +287,15 @@ func (uc *IdempotentCommand[C, T]) Handle(ctx context.Context, cmd C) (CommandRe
 	endPhase(span, err)
 	switch {
 	case errors.Is(err, ErrLockLost):
-		// Our lock expired and another request took the key over; it will
-		// record the same provider decision. The client's retry replays it.
+		// The provider's own event recorded its decision for the key first
+		// (ApplyProviderEvent, fenced by our token): that answer is this
+		// request's too. Otherwise our lock expired and another request
+		// took the key over; it will record the same provider decision, and
+		// the client's retry replays it.
+		if rec, found, err := uc.core.keys.LookupKey(finishCtx, k.Scope); err == nil && found &&
+			rec.Status == RecordCompleted && rec.CommandHash == hash {
+			return CommandResult{Response: rec.Response}, nil
+		}
 		return CommandResult{}, &InProgressError{RetryAfter: inProgressRetryAfter}
 	case err != nil:
 		// The provider has answered, so "nothing happened" would be a lie.

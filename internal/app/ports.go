@@ -40,6 +40,17 @@ type Repos struct {
 	// tests write their rows through it.
 	Outbox Outbox
 
+	// ChargeStatements and RefundStatements are the commands' statements
+	// that are atomic on their own, run inside this transaction: a
+	// provider's event records phase 3 with its processed_event row
+	// (apply_provider_event.go).
+	ChargeStatements ChargeStore
+	// RefundStatements: see ChargeStatements.
+	RefundStatements RefundStore
+	// ProviderReports reads what a provider's event is about and keeps
+	// the events that contradict the record.
+	ProviderReports ProviderReports
+
 	// The order-projection consumer's ports (apply_order_events.go).
 	// ProcessedEvents is processed_event (R-DIST-IDEM-2).
 	ProcessedEvents ProcessedEvents

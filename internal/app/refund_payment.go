@@ -151,7 +151,10 @@ type refundSteps struct {
 	encoder  RefundResponseEncoder
 }
 
-var _ CommandSteps[RefundCommand, refundReservation] = (*refundSteps)(nil)
+var (
+	_ CommandSteps[RefundCommand, refundReservation] = (*refundSteps)(nil)
+	_ reportedSteps[refundReservation]               = (*refundSteps)(nil)
+)
 
 // Name implements CommandSteps.
 func (*refundSteps) Name() string { return "refund" }
@@ -334,6 +337,25 @@ var refundOutcomes = map[Settlement]RefundOutcomeKind{
 // exactly one event per refund outcome: only this statement appends one,
 // and only for the claim that still owns the refund's record.
 func (s *refundSteps) Record(ctx context.Context, k KeyClaim, t refundReservation, settled Settlement) (StoredResponse, error) {
+	return s.record(ctx, s.store, k, t, settled)
+}
+
+// Reported implements reportedSteps: the refund an event's provider key
+// names, recorded, if it is PENDING, by Record's statement in r's
+// transaction.
+func (s *refundSteps) Reported(ctx context.Context, r Repos, ev ProviderEvent) (reported[refundReservation], bool, error) {
+	return reportedBy(ctx, ev, domain.ExternalRefundOfProviderKey, r.ProviderReports.Refund, func(rep ReportedRefund) reported[refundReservation] {
+		t := refundReserved(rep.Payment, rep.Refund, rep.Saga, true).Reservation
+		return reported[refundReservation]{reservation: t, status: rep.Refund.Status, amount: rep.Refund.Amount, claim: rep.Claim,
+			record: func(ctx context.Context, k KeyClaim, settled Settlement) error {
+				_, err := s.record(ctx, r.RefundStatements, k, t, settled)
+				return err
+			}}
+	})
+}
+
+// record is phase 3 through store: the pool's, or a transaction's.
+func (s *refundSteps) record(ctx context.Context, store RefundStore, k KeyClaim, t refundReservation, settled Settlement) (StoredResponse, error) {
 	refund := t.refund
 	refund.Status = settled.Status()
 	resp, err := s.encoder.EncodeRefundOutcome(RefundOutcome{Kind: refundOutcomes[settled], Refund: refund})
@@ -344,7 +366,7 @@ func (s *refundSteps) Record(ctx context.Context, k KeyClaim, t refundReservatio
 	if err != nil {
 		return StoredResponse{}, err
 	}
-	err = s.store.RecordRefundOutcome(ctx, RefundOutcomeRecord{Scope: k.Scope, Token: k.Token, Response: resp, Event: event})
+	err = store.RecordRefundOutcome(ctx, RefundOutcomeRecord{Scope: k.Scope, Token: k.Token, Response: resp, Event: event})
 	return resp, err
 }
 

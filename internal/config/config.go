@@ -95,6 +95,8 @@ type Config struct {
 	// OutboxPollInterval (OUTBOX_POLL_INTERVAL, default 5s) is the relay's
 	// safety-net poll; commits wake it at once through LISTEN/NOTIFY.
 	OutboxPollInterval time.Duration
+	// Webhooks configures the provider's signed events (webhooks.go).
+	Webhooks Webhooks
 	// OrderConsumer configures the order-projection consumer, which runs
 	// only when KafkaBrokers is set.
 	OrderConsumer OrderConsumer
@@ -191,6 +193,7 @@ func Load(getenv func(string) string) (Config, error) {
 	cfg.ShutdownConsumerTimeout = p.duration("SHUTDOWN_CONSUMER_TIMEOUT", 5*time.Second, 100*time.Millisecond, 10*time.Minute)
 	cfg.ShutdownRelayTimeout = p.duration("SHUTDOWN_RELAY_TIMEOUT", 3*time.Second, 100*time.Millisecond, 10*time.Minute)
 	cfg.OrderConsumer = p.orderConsumer()
+	cfg.Webhooks = p.webhooks()
 	cfg.Tracing = p.tracing()
 	// A provider call must end while its claim still holds the key: a call
 	// that outlives the lock lets a retry take the key over and call the

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -96,4 +97,17 @@ func (p Payment) IsSameCharge(client ClientID, c Charge) bool {
 // it came with, is the same operation to the provider and is charged once.
 func (c Charge) ProviderIdempotencyKey() string {
 	return string(c.Provider) + ":" + string(c.ExternalPaymentID)
+}
+
+// ExternalPaymentOfProviderKey is the external payment whose charge at
+// provider has the provider key key (ProviderIdempotencyKey's inverse),
+// for a report the provider sends on its own (a webhook), which names the
+// charge by the key the service sent. ok is false for a key that is not a
+// charge's at provider.
+func ExternalPaymentOfProviderKey(provider ProviderName, key string) (external ExternalPaymentID, ok bool) {
+	rest, ok := strings.CutPrefix(key, string(provider)+":")
+	if !ok || rest == "" {
+		return "", false
+	}
+	return ExternalPaymentID(rest), true
 }

@@ -1,6 +1,9 @@
 package domain
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // RefundID identifies a refund row.
 type RefundID int64
@@ -122,4 +125,16 @@ const refundKeyPrefix = "refund:"
 // refunded once.
 func (r Refund) ProviderIdempotencyKey() string {
 	return refundKeyPrefix + string(r.Provider) + ":" + string(r.ExternalRefundID)
+}
+
+// ExternalRefundOfProviderKey is the external refund whose refund at
+// provider has the provider key key (ProviderIdempotencyKey's inverse), as
+// ExternalPaymentOfProviderKey is for a charge. ok is false for a key that
+// is not a refund's at provider.
+func ExternalRefundOfProviderKey(provider ProviderName, key string) (external ExternalRefundID, ok bool) {
+	rest, ok := strings.CutPrefix(key, refundKeyPrefix+string(provider)+":")
+	if !ok || rest == "" {
+		return "", false
+	}
+	return ExternalRefundID(rest), true
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/go-playground/validator/v10"
 
 	"github.com/example/payment-service/internal/config"
+	"github.com/example/payment-service/internal/webhooksig"
 )
 
 // TestContractOpenAPI sends real requests to the running service and checks
@@ -36,7 +37,7 @@ func TestContractOpenAPI(t *testing.T) {
 	// The /docs page is HTML; the checker reads it as text.
 	openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.PlainBodyDecoder)
 
-	s := startService(t, nil)
+	s := startService(t, map[string]string{"WEBHOOK_SECRETS": webhookSecret})
 	// Route by path on whatever port the test service got.
 	doc.Servers = openapi3.Servers{{URL: s.url}}
 	router, err := gorillamux.NewRouter(doc)
@@ -68,9 +69,22 @@ func TestContractOpenAPI(t *testing.T) {
 		// repeated name is gone once the JSON is parsed); only the
 		// response is checked against the spec.
 		specBlind bool
+		// headers are set on the request as they are.
+		headers map[string]string
 	}
 	charge := chargeBody(1001, 42, "100.50", "RUB", "pi_contract")
 	refund := `{"amount":"10.00","externalRefundId":"re_contract"}`
+	webhook := func(id, typ, key, status, amount string) string {
+		return `{"id":"` + id + `","type":"` + typ + `","created":"2026-12-01T10:00:00Z","data":{"id":"ch_1","idempotencyKey":"` + key +
+			`","status":"` + status + `","amount":` + amount + `,"currency":"RUB","reference":"pi_contract","created":"2026-12-01T10:00:00Z"}}`
+	}
+	agreeing := webhook("evt_contract_1", "charge.succeeded", "sandbox:pi_contract", "succeeded", `"100.50"`)
+	contradicting := webhook("evt_contract_2", "charge.declined", "sandbox:pi_contract", "declined", `"100.50"`)
+	unknownObject := webhook("evt_contract_3", "charge.succeeded", "sandbox:pi_nobody", "succeeded", `"100.50"`)
+	amountNumber := webhook("evt_contract_4", "charge.succeeded", "sandbox:pi_contract", "succeeded", `100.50`)
+	signed := func(body string) map[string]string {
+		return map[string]string{webhooksig.Header: webhooksig.Sign(time.Now(), []byte(body), []byte(webhookSecret))}
+	}
 	exchanges := []exchange{
 		{name: "charge", method: "POST", path: "/payments", key: "c1", body: charge, wantStatus: 201},
 		{name: "replay", method: "POST", path: "/payments", key: "c1", body: charge, wantStatus: 201},
@@ -135,6 +149,16 @@ func TestContractOpenAPI(t *testing.T) {
 		{name: "order id not a number", method: "GET", path: "/orders/abc", wantStatus: 400, specRejects: true},
 		{name: "order id zero", method: "GET", path: "/orders/0", wantStatus: 400, specRejects: true},
 		{name: "get order without auth", method: "GET", path: "/orders/1001", noAuth: true, wantStatus: 401, specRejects: true},
+		// The provider's events: the charge c1 made, as its lookup answers.
+		{name: "webhook agreeing", method: "POST", path: "/webhooks/sandbox", noAuth: true, body: agreeing, headers: signed(agreeing), wantStatus: 200},
+		{name: "webhook redelivered", method: "POST", path: "/webhooks/sandbox", noAuth: true, body: agreeing, headers: signed(agreeing), wantStatus: 200},
+		{name: "webhook contradicting", method: "POST", path: "/webhooks/sandbox", noAuth: true, body: contradicting, headers: signed(contradicting), wantStatus: 200},
+		{name: "webhook for an unknown object", method: "POST", path: "/webhooks/sandbox", noAuth: true, body: unknownObject, headers: signed(unknownObject), wantStatus: 404},
+		{name: "webhook badly signed", method: "POST", path: "/webhooks/sandbox", noAuth: true, body: agreeing, headers: map[string]string{webhooksig.Header: "t=1,v1=00"}, wantStatus: 401},
+		{name: "webhook unsigned", method: "POST", path: "/webhooks/sandbox", noAuth: true, body: agreeing, wantStatus: 401, specRejects: true},
+		{name: "webhook not an event", method: "POST", path: "/webhooks/sandbox", noAuth: true, body: `{"id":"evt_x"}`, headers: signed(`{"id":"evt_x"}`), wantStatus: 400, specRejects: true},
+		{name: "webhook amount as number", method: "POST", path: "/webhooks/sandbox", noAuth: true, body: amountNumber, headers: signed(amountNumber), wantStatus: 400, specRejects: true},
+		{name: "webhook wrong content type", method: "POST", path: "/webhooks/sandbox", noAuth: true, contentType: "text/plain", body: agreeing, headers: signed(agreeing), wantStatus: 415, specRejects: true},
 		{name: "healthz", method: "GET", path: "/healthz", wantStatus: 200},
 		{name: "readyz", method: "GET", path: "/readyz", wantStatus: 200},
 		{name: "health", method: "GET", path: "/health", wantStatus: 200},
@@ -154,6 +178,9 @@ func TestContractOpenAPI(t *testing.T) {
 		}
 		if ex.key != "" {
 			req.Header.Set("Idempotency-Key", ex.key)
+		}
+		for name, value := range ex.headers {
+			req.Header.Set(name, value)
 		}
 		if ex.body != "" {
 			ct := ex.contentType

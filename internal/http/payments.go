@@ -128,11 +128,19 @@ func (h *paymentHandlers) respond(c echo.Context, result app.CommandResult, err 
 // commandHeaders checks a command's request headers: a JSON body, and the
 // Idempotency-Key, which it returns.
 func commandHeaders(req *http.Request) (string, error) {
-	if mediaType, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType)); err != nil || mediaType != echo.MIMEApplicationJSON {
-		return "", newProblem(http.StatusUnsupportedMediaType, codeUnsupportedMediaType, "Unsupported media type",
-			"Send the body as application/json.")
+	if err := jsonContent(req); err != nil {
+		return "", err
 	}
 	return idempotencyKey(req.Header)
+}
+
+// jsonContent checks that the request's body is declared application/json.
+func jsonContent(req *http.Request) error {
+	if mediaType, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType)); err != nil || mediaType != echo.MIMEApplicationJSON {
+		return newProblem(http.StatusUnsupportedMediaType, codeUnsupportedMediaType, "Unsupported media type",
+			"Send the body as application/json.")
+	}
+	return nil
 }
 
 // storedProblemCode reads the code of a stored problem (ResponseEncoder

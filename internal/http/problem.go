@@ -94,6 +94,10 @@ const (
 	codeRefundFailed            = "refund-failed"
 	codeExternalRefundConflict  = "external-refund-conflict"
 	codeServiceUnavailable      = "service-unavailable"
+	codeWebhooksNotConfigured   = "webhooks-not-configured"
+	codeWebhookSignatureInvalid = "webhook-signature-invalid"
+	codeWebhookEventInvalid     = "webhook-event-invalid"
+	codeWebhookObjectUnknown    = "webhook-object-unknown"
 	codeInternal                = "internal-error"
 )
 

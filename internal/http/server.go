@@ -37,6 +37,11 @@ type Deps struct {
 	ListRefunds *app.ListRefunds
 	// GetOrder serves GET /orders/{orderId}.
 	GetOrder *app.GetOrder
+	// ApplyProviderEvent serves POST /webhooks/sandbox.
+	ApplyProviderEvent *app.ApplyProviderEvent
+	// Webhooks are the secrets and tolerance the deliveries are verified
+	// with (no secrets: 503).
+	Webhooks config.Webhooks
 	// Ready reports whether the payment API can serve: the database
 	// answers. Nothing else: a background component's trouble must not
 	// take the API out of rotation.
@@ -99,6 +104,9 @@ func NewHandler(d Deps) http.Handler {
 	e.POST("/payments/:id/refunds", refunds.refundPayment, auth)
 	e.GET("/payments/:id/refunds", refunds.listRefunds, auth)
 	e.GET("/orders/:orderId", (&orderHandlers{get: d.GetOrder}).getOrder, auth)
+	// Signed by the provider, not called by a client: no API key.
+	webhooks := newWebhookHandlers(d, d.Registry)
+	e.POST(webhookPath(webhooks.provider), webhooks.deliver)
 	m.useRoutes(e) // after the last route, before the first request
 	return withTracing(e, d.Tracing)
 }

@@ -165,6 +165,11 @@ func (t *Transactor) Transact(ctx context.Context, fn func(ctx context.Context, 
 			Refunds:     &Refunds{db: tx},
 			Outbox:      &Outbox{db: tx, cfg: t.outbox},
 
+			// No gate: the transaction already holds its connection.
+			ChargeStatements: &ChargeStore{atomicStatements{db: tx, outbox: t.outbox}},
+			RefundStatements: &RefundStore{atomicStatements{db: tx, outbox: t.outbox}},
+			ProviderReports:  &ProviderReports{db: tx},
+
 			ProcessedEvents:  &ProcessedEvents{db: tx},
 			OrderProjections: &OrderProjections{db: tx},
 		})

@@ -220,6 +220,10 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...Op
 		RefundPayment: uc.refundPayment,
 		ListRefunds:   app.NewListRefunds(uc.tx),
 		GetOrder:      app.NewGetOrder(uc.tx),
+		// The sandbox's events are its answers too, recorded by the
+		// commands' own phase 3 (decision 0021).
+		ApplyProviderEvent: app.NewApplyProviderEvent(uc.chargePayment, uc.refundPayment, "webhook:sandbox", logger),
+		Webhooks:           cfg.Webhooks,
 		// Readiness is the database only; the background components are
 		// on /health and in metrics (health.go).
 		Ready:      func(ctx context.Context) error { return repository.Ping(ctx, db) },

@@ -1,0 +1,304 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+
+	"github.com/example/payment-service/internal/domain"
+)
+
+// A provider reports each decision twice: in the answer to the call, and
+// on its own, later, in an event (a webhook) delivered at least once. To
+// the service such an event is one more answer from the provider, the same
+// as the one the completer gets by looking the object up, and it is
+// recorded by the same phase 3 (CommandSteps.Record) as the call's answer:
+// one stored response, one outbox event, the key completed (decision 0021).
+
+// ProviderObject is what a provider's event is about.
+type ProviderObject string
+
+const (
+	// ObjectCharge: the event reports a charge's decision.
+	ObjectCharge ProviderObject = "charge"
+	// ObjectRefund: the event reports a refund's decision.
+	ObjectRefund ProviderObject = "refund"
+)
+
+// ProviderEvent is one decision a provider reported on its own, checked
+// and parsed by the adapter that received it (its signature verified).
+type ProviderEvent struct {
+	// ID is the provider's event id: the same on every redelivery.
+	ID string
+	// Provider is who sent it.
+	Provider domain.ProviderName
+	// Object is whether it reports a charge or a refund.
+	Object ProviderObject
+	// Decision is the provider's decision.
+	Decision ProviderDecision
+	// ProviderKey is the idempotency key the service sent with the call
+	// (domain.Charge.ProviderIdempotencyKey, domain.Refund's): how the
+	// service finds its object.
+	ProviderKey string
+	// Amount is the amount the provider says it decided on.
+	Amount decimal.Decimal
+	// Currency is the currency of Amount, as the provider sent it.
+	Currency string
+	// Type is the event's type as sent (charge.succeeded ...), for the
+	// operator who reads a contradiction.
+	Type string
+	// Raw is the delivery's body, byte for byte, kept with a contradiction.
+	Raw []byte
+}
+
+// ProviderEventResult says what applying an event did.
+type ProviderEventResult string
+
+const (
+	// EventApplied: the event resolved a PENDING payment or refund.
+	EventApplied ProviderEventResult = "applied"
+	// EventDuplicate: this consumer processed the event before; nothing
+	// changed.
+	EventDuplicate ProviderEventResult = "duplicate"
+	// EventAgreed: the object was already final with the event's
+	// decision (the call's answer, the completer or another event got
+	// there first); nothing changed.
+	EventAgreed ProviderEventResult = "agreed"
+	// EventContradicts: the event contradicts what the service recorded
+	// (another decision, amount or currency); nothing changed, and the
+	// event is kept for an operator (migration 00018).
+	EventContradicts ProviderEventResult = "contradiction"
+)
+
+// ErrUnknownProviderObject: the event names no payment or refund the
+// service holds. Nothing is recorded, so the provider's redelivery is
+// applied if the object appears (a charge whose phase 1 had not committed
+// when the event came cannot be that, since the provider decides only
+// after the call; a key of another system's can). Decision 0021.
+var ErrUnknownProviderObject = errors.New("the provider's event names no payment or refund the service holds")
+
+// ErrReportContended: the key of the event's object kept changing hands
+// between the read and the record; the provider's redelivery tries again.
+var ErrReportContended = errors.New("the event's object kept changing while it was applied")
+
+// ProviderReports reads, inside a transaction, what a provider's event is
+// about, and keeps the events that contradict the record.
+type ProviderReports interface {
+	// Charge reads the payment at provider with the external payment id,
+	// its order's saga, and its idempotency record while that is
+	// IN_PROGRESS (the claim whose recovery point it is); found is false
+	// when there is no such payment.
+	Charge(ctx context.Context, provider domain.ProviderName, external domain.ExternalPaymentID) (rep ReportedCharge, found bool, err error)
+	// Refund reads the refund at provider with the external refund id,
+	// its payment, the order's saga, and its idempotency record while
+	// that is IN_PROGRESS; found is false when there is no such refund.
+	Refund(ctx context.Context, provider domain.ProviderName, external domain.ExternalRefundID) (rep ReportedRefund, found bool, err error)
+	// KeepContradiction stores an event that contradicts the record, for
+	// an operator; once per consumer and event.
+	KeepContradiction(ctx context.Context, c Contradiction) error
+}
+
+// ReportedCharge is a payment as an event about it finds it.
+type ReportedCharge struct {
+	// Payment is the payment the event names.
+	Payment domain.Payment
+	// Saga is the payment's order's saga, for its outcome event.
+	Saga uuid.NullUUID
+	// Claim is the IN_PROGRESS record whose recovery point the payment
+	// is; nil when the key is completed (or purged).
+	Claim *IdempotencyRecord
+}
+
+// ReportedRefund is a refund as an event about it finds it.
+type ReportedRefund struct {
+	// Refund is the refund the event names.
+	Refund domain.Refund
+	// Payment is the refund's payment (its provider key and order).
+	Payment domain.Payment
+	// Saga is the payment's order's saga, for the refund's event.
+	Saga uuid.NullUUID
+	// Claim is as ReportedCharge's.
+	Claim *IdempotencyRecord
+}
+
+// Contradiction is an event kept for an operator.
+type Contradiction struct {
+	// Consumer is the processed_event consumer that received it.
+	Consumer string
+	// Event is the event, its raw body included.
+	Event ProviderEvent
+	// RecordedStatus is the object's status in the service.
+	RecordedStatus domain.PaymentStatus
+	// Reason says what disagrees.
+	Reason string
+}
+
+// reported is what reportedSteps find for an event: the command's
+// reservation, its status and amount, the claim it is recorded under, and
+// how to record a settlement for it (phase 3's own statement, inside the
+// event's transaction, so that its processed_event row commits with it).
+type reported[T any] struct {
+	reservation T
+	status      domain.PaymentStatus
+	amount      domain.Money
+	claim       *IdempotencyRecord
+	record      func(ctx context.Context, k KeyClaim, s Settlement) error
+}
+
+// reportedSteps are what a command adds to its CommandSteps so that a
+// provider's event about it can be applied.
+type reportedSteps[T any] interface {
+	// Reported finds the event's object in r's transaction; found is false
+	// when the service holds none.
+	Reported(ctx context.Context, r Repos, ev ProviderEvent) (rep reported[T], found bool, err error)
+}
+
+// reportedBy is Reported for a command whose objects a provider key names
+// by an external id: parse reads the id from the key (false: not one of
+// the command's keys), find reads the object, view makes it the command's.
+func reportedBy[X, R, T any](ctx context.Context, ev ProviderEvent,
+	parse func(domain.ProviderName, string) (X, bool),
+	find func(context.Context, domain.ProviderName, X) (R, bool, error),
+	view func(R) reported[T]) (reported[T], bool, error) {
+	external, ok := parse(ev.Provider, ev.ProviderKey)
+	if !ok {
+		return reported[T]{}, false, nil
+	}
+	rep, found, err := find(ctx, ev.Provider, external)
+	if err != nil || !found {
+		return reported[T]{}, false, err
+	}
+	return view(rep), true, nil
+}
+
+// reportAttempts bounds the reads and records of one event whose key
+// changes hands in between (ErrLockLost): each change is another request's
+// commit, so a second attempt nearly always sees a settled state.
+const reportAttempts = 3
+
+// applyReported applies a provider's decision about one of the command's
+// reservations, in r's transaction. A PENDING reservation is recorded by
+// phase 3's own statement, fenced by the token of the claim that holds its
+// key (a live request, or an abandoned one): whichever of the event and
+// the claim's own phase 3 commits first records the decision, and the
+// other's statement matches nothing (ErrLockLost) and sees the result. A
+// final reservation is never changed: the event agrees with it or
+// contradicts it.
+func (uc *IdempotentCommand[C, T]) applyReported(ctx context.Context, r Repos, ev ProviderEvent) (ProviderEventResult, domain.PaymentStatus, string, error) {
+	steps, ok := uc.steps.(reportedSteps[T])
+	if !ok {
+		return "", "", "", fmt.Errorf("the %s command does not take provider events", uc.steps.Name())
+	}
+	settlement := settlementOf(ev.Decision)
+	for range reportAttempts {
+		rep, found, err := steps.Reported(ctx, r, ev)
+		switch {
+		case err != nil:
+			return "", "", "", err
+		case !found:
+			return "", "", "", ErrUnknownProviderObject
+		case !rep.amount.Amount().Equal(ev.Amount) || string(rep.amount.Currency()) != ev.Currency:
+			return EventContradicts, rep.status, fmt.Sprintf("the provider decided on %s %s, the service holds %s %s",
+				ev.Amount, ev.Currency, rep.amount.AmountString(), rep.amount.Currency()), nil
+		case rep.status == settlement.Status():
+			return EventAgreed, rep.status, "", nil
+		case rep.status.Final():
+			// A later event never undoes a final state.
+			return EventContradicts, rep.status, fmt.Sprintf("the provider reports %s, the service recorded %s", ev.Decision, rep.status), nil
+		case rep.claim == nil:
+			// Phase 1 writes a reservation with its claim, and phase 3 ends
+			// both at once: only a manual repair leaves one without the other.
+			return "", "", "", fmt.Errorf("%s %s is PENDING without a claim in progress", uc.steps.Name(), ev.ProviderKey)
+		}
+		k := KeyClaim{Scope: rep.claim.Scope, CommandHash: rep.claim.CommandHash, Token: rep.claim.LockToken}
+		err = rep.record(ctx, k, settlement)
+		if errors.Is(err, ErrLockLost) {
+			// The claim's own phase 3 (or a takeover) committed between the
+			// read and the record: read what it left.
+			continue
+		}
+		if err != nil {
+			return "", "", "", err
+		}
+		return EventApplied, settlement.Status(), "", nil
+	}
+	return "", "", "", ErrReportContended
+}
+
+// ApplyProviderEvent applies a provider's events (webhooks) exactly once
+// (R-DIST-IDEM-2 on another transport): the event's id is recorded in
+// processed_event under the consumer's name in the transaction that
+// applies it, so a redelivery, however often it comes, changes nothing.
+type ApplyProviderEvent struct {
+	tx       Transactor
+	consumer string
+	charges  *IdempotentCommand[ChargeCommand, chargeReservation]
+	refunds  *IdempotentCommand[RefundCommand, refundReservation]
+	logger   *slog.Logger
+}
+
+// NewApplyProviderEvent builds the use case over the commands whose
+// objects the events report. consumer names it in processed_event
+// ("webhook:sandbox").
+func NewApplyProviderEvent(charges *ChargePayment, refunds *RefundPayment, consumer string, logger *slog.Logger) *ApplyProviderEvent {
+	return &ApplyProviderEvent{tx: charges.tx, consumer: consumer, charges: charges.run, refunds: refunds.run, logger: logger}
+}
+
+// providerEventNamespace makes a provider's event id (any string, such as
+// evt_...) the uuid processed_event keys by: a name-based (version 5) uuid
+// of the provider and the id, the same for every redelivery.
+var providerEventNamespace = uuid.MustParse("5f0f6b3e-6a4e-4d0e-9c55-1f3c1c8f2a24")
+
+// eventUUID is ev's key in processed_event.
+func eventUUID(ev ProviderEvent) uuid.UUID {
+	return uuid.NewSHA1(providerEventNamespace, []byte(string(ev.Provider)+"\x00"+ev.ID))
+}
+
+// Handle applies ev once. Errors: ErrUnknownProviderObject (nothing
+// recorded: the provider is to deliver it again), ErrReportContended, the
+// store's.
+func (uc *ApplyProviderEvent) Handle(ctx context.Context, ev ProviderEvent) (ProviderEventResult, error) {
+	var (
+		result   ProviderEventResult
+		recorded domain.PaymentStatus
+		reason   string
+	)
+	id := eventUUID(ev)
+	err := uc.tx.Transact(ctx, func(ctx context.Context, r Repos) (err error) {
+		fresh, err := r.ProcessedEvents.MarkProcessed(ctx, uc.consumer, []uuid.UUID{id})
+		if err != nil {
+			return err
+		}
+		if !fresh[id] {
+			result = EventDuplicate
+			return nil
+		}
+		switch ev.Object {
+		case ObjectCharge:
+			result, recorded, reason, err = uc.charges.applyReported(ctx, r, ev)
+		case ObjectRefund:
+			result, recorded, reason, err = uc.refunds.applyReported(ctx, r, ev)
+		default:
+			err = fmt.Errorf("an event about %q", ev.Object)
+		}
+		if err != nil || result != EventContradicts {
+			// An error rolls the processed_event row back with everything:
+			// the redelivery is applied afresh.
+			return err
+		}
+		return r.ProviderReports.KeepContradiction(ctx, Contradiction{Consumer: uc.consumer, Event: ev, RecordedStatus: recorded, Reason: reason})
+	})
+	if err != nil {
+		return "", err
+	}
+	if result == EventContradicts {
+		uc.logger.ErrorContext(ctx, "a provider's event contradicts the service's record; nothing changed, the event is kept in provider_event_contradiction",
+			"provider", ev.Provider, "event_id", ev.ID, "event_type", ev.Type, "provider_key", ev.ProviderKey,
+			"recorded_status", recorded, "reason", reason)
+	}
+	return result, nil
+}

@@ -1,0 +1,187 @@
+package http
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shopspring/decimal"
+
+	"github.com/example/payment-service/internal/app"
+	"github.com/example/payment-service/internal/domain"
+	"github.com/example/payment-service/internal/webhooksig"
+)
+
+// POST /webhooks/sandbox: the sandbox provider's signed events (decision
+// 0021). No API key: the signature (internal/webhooksig) authenticates the
+// delivery. A refused delivery stores nothing, and its problem says only
+// what a sender can act on: not configured (503), not authenticated (401:
+// no header, a malformed one, no matching signature, or a time outside
+// the tolerance, told apart in the log only), a body that is not an event
+// (400), or too large (413).
+
+// sandboxEvent is the body the sandbox provider delivers: its event id,
+// the type, when it was made, and the object as its lookup answers it.
+// Fields it may add later are ignored.
+type sandboxEvent struct {
+	ID      string         `json:"id"`
+	Type    string         `json:"type"`
+	Created time.Time      `json:"created"`
+	Data    sandboxDecided `json:"data"`
+}
+
+// sandboxDecided is the part of the provider's ChargeAnswer or
+// RefundAnswer the service reads.
+type sandboxDecided struct {
+	IdempotencyKey string          `json:"idempotencyKey"`
+	Status         string          `json:"status"`
+	Amount         json.RawMessage `json:"amount"` // a decimal string, as money always is here
+	Currency       string          `json:"currency"`
+}
+
+// sandboxEventTypes are the event types, each with its object and the
+// status its data must carry.
+var sandboxEventTypes = map[string]struct {
+	object   app.ProviderObject
+	decision app.ProviderDecision
+	status   string
+}{
+	"charge.succeeded": {app.ObjectCharge, app.ProviderApproved, "succeeded"},
+	"charge.declined":  {app.ObjectCharge, app.ProviderDeclined, "declined"},
+	"refund.succeeded": {app.ObjectRefund, app.ProviderApproved, "succeeded"},
+	"refund.declined":  {app.ObjectRefund, app.ProviderDeclined, "declined"},
+}
+
+// maxEventIDLength bounds the provider's event id, which is stored.
+const maxEventIDLength = 255
+
+// parseSandboxEvent reads an authenticated body into an event, or says
+// why it is not one.
+func parseSandboxEvent(provider domain.ProviderName, body []byte) (app.ProviderEvent, string) {
+	var ev sandboxEvent
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&ev); err != nil || dec.More() {
+		return app.ProviderEvent{}, "the body is not one JSON event"
+	}
+	kind, ok := sandboxEventTypes[ev.Type]
+	switch {
+	case ev.ID == "" || len(ev.ID) > maxEventIDLength:
+		return app.ProviderEvent{}, "id must be 1 to 255 characters"
+	case !ok:
+		return app.ProviderEvent{}, "type must be charge.succeeded, charge.declined, refund.succeeded or refund.declined"
+	case ev.Data.Status != kind.status:
+		return app.ProviderEvent{}, "data.status must agree with the type"
+	case ev.Data.IdempotencyKey == "" || ev.Data.Currency == "":
+		return app.ProviderEvent{}, "data must carry idempotencyKey, amount and currency"
+	}
+	var amount decimal.Decimal
+	if !bytes.HasPrefix(ev.Data.Amount, []byte(`"`)) || amount.UnmarshalJSON(ev.Data.Amount) != nil {
+		return app.ProviderEvent{}, "data.amount must be a decimal string"
+	}
+	return app.ProviderEvent{
+		ID: ev.ID, Provider: provider, Object: kind.object, Decision: kind.decision,
+		ProviderKey: ev.Data.IdempotencyKey, Amount: amount, Currency: ev.Data.Currency,
+		Type: ev.Type, Raw: body,
+	}, ""
+}
+
+// sandboxProvider is the provider whose deliveries the service takes, as
+// the API names it (paymentProvider "sandbox").
+const sandboxProvider domain.ProviderName = "sandbox"
+
+// webhookHandlers serve one provider's deliveries.
+type webhookHandlers struct {
+	provider  domain.ProviderName
+	apply     *app.ApplyProviderEvent
+	secrets   [][]byte
+	tolerance time.Duration
+	logger    *slog.Logger
+	events    *prometheus.CounterVec
+}
+
+// newWebhookHandlers builds the handlers; events counts every delivery
+// by its result (payment_provider_events_total).
+func newWebhookHandlers(d Deps, reg prometheus.Registerer) *webhookHandlers {
+	events := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "payment_provider_events_total",
+		Help: "Provider event deliveries (webhooks) by result: applied, duplicate, agreed, contradiction (kept in provider_event_contradiction), unknown_object, refused (not authenticated), invalid, too_large, not_configured, failed.",
+	}, []string{"provider", "result"})
+	reg.MustRegister(events)
+	// Every series exists from the start at 0, so that increase() sees the
+	// first contradiction (the alert PaymentProviderEventContradictions).
+	for _, result := range []string{"applied", "duplicate", "agreed", "contradiction", "unknown_object", "refused", "invalid", "too_large", "not_configured", "failed"} {
+		events.WithLabelValues(string(sandboxProvider), result)
+	}
+	secrets := make([][]byte, len(d.Webhooks.Secrets))
+	for i, s := range d.Webhooks.Secrets {
+		secrets[i] = s.Bytes()
+	}
+	return &webhookHandlers{
+		provider: sandboxProvider, apply: d.ApplyProviderEvent, secrets: secrets,
+		tolerance: d.Webhooks.Tolerance, logger: d.Logger, events: events,
+	}
+}
+
+// deliver is POST /webhooks/{provider}.
+func (h *webhookHandlers) deliver(c echo.Context) error {
+	result, err := h.handle(c)
+	h.events.WithLabelValues(string(h.provider), result).Inc()
+	return err
+}
+
+func (h *webhookHandlers) handle(c echo.Context) (result string, err error) {
+	ctx := c.Request().Context()
+	if len(h.secrets) == 0 || h.apply == nil {
+		p := newProblem(http.StatusServiceUnavailable, codeWebhooksNotConfigured, "Webhooks not configured",
+			"This service holds no secret to verify deliveries with (WEBHOOK_SECRETS). Nothing was stored; deliver again later.")
+		p.retryAfter = time.Minute
+		return "not_configured", p
+	}
+	if err := jsonContent(c.Request()); err != nil {
+		return "invalid", err
+	}
+	body, err := readBody(c)
+	if p := (*Problem)(nil); errors.As(err, &p) && p.Status == http.StatusRequestEntityTooLarge {
+		return "too_large", err
+	} else if err != nil {
+		return "invalid", err
+	}
+	// Which check failed goes to the log only: a forger learns nothing
+	// from the answer. The error names the check, never a secret.
+	if err := webhooksig.Verify(c.Request().Header.Get(webhooksig.Header), body, h.secrets, time.Now(), h.tolerance); err != nil {
+		h.logger.WarnContext(ctx, "webhook delivery refused", "provider", h.provider, "reason", err)
+		return "refused", newProblem(http.StatusUnauthorized, codeWebhookSignatureInvalid, "Webhook signature invalid",
+			"The delivery is not authenticated: send it with a valid, current "+webhooksig.Header+" header over the exact body. Nothing was stored.")
+	}
+	ev, why := parseSandboxEvent(h.provider, body)
+	if why != "" {
+		return "invalid", newProblem(http.StatusBadRequest, codeWebhookEventInvalid, "Webhook event invalid", why+". Nothing was stored.")
+	}
+	applied, err := h.apply.Handle(ctx, ev)
+	switch {
+	case errors.Is(err, app.ErrUnknownProviderObject):
+		h.logger.WarnContext(ctx, "webhook for an object the service does not hold; the provider will deliver it again",
+			"provider", h.provider, "event_id", ev.ID, "event_type", ev.Type, "provider_key", ev.ProviderKey)
+		return "unknown_object", newProblem(http.StatusNotFound, codeWebhookObjectUnknown, "Object unknown",
+			"No payment or refund of this service has the event's idempotencyKey. Nothing was stored; deliver it again later.")
+	case errors.Is(err, app.ErrReportContended):
+		p := newProblem(http.StatusServiceUnavailable, codeServiceUnavailable, "Service unavailable",
+			"The event's object was changing while the event was applied. Nothing was stored; deliver it again.")
+		p.retryAfter = retryAfterDefault
+		return "failed", p
+	case err != nil:
+		return "failed", err
+	}
+	return string(applied), c.JSON(http.StatusOK, map[string]string{"result": string(applied)})
+}
+
+// webhookPath is the route of a provider's deliveries.
+func webhookPath(provider domain.ProviderName) string {
+	return "/webhooks/" + strings.ToLower(string(provider))
+}

@@ -1,0 +1,160 @@
+package repository
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
+	"github.com/example/payment-service/internal/app"
+	"github.com/example/payment-service/internal/domain"
+)
+
+// ProviderReports implements app.ProviderReports: what a provider's event
+// (a webhook) is about, read inside the transaction that applies it.
+type ProviderReports struct {
+	db *gorm.DB
+}
+
+// reportedClaimColumns are the claim an event about a PENDING object
+// records under: its IN_PROGRESS record, found by its recovery point
+// (migration 00018's partial indexes). NULL when the key is completed.
+const reportedClaimColumns = `r.client_id, r.idempotency_key, r.command_hash, r.lock_token`
+
+// reportedChargeSQL reads the payment an event names by its provider key
+// (the UNIQUE pair of R-DIST-IDEM-4), its order's saga, and its claim.
+var reportedChargeSQL = compileNamed(`
+SELECT p.id, p.client_id, p.order_id, p.customer_id, p.payment_provider,
+       p.external_payment_id, p.amount, p.currency, p.status, p.created_at,
+       o.saga_id, ` + reportedClaimColumns + `
+  FROM payment p
+  LEFT JOIN order_projection o ON o.order_id = p.order_id
+  LEFT JOIN idempotency_record r ON r.payment_id = p.id AND r.status = 'IN_PROGRESS'
+ WHERE p.payment_provider = @provider AND p.external_payment_id = @external`)
+
+// reportedRefundSQL reads the refund an event names by its provider key
+// (refund_provider_external_refund_id_key), its payment, the order's saga,
+// and its claim.
+var reportedRefundSQL = compileNamed(`
+SELECT f.id, f.payment_id, f.client_id, f.payment_provider, f.external_refund_id, f.amount, f.currency, f.status,
+       p.id, p.client_id, p.order_id, p.customer_id, p.payment_provider,
+       p.external_payment_id, p.amount, p.currency, p.status, p.created_at,
+       o.saga_id, ` + reportedClaimColumns + `
+  FROM refund f
+  JOIN payment p ON p.id = f.payment_id
+  LEFT JOIN order_projection o ON o.order_id = p.order_id
+  LEFT JOIN idempotency_record r ON r.refund_id = f.id AND r.status = 'IN_PROGRESS'
+ WHERE f.payment_provider = @provider AND f.external_refund_id = @external`)
+
+// keepContradictionSQL keeps an event that contradicts the record, once.
+var keepContradictionSQL = compileNamed(`
+INSERT INTO provider_event_contradiction (consumer_name, event_id, event_type, provider_key, recorded_status, reason, event)
+VALUES (@consumer, @event_id, @event_type, @provider_key, @recorded_status, @reason, CAST(@event AS json))
+    ON CONFLICT (consumer_name, event_id) DO NOTHING`)
+
+// reportedClaim is reportedClaimColumns as scanned.
+type reportedClaim struct {
+	clientID, key, hash sql.NullString
+	token               uuid.NullUUID
+}
+
+func (c *reportedClaim) targets() []any {
+	return []any{&c.clientID, &c.key, &c.hash, &c.token}
+}
+
+// record is the claim, or nil when there is none in progress.
+func (c reportedClaim) record() *app.IdempotencyRecord {
+	if !c.key.Valid {
+		return nil
+	}
+	return &app.IdempotencyRecord{
+		Scope:       app.IdempotencyScope{ClientID: domain.ClientID(c.clientID.String), Key: c.key.String},
+		CommandHash: c.hash.String,
+		Status:      app.RecordInProgress,
+		LockToken:   c.token.UUID,
+	}
+}
+
+func (p *nullablePaymentRow) targets() []any {
+	return []any{&p.ID, &p.ClientID, &p.OrderID, &p.CustomerID, &p.PaymentProvider,
+		&p.ExternalPaymentID, &p.Amount, &p.Currency, &p.Status, &p.CreatedAt}
+}
+
+// Charge implements app.ProviderReports.
+func (s *ProviderReports) Charge(ctx context.Context, provider domain.ProviderName, external domain.ExternalPaymentID) (app.ReportedCharge, bool, error) {
+	row, err := queryRow(ctx, s.db, reportedChargeSQL, map[string]any{"provider": string(provider), "external": string(external)})
+	if err != nil {
+		return app.ReportedCharge{}, false, err
+	}
+	var (
+		p     nullablePaymentRow
+		rep   app.ReportedCharge
+		claim reportedClaim
+	)
+	err = row.Scan(append(append(p.targets(), &rep.Saga), claim.targets()...)...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return app.ReportedCharge{}, false, nil
+	}
+	if err != nil {
+		return app.ReportedCharge{}, false, mapError(fmt.Errorf("read the payment an event names: %w", err))
+	}
+	if rep.Payment, err = p.toDomain(); err != nil {
+		return app.ReportedCharge{}, false, err
+	}
+	rep.Claim = claim.record()
+	return rep, true, nil
+}
+
+// Refund implements app.ProviderReports.
+func (s *ProviderReports) Refund(ctx context.Context, provider domain.ProviderName, external domain.ExternalRefundID) (app.ReportedRefund, bool, error) {
+	row, err := queryRow(ctx, s.db, reportedRefundSQL, map[string]any{"provider": string(provider), "external": string(external)})
+	if err != nil {
+		return app.ReportedRefund{}, false, err
+	}
+	var (
+		f     nullableRefundRow
+		p     nullablePaymentRow
+		rep   app.ReportedRefund
+		claim reportedClaim
+	)
+	err = row.Scan(append(append(append(f.targets(), p.targets()...), &rep.Saga), claim.targets()...)...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return app.ReportedRefund{}, false, nil
+	}
+	if err != nil {
+		return app.ReportedRefund{}, false, mapError(fmt.Errorf("read the refund an event names: %w", err))
+	}
+	if rep.Refund, _, err = f.toDomain(); err != nil {
+		return app.ReportedRefund{}, false, err
+	}
+	if rep.Payment, err = p.toDomain(); err != nil {
+		return app.ReportedRefund{}, false, err
+	}
+	rep.Claim = claim.record()
+	return rep, true, nil
+}
+
+// KeepContradiction implements app.ProviderReports.
+func (s *ProviderReports) KeepContradiction(ctx context.Context, c app.Contradiction) error {
+	args, err := keepContradictionSQL.args(map[string]any{
+		"consumer":        c.Consumer,
+		"event_id":        c.Event.ID,
+		"event_type":      c.Event.Type,
+		"provider_key":    c.Event.ProviderKey,
+		"recorded_status": string(c.RecordedStatus),
+		"reason":          c.Reason,
+		"event":           string(c.Event.Raw),
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := s.db.Statement.ConnPool.ExecContext(ctx, keepContradictionSQL.text, args...); err != nil {
+		return mapError(fmt.Errorf("keep a contradicting event: %w", err))
+	}
+	return nil
+}
+
+var _ app.ProviderReports = (*ProviderReports)(nil)
