@@ -24,6 +24,8 @@ type webhookCheck struct {
 //     whole retry bound, or never sent;
 //   - every event that was not lost on purpose was delivered at least
 //     once (a duplicate at least twice);
+//   - the service took each of those events exactly once: one
+//     processed_event row of its webhook consumer per event delivered;
 //   - no event contradicted what the service recorded: the sandbox never
 //     changes a decision, so a row in provider_event_contradiction means
 //     the service recorded an outcome the provider did not make.
@@ -52,6 +54,9 @@ func (c *checker) checkWebhooks(within time.Duration) webhookCheck {
 	}
 	if w.Events == 0 {
 		v.add("the provider made no webhook event: the run did not test webhooks")
+	}
+	if n := c.s.count(`SELECT count(*) FROM processed_event WHERE consumer_name = 'webhook:sandbox'`); n != w.Events-lost {
+		v.add("the service recorded %d webhook events as processed, want %d (%d events, %d lost)", n, w.Events-lost, w.Events, lost)
 	}
 	if n := c.s.count(`SELECT count(*) FROM provider_event_contradiction`); n > 0 {
 		v.add("%d provider events contradict what the service recorded", n)
