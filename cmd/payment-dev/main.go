@@ -60,13 +60,22 @@ var devDefaults = map[string]string{
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx); err != nil {
+	if err := run(ctx, printWelcome); err != nil {
 		fmt.Fprintln(os.Stderr, "payment-dev:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context) error {
+// devStack is what run started, for its welcome.
+type devStack struct {
+	addr, dsn, brokers, providerURL string
+	webhooks                        webhooks
+}
+
+// run starts the stack, calls welcome once the service is built (it
+// listens, and serves once Run starts), and runs the service until ctx
+// ends.
+func run(ctx context.Context, welcome func(devStack)) error {
 	port, err := freePort()
 	if err != nil {
 		return err
@@ -126,7 +135,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	printWelcome(svc.Addr(), dsn, brokers, providerURL, hooks.line())
+	welcome(devStack{addr: svc.Addr(), dsn: dsn, brokers: brokers, providerURL: providerURL, webhooks: hooks})
 	return svc.Run(ctx)
 }
 
@@ -197,7 +206,7 @@ func seed(ctx context.Context, dsn string) error {
 	return nil
 }
 
-func printWelcome(addr, dsn, brokers, providerURL, webhooks string) {
+func printWelcome(s devStack) {
 	fmt.Fprintf(os.Stderr, `
 payment-dev is up (Ctrl-C stops it and removes the data).
 
@@ -221,7 +230,7 @@ Then, in another terminal, the whole walk-through with a Kafka event:
 
   make demo
 
-`, addr, dsn, brokers, providerURL, webhooks)
+`, s.addr, s.dsn, s.brokers, s.providerURL, s.webhooks.line())
 }
 
 // devTopics are the topics the service uses, with their partitions (as in
