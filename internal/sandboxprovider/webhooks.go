@@ -156,13 +156,16 @@ type webhookSender struct {
 	cfg    WebhookConfig
 	client *http.Client
 
-	mu       sync.Mutex
-	rng      *rand.Rand // the webhook faults and the jitter
-	queue    deliveryQueue
-	inFlight int // popped from the queue, not yet finished
-	swapped  int // deliveries in the queue held for a swap
-	seq      int
-	counts   WebhookCounters
+	mu sync.Mutex
+	// faults draws the events' faults, in the order the events are made;
+	// jitter draws the pauses, in the order attempts fail. Two sources, so
+	// that when attempts fail does not change which event meets a fault.
+	faults, jitter *rand.Rand
+	queue          deliveryQueue
+	inFlight       int // popped from the queue, not yet finished
+	swapped        int // deliveries in the queue held for a swap
+	seq            int
+	counts         WebhookCounters
 
 	wake   chan struct{} // a delivery was queued
 	ready  chan *delivery
@@ -181,8 +184,9 @@ func newWebhookSender(cfg WebhookConfig, seed uint64) *webhookSender {
 	return &webhookSender{
 		cfg:    cfg.withDefaults(),
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}},
-		// Another stream of the seed than the calls' faults.
-		rng:    rand.New(rand.NewPCG(seed, seed^0x5be0cd19137e2179)),
+		// Other streams of the seed than the calls' faults.
+		faults: rand.New(rand.NewPCG(seed, seed^0x5be0cd19137e2179)),
+		jitter: rand.New(rand.NewPCG(seed, seed^0x1f83d9abfb41bd6b)),
 		counts: WebhookCounters{Faults: map[WebhookFault]int{}},
 		wake:   make(chan struct{}, 1),
 		ready:  make(chan *delivery),
@@ -298,7 +302,7 @@ func (s *webhookSender) faultFor(ref string) WebhookFault {
 	if len(s.cfg.FaultRates) == 0 {
 		return ""
 	}
-	draw := s.rng.Float64()
+	draw := s.faults.Float64()
 	for _, f := range WebhookFaults {
 		if draw < s.cfg.FaultRates[f] {
 			return f
@@ -420,7 +424,7 @@ func (s *webhookSender) pauseLocked(n int) time.Duration {
 		d *= 2
 	}
 	d = min(d, s.cfg.MaxRetry)
-	return d/2 + time.Duration(s.rng.Int64N(int64(d/2)+1))
+	return d/2 + time.Duration(s.jitter.Int64N(int64(d/2)+1))
 }
 
 // post makes one attempt: signed now, answered 2xx within the timeout or

@@ -29,26 +29,28 @@ type arrival struct {
 // receiver is a real HTTP endpoint that verifies every delivery's
 // signature with webhooksig.Verify and records it. answer decides each
 // attempt's answer by its number (1 for the first attempt the receiver
-// sees): a status, or 0 to drop the connection without one.
+// sees) and its number among its event's: a status, or 0 to drop the
+// connection without one.
 type receiver struct {
 	*httptest.Server
 	t      *testing.T
-	answer func(n int) int
+	answer func(n, ofEvent int) int
 
 	mu       sync.Mutex
 	attempts int
-	got      []arrival // the attempts answered 2xx, in order
-	all      []arrival // every attempt
+	ofEvent  map[string]int // attempts by event id
+	got      []arrival      // the attempts answered 2xx, in order
+	all      []arrival      // every attempt
 }
 
-func newReceiver(t *testing.T, answer func(n int) int) *receiver {
-	r := &receiver{t: t, answer: answer}
+func newReceiver(t *testing.T, answer func(n, ofEvent int) int) *receiver {
+	r := &receiver{t: t, answer: answer, ofEvent: map[string]int{}}
 	r.Server = httptest.NewServer(http.HandlerFunc(r.serve))
 	t.Cleanup(r.Close)
 	return r
 }
 
-func always(status int) func(int) int { return func(int) int { return status } }
+func always(status int) func(int, int) int { return func(int, int) int { return status } }
 
 func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	body, err := io.ReadAll(req.Body)
@@ -68,9 +70,9 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	a := arrival{event: ev, body: string(body), at: time.Now()}
 	r.mu.Lock()
 	r.attempts++
-	n := r.attempts
+	r.ofEvent[ev.ID]++
 	r.all = append(r.all, a)
-	status := r.answer(n)
+	status := r.answer(r.attempts, r.ofEvent[ev.ID])
 	if status >= 200 && status < 300 {
 		r.got = append(r.got, a)
 	}
@@ -195,11 +197,11 @@ func TestFailedDeliveriesAreRetried(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name   string
-		answer func(n int) int
+		answer func(n, ofEvent int) int
 	}{
-		{"500 twice", func(n int) int { return map[bool]int{true: 500, false: 200}[n <= 2] }},
-		{"connection dropped twice", func(n int) int { return map[bool]int{true: 0, false: 204}[n <= 2] }},
-		{"404 twice, as for an object the service does not know yet", func(n int) int { return map[bool]int{true: 404, false: 200}[n <= 2] }},
+		{"500 twice", func(n, _ int) int { return map[bool]int{true: 500, false: 200}[n <= 2] }},
+		{"connection dropped twice", func(n, _ int) int { return map[bool]int{true: 0, false: 204}[n <= 2] }},
+		{"404 twice, as for an object the service does not know yet", func(n, _ int) int { return map[bool]int{true: 404, false: 200}[n <= 2] }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -345,29 +347,41 @@ func TestSwappedEventsArriveInTheOtherOrder(t *testing.T) {
 }
 
 // Random webhook faults are drawn from the seed: two runs with one seed
-// meet the same faults, and they do not change the calls' faults.
+// give each event the same fault, however their deliveries' failures and
+// retries interleave with the making of later events (the receiver fails
+// every event's first attempt), and they do not change the calls' faults.
 func TestSeededWebhookFaultsAreReproducible(t *testing.T) {
 	t.Parallel()
 	rates := map[sandboxprovider.WebhookFault]float64{
 		sandboxprovider.WebhookDuplicate: 0.2, sandboxprovider.WebhookLost: 0.2, sandboxprovider.WebhookLate: 0.2,
 	}
-	run := func() (sandboxprovider.WebhookCounters, int) {
-		r := newReceiver(t, always(http.StatusOK))
+	firstFails := func(_, ofEvent int) int { return map[bool]int{true: 500, false: 200}[ofEvent == 1] }
+	// run returns, by charge key, how many times its event was delivered.
+	run := func() (sandboxprovider.WebhookCounters, map[string]int) {
+		r := newReceiver(t, firstFails)
 		s := startWithWebhooks(t, r, sandboxprovider.WebhookConfig{FaultRates: rates, LateDelay: 100 * time.Millisecond})
 		for i := range 30 {
 			key := "k" + string(rune('a'+i))
 			create(t, s, key, "1", "pi_"+key, 2*time.Second)
+			time.Sleep(time.Duration(i%3) * time.Millisecond) // vary the interleaving
 		}
-		return quiet(t, s, 10*time.Second), len(r.delivered())
+		c := quiet(t, s, 10*time.Second)
+		delivered := map[string]int{}
+		for _, d := range r.delivered() {
+			var obj struct{ IdempotencyKey string }
+			_ = json.Unmarshal(d.event.Data, &obj)
+			delivered[obj.IdempotencyKey]++
+		}
+		return c, delivered
 	}
-	c1, n1 := run()
-	c2, n2 := run()
-	if !maps.Equal(c1.Faults, c2.Faults) || n1 != n2 {
-		t.Fatalf("two runs of one seed differ: %v (%d delivered) vs %v (%d)", c1.Faults, n1, c2.Faults, n2)
+	c1, d1 := run()
+	c2, d2 := run()
+	if !maps.Equal(c1.Faults, c2.Faults) || !maps.Equal(d1, d2) {
+		t.Fatalf("two runs of one seed differ: %v %v vs %v %v", c1.Faults, d1, c2.Faults, d2)
 	}
 	dup, lost := c1.Faults[sandboxprovider.WebhookDuplicate], c1.Faults[sandboxprovider.WebhookLost]
-	if dup == 0 || lost == 0 || c1.Faults[sandboxprovider.WebhookLate] == 0 || n1 != 30+dup-lost {
-		t.Fatalf("faults %v, %d delivered of 30 events", c1.Faults, n1)
+	if dup == 0 || lost == 0 || c1.Faults[sandboxprovider.WebhookLate] == 0 || c1.Deliveries != 30+dup-lost || c1.Retries == 0 {
+		t.Fatalf("counters %+v over 30 events", c1)
 	}
 }
 
@@ -439,34 +453,4 @@ func senderGoroutines() int {
 		}
 	}
 	return n
-}
-
-func TestWebhookConfigFromEnv(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		env     map[string]string
-		wantErr string
-	}{
-		{map[string]string{}, ""},
-		{map[string]string{"SANDBOX_WEBHOOK_URL": "http://127.0.0.1:8080/webhooks/sandbox", "SANDBOX_WEBHOOK_SECRET": "s",
-			"SANDBOX_WEBHOOK_RETRY_FOR": "2h", "SANDBOX_WEBHOOK_LATE_DELAY": "40s", "SANDBOX_WEBHOOK_FAULT_RATES": "duplicate=0.1,lost=0.05"}, ""},
-		{map[string]string{"SANDBOX_WEBHOOK_URL": "http://127.0.0.1:8080/webhooks/sandbox"}, "SANDBOX_WEBHOOK_SECRET"},
-		{map[string]string{"SANDBOX_WEBHOOK_FAULT_RATES": "drop=0.1"}, "SANDBOX_WEBHOOK_FAULT_RATES"},
-		{map[string]string{"SANDBOX_WEBHOOK_RETRY_FOR": "100h"}, "SANDBOX_WEBHOOK_RETRY_FOR"},
-	}
-	for _, tc := range tests {
-		cfg, err := sandboxprovider.ConfigFromEnv(func(k string) string { return tc.env[k] })
-		switch {
-		case tc.wantErr == "" && err != nil:
-			t.Errorf("%v: %v", tc.env, err)
-		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-			t.Errorf("%v: err %v, want one naming %s", tc.env, err, tc.wantErr)
-		case tc.wantErr != "" && strings.Contains(err.Error(), "whsec"):
-			t.Errorf("an error shows the secret: %v", err)
-		case tc.wantErr == "" && tc.env["SANDBOX_WEBHOOK_URL"] != "" &&
-			(cfg.Webhooks.RetryFor != 2*time.Hour || cfg.Webhooks.LateDelay != 40*time.Second ||
-				cfg.Webhooks.FaultRates[sandboxprovider.WebhookLost] != 0.05 || cfg.Webhooks.Secret != "s"):
-			t.Errorf("%v: parsed %+v", tc.env, cfg.Webhooks)
-		}
-	}
 }
