@@ -109,7 +109,7 @@ func TestLostAnswerIsResolvedByTheWebhook(t *testing.T) {
 	defer db.Close(context.Background())
 
 	body := `{"orderId":1003,"customerId":7,"amount":"19.99","currency":"EUR","paymentProvider":"sandbox","externalPaymentId":"drop_tour_1"}`
-	first := post(t, base+"/payments", "lost-tour-1", body)
+	first := call(t, base+"/payments", "lost-tour-1", body)
 	answered := time.Now()
 	if first.status != http.StatusServiceUnavailable && first.status != http.StatusCreated {
 		t.Fatalf("the charge whose answer is lost: %d %s, want 503 outcome-unknown (or 201, the webhook first)", first.status, first.body)
@@ -123,7 +123,12 @@ func TestLostAnswerIsResolvedByTheWebhook(t *testing.T) {
 			_ = db.QueryRow(ctx, `SELECT id FROM payment WHERE external_payment_id = 'drop_tour_1'`).Scan(&id)
 		}
 		if id != 0 {
-			status = getPayment(t, base, id).Status
+			a := call(t, base+"/payments/"+strconv.FormatInt(id, 10), "", "")
+			var p struct{ Status string }
+			if a.status != http.StatusOK || json.Unmarshal([]byte(a.body), &p) != nil {
+				t.Fatalf("GET payment %d: %d %s", id, a.status, a.body)
+			}
+			status = p.Status
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -131,7 +136,7 @@ func TestLostAnswerIsResolvedByTheWebhook(t *testing.T) {
 		t.Fatalf("payment %d is %q a second after the lost answer, want SUCCEEDED by the webhook", id, status)
 	}
 
-	retry := post(t, base+"/payments", "lost-tour-1", body)
+	retry := call(t, base+"/payments", "lost-tour-1", body)
 	if retry.status != http.StatusCreated || retry.header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("the retry: %d %s, want the stored 201, replayed", retry.status, retry.body)
 	}
@@ -153,42 +158,31 @@ type httpAnswer struct {
 	body   string
 }
 
-func post(t *testing.T, url, key, body string) httpAnswer {
+// call sends one request to the service with the demo key: a charge
+// under key when body is set, a read otherwise.
+func call(t *testing.T, url, key, body string) httpAnswer {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	method, payload := http.MethodGet, io.Reader(http.NoBody)
+	if body != "" {
+		method, payload = http.MethodPost, strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, payload)
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer demo-secret")
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	return do(t, req)
-}
-
-func getPayment(t *testing.T, base string, id int64) (p struct{ Status string }) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, base+"/payments/"+strconv.FormatInt(id, 10), nil)
-	if err != nil {
-		t.Fatal(err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
 	}
-	req.Header.Set("Authorization", "Bearer demo-secret")
-	a := do(t, req)
-	if a.status != http.StatusOK || json.Unmarshal([]byte(a.body), &p) != nil {
-		t.Fatalf("GET payment %d: %d %s", id, a.status, a.body)
-	}
-	return p
-}
-
-func do(t *testing.T, req *http.Request) httpAnswer {
-	t.Helper()
 	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-	if err != nil {
-		t.Fatal(err)
+	var b []byte
+	if err == nil {
+		b, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s %s: %v", method, url, err)
 	}
 	return httpAnswer{status: resp.StatusCode, header: resp.Header, body: string(b)}
 }
