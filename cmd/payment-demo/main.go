@@ -235,8 +235,8 @@ func expect[R any](_ R, err error) func(want error) error {
 
 // lostAnswer charges a new order through a provider that charges and then
 // drops the connection (the sandbox's drop_ prefix): the service answers
-// 503 outcome-unknown and keeps the payment; the retry with the same key
-// gets the provider's recorded answer. Then a new key with a new external
+// 503 outcome-unknown and keeps the payment; the provider's webhook, or
+// the retry with the same key, records the provider's answer. Then a new key with a new external
 // payment for the paid order is refused by the third layer.
 func (d demo) lostAnswer(ctx context.Context, orderID int64) error {
 	eventID, err := uuid.NewV7()
@@ -249,13 +249,13 @@ func (d demo) lostAnswer(ctx context.Context, orderID int64) error {
 	}
 	key := "demo-lost-" + eventID.String()
 	external := fmt.Sprintf("drop_demo_%d", orderID)
-	step("12. the client gets 503 outcome-unknown and retries by itself, after Retry-After, with the same key and body: the retry resumes the payment and records the provider's answer")
+	step("12. the client gets 503 outcome-unknown and retries by itself, after Retry-After, with the same key and body: the payment is SUCCEEDED, recorded by the provider's webhook if it came first (make dev and compose send them), else by the retry")
 	res, err := d.chargeOnceOrderKnown(ctx, key, demoCharge(orderID, external))
 	if err != nil {
 		return err
 	}
 	fmt.Printf("payment %d %s after %d attempts under one key\n", res.Payment.ID, res.Payment.Status, res.Attempts)
-	step("13. what the provider charged under that key: one charge (the retry was answered from its ledger)")
+	step("13. what the provider charged under that key: one charge (asked for once when the webhook resolved it; a retry that asked again was answered from its ledger)")
 	if _, err := d.getFrom(ctx, d.provider, "/v1/charges?idempotency_key=sandbox:"+external); err != nil {
 		return err
 	}

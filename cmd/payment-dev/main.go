@@ -16,10 +16,20 @@
 // started. DEV_KAFKA_PORT and DEV_PROVIDER_PORT move the in-process broker
 // and provider; SANDBOX_LATENCY, SANDBOX_SLOW_DELAY, SANDBOX_FAULT_RATES and
 // SANDBOX_FAULT_SEED tune the provider (internal/sandboxprovider).
+//
+// The provider sends its webhooks to the service's POST /webhooks/sandbox,
+// signed with a secret generated for the run, which the service is given
+// as WEBHOOK_SECRETS: a lost call answer is resolved by the webhook. The
+// secret is never printed. SANDBOX_WEBHOOK_URL set to the empty string
+// turns the webhooks off (the completer alone then settles what a lost
+// answer leaves); SANDBOX_WEBHOOK_SECRET, or WEBHOOK_SECRETS for the
+// service, replace the generated secret; the other SANDBOX_WEBHOOK_*
+// variables tune the deliveries and their faults.
 package main
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"net"
@@ -50,13 +60,22 @@ var devDefaults = map[string]string{
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx); err != nil {
+	if err := run(ctx, printWelcome); err != nil {
 		fmt.Fprintln(os.Stderr, "payment-dev:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context) error {
+// devStack is what run started, for its welcome.
+type devStack struct {
+	addr, dsn, brokers, providerURL string
+	webhooks                        webhooks
+}
+
+// run starts the stack, calls welcome once the service is built (it
+// listens, and serves once Run starts), and runs the service until ctx
+// ends.
+func run(ctx context.Context, welcome func(devStack)) error {
 	port, err := freePort()
 	if err != nil {
 		return err
@@ -77,7 +96,8 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer stopBroker()
-	providerURL, stopProvider, err := startProvider()
+	hooks := webhooksFor(envOrDefault("HTTP_ADDR"))
+	providerURL, stopProvider, err := startProvider(&hooks)
 	if err != nil {
 		return err
 	}
@@ -92,10 +112,13 @@ func run(ctx context.Context) error {
 		case "SANDBOX_PROVIDER_URL":
 			return providerURL
 		}
-		if v, ok := os.LookupEnv(name); ok {
-			return v
+		if name == "WEBHOOK_SECRETS" && providerURL == hooks.provider && hooks.url != "" {
+			if v, ok := os.LookupEnv(name); ok {
+				return v
+			}
+			return hooks.secret
 		}
-		return devDefaults[name]
+		return envOrDefault(name)
 	}
 	cfg, err := config.Load(getenv)
 	if err != nil {
@@ -112,8 +135,55 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	printWelcome(svc.Addr(), dsn, brokers, providerURL)
+	welcome(devStack{addr: svc.Addr(), dsn: dsn, brokers: brokers, providerURL: providerURL, webhooks: hooks})
 	return svc.Run(ctx)
+}
+
+// envOrDefault is the environment's value of name, or the dev default.
+func envOrDefault(name string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return devDefaults[name]
+}
+
+// webhooks is how the dev provider reports its decisions to the service.
+type webhooks struct {
+	url    string // the service's endpoint; empty: no webhooks
+	secret string // shared by the provider and the service
+	// provider is the URL of the provider started with these webhooks
+	// (set by startProvider): an external provider does not send them.
+	provider string
+}
+
+// line is what the welcome says of the webhooks.
+func (w webhooks) line() string {
+	if w.url == "" || w.provider == "" {
+		return "off"
+	}
+	return w.url + "   (the provider reports each decision there, signed; the secret is never shown)"
+}
+
+// webhooksFor points the dev provider's webhooks at the service listening
+// on addr, with a secret of its own unless the environment names one.
+func webhooksFor(addr string) webhooks {
+	w := webhooks{secret: os.Getenv("SANDBOX_WEBHOOK_SECRET")}
+	if w.secret == "" {
+		w.secret = "whsec_dev_" + rand.Text()
+	}
+	if url, ok := os.LookupEnv("SANDBOX_WEBHOOK_URL"); ok {
+		w.url = url
+		return w
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return w // config.Load will refuse the address, saying why
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	w.url = "http://" + net.JoinHostPort(host, port) + "/webhooks/sandbox"
+	return w
 }
 
 // seed writes the README tour's orders (internal/demoorders) into
@@ -136,7 +206,7 @@ func seed(ctx context.Context, dsn string) error {
 	return nil
 }
 
-func printWelcome(addr, dsn, brokers, providerURL string) {
+func printWelcome(s devStack) {
 	fmt.Fprintf(os.Stderr, `
 payment-dev is up (Ctrl-C stops it and removes the data).
 
@@ -145,6 +215,7 @@ payment-dev is up (Ctrl-C stops it and removes the data).
   database  psql '%[2]s'
   kafka     %[3]s   (topics order.events, order.events.DLT, payment.events)
   provider  %[4]s   (sandbox payment provider; what it charged: %[4]s/v1/ledger)
+  webhooks  %[5]s
   orders    1001 (customer 42, 100.50 RUB), 1002 (customer 42, 2500.00 RUB), 1003 (customer 7, 19.99 EUR)
 
 Charge order 1001:
@@ -159,7 +230,7 @@ Then, in another terminal, the whole walk-through with a Kafka event:
 
   make demo
 
-`, addr, dsn, brokers, providerURL)
+`, s.addr, s.dsn, s.brokers, s.providerURL, s.webhooks.line())
 }
 
 // devTopics are the topics the service uses, with their partitions (as in
@@ -199,8 +270,9 @@ func startBroker(ctx context.Context) (brokers string, stop func(), err error) {
 }
 
 // startProvider starts the sandbox payment provider's HTTP server on
-// loopback, unless SANDBOX_PROVIDER_URL names a provider to use instead.
-func startProvider() (url string, stop func(), err error) {
+// loopback, sending hooks, unless SANDBOX_PROVIDER_URL names a provider to
+// use instead.
+func startProvider(hooks *webhooks) (url string, stop func(), err error) {
 	if external := os.Getenv("SANDBOX_PROVIDER_URL"); external != "" {
 		return external, func() {}, nil
 	}
@@ -210,7 +282,15 @@ func startProvider() (url string, stop func(), err error) {
 			return "", nil, fmt.Errorf("DEV_PROVIDER_PORT: %w", err)
 		}
 	}
-	cfg, err := sandboxprovider.ConfigFromEnv(os.Getenv)
+	cfg, err := sandboxprovider.ConfigFromEnv(func(name string) string {
+		switch name {
+		case "SANDBOX_WEBHOOK_URL":
+			return hooks.url
+		case "SANDBOX_WEBHOOK_SECRET":
+			return hooks.secret
+		}
+		return os.Getenv(name)
+	})
 	if err != nil {
 		return "", nil, err
 	}
@@ -218,6 +298,7 @@ func startProvider() (url string, stop func(), err error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("start the sandbox payment provider (set DEV_PROVIDER_PORT to move it): %w", err)
 	}
+	hooks.provider = srv.URL
 	return srv.URL, func() { _ = srv.Close() }, nil
 }
 

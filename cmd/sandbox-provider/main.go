@@ -6,8 +6,10 @@
 //	sandbox-provider healthcheck exit 0 if the local server answers /healthz
 //
 // The other variables (SANDBOX_LATENCY, SANDBOX_SLOW_DELAY,
-// SANDBOX_FAULT_RATES, SANDBOX_FAULT_SEED) are documented in
-// internal/sandboxprovider.ConfigFromEnv.
+// SANDBOX_FAULT_RATES, SANDBOX_FAULT_SEED, and the webhooks'
+// SANDBOX_WEBHOOK_URL, SANDBOX_WEBHOOK_SECRET, SANDBOX_WEBHOOK_RETRY_FOR,
+// SANDBOX_WEBHOOK_LATE_DELAY, SANDBOX_WEBHOOK_FAULT_RATES) are documented in
+// internal/sandboxprovider.ConfigFromEnv. The secret is never logged.
 package main
 
 import (
@@ -62,7 +64,8 @@ func serve(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("sandbox provider serving", "url", srv.URL, "latency", cfg.Latency, "fault_rates", cfg.FaultRates, "seed", cfg.Seed)
+	logger.Info("sandbox provider serving", "url", srv.URL, "latency", cfg.Latency, "fault_rates", cfg.FaultRates, "seed", cfg.Seed,
+		"webhook_url", cfg.Webhooks.URL, "webhook_fault_rates", cfg.Webhooks.FaultRates)
 	<-ctx.Done()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

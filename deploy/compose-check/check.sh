@@ -3,7 +3,8 @@
 # proven. Runs the repository's Dockerfile and docker-compose.yml unchanged
 # on a Docker daemon of its own, with stand-in base images built here, and
 # checks that the stack works: every health check, `make demo`, an order
-# event projected, a charge refunded, a trace received, Prometheus scraping.
+# event projected, a charge refunded, the provider's webhooks delivered, a
+# trace received, Prometheus scraping.
 # docs/compose-check.md says what each stand-in image is and how it differs
 # from upstream.
 #
@@ -430,6 +431,18 @@ poll_json() {
   done
 }
 
+# The sandbox provider's webhooks reached the service: every event it made
+# for the demo's and the check's decisions (its lost answer's included) was
+# delivered, none given up, none still pending (compose sets no webhook
+# fault, so each event is delivered once or more).
+check_webhooks() {
+  suspect=sandbox-provider
+  poll_json http://127.0.0.1:8081/v1/ledger \
+    '.webhooks | .events > 0 and .pending == 0 and .expired == 0 and .deliveries >= .events' \
+    "the sandbox provider's webhooks were not all delivered to payment-service"
+  echo "compose-check: the sandbox provider's webhooks were delivered: $(jq -c .webhooks "${RUN}/body")" >&2
+}
+
 # The service's traces reached the tracing endpoint (OTLP/HTTP, Jaeger's
 # query API lists the service).
 check_trace() {
@@ -492,6 +505,7 @@ main() {
   suspect=payment-service
   (cd "$ROOT" && timeout 300 make demo) >&2
   check_order_charge_refund
+  check_webhooks
   check_trace
   check_metrics
   suspect=""

@@ -85,8 +85,23 @@ func TestComposeEnvironmentIsWhatTheServiceReads(t *testing.T) {
 	if svc.DependsOn["sandbox-provider"].Condition != "service_healthy" {
 		t.Error("payment-service must wait for a healthy sandbox-provider")
 	}
-	if _, err := sandboxprovider.ConfigFromEnv(func(k string) string { return provider.Environment[k] }); err != nil {
+	providerCfg, err := sandboxprovider.ConfigFromEnv(func(k string) string { return provider.Environment[k] })
+	if err != nil {
 		t.Errorf("the sandbox provider refuses compose's environment: %v", err)
+	}
+	// It sends its webhooks to the service's endpoint, on the service's
+	// HTTP_ADDR, signed with a secret the service verifies with.
+	if u, want := providerCfg.Webhooks.URL, "http://payment-service"+svc.Environment["HTTP_ADDR"]+"/webhooks/sandbox"; u != want {
+		t.Errorf("SANDBOX_WEBHOOK_URL %q, want %q", u, want)
+	}
+	if cfg, err := config.Load(func(k string) string { return svc.Environment[k] }); err == nil {
+		held := false
+		for _, s := range cfg.Webhooks.Secrets {
+			held = held || string(s.Bytes()) == providerCfg.Webhooks.Secret
+		}
+		if !held {
+			t.Error("the service's WEBHOOK_SECRETS do not hold the provider's SANDBOX_WEBHOOK_SECRET: every delivery would be refused")
+		}
 	}
 
 	// Each built service's compose healthcheck runs the entrypoint binary

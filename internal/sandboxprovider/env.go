@@ -14,23 +14,31 @@ import (
 //	SANDBOX_LATENCY      processing time of a new charge (default 0)
 //	SANDBOX_SLOW_DELAY   how late slow_ answers come (default 15s)
 //	SANDBOX_FAULT_RATES  random faults for other references, e.g. "drop=0.05,bad_gateway=0.02"
-//	SANDBOX_FAULT_SEED   seed of the random faults (default 1)
+//	SANDBOX_FAULT_SEED   seed of the random faults, the webhooks' too (default 1)
+//
+// and the webhooks (WebhookConfig; none unless SANDBOX_WEBHOOK_URL is set):
+//
+//	SANDBOX_WEBHOOK_URL          where every event is POSTed, e.g. http://127.0.0.1:8080/webhooks/sandbox
+//	SANDBOX_WEBHOOK_SECRET       the shared secret deliveries are signed with (required with the URL)
+//	SANDBOX_WEBHOOK_RETRY_FOR    how long a delivery is retried (default 10m, at most 72h)
+//	SANDBOX_WEBHOOK_LATE_DELAY   how late a late delivery comes (default 45s)
+//	SANDBOX_WEBHOOK_FAULT_RATES  random webhook faults, e.g. "duplicate=0.05,lost=0.02"
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	var cfg Config
 	var errs []error
-	duration := func(name string) time.Duration {
+	duration := func(name string, most time.Duration) time.Duration {
 		v := getenv(name)
 		if v == "" {
 			return 0
 		}
 		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 || d > 10*time.Minute {
-			errs = append(errs, fmt.Errorf("%s: must be a duration between 0 and 10m, got %q", name, v))
+		if err != nil || d < 0 || d > most {
+			errs = append(errs, fmt.Errorf("%s: must be a duration between 0 and %s, got %q", name, most, v))
 		}
 		return d
 	}
-	cfg.Latency = duration("SANDBOX_LATENCY")
-	cfg.SlowDelay = duration("SANDBOX_SLOW_DELAY")
+	cfg.Latency = duration("SANDBOX_LATENCY", 10*time.Minute)
+	cfg.SlowDelay = duration("SANDBOX_SLOW_DELAY", 10*time.Minute)
 	cfg.Seed = 1
 	if v := getenv("SANDBOX_FAULT_SEED"); v != "" {
 		seed, err := strconv.ParseUint(v, 10, 64)
@@ -44,26 +52,42 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("SANDBOX_FAULT_RATES: %w", err))
 	}
 	cfg.FaultRates = rates
+
+	w := &cfg.Webhooks
+	w.URL, w.Secret = getenv("SANDBOX_WEBHOOK_URL"), getenv("SANDBOX_WEBHOOK_SECRET")
+	if w.URL != "" && w.Secret == "" {
+		errs = append(errs, errors.New("SANDBOX_WEBHOOK_SECRET: required with SANDBOX_WEBHOOK_URL (the service refuses unsigned deliveries)"))
+	}
+	w.RetryFor = duration("SANDBOX_WEBHOOK_RETRY_FOR", 72*time.Hour)
+	w.LateDelay = duration("SANDBOX_WEBHOOK_LATE_DELAY", 10*time.Minute)
+	w.FaultRates, err = parseRates(getenv("SANDBOX_WEBHOOK_FAULT_RATES"), WebhookFaults)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("SANDBOX_WEBHOOK_FAULT_RATES: %w", err))
+	}
 	return cfg, errors.Join(errs...)
 }
 
 // ParseFaultRates parses "drop=0.05,bad_gateway=0.02" into rates; the rates
 // must be in [0,1] and sum to at most 1.
-func ParseFaultRates(s string) (map[Fault]float64, error) {
+func ParseFaultRates(s string) (map[Fault]float64, error) { return parseRates(s, Faults) }
+
+// parseRates parses "name=rate,..." for faults of one kind (the calls',
+// the webhooks').
+func parseRates[F ~string](s string, faults []F) (map[F]float64, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
-	known := map[Fault]bool{}
-	for _, f := range Faults {
+	known := map[F]bool{}
+	for _, f := range faults {
 		known[f] = true
 	}
-	rates := map[Fault]float64{}
+	rates := map[F]float64{}
 	var sum float64
 	for item := range strings.SplitSeq(s, ",") {
 		name, value, ok := strings.Cut(strings.TrimSpace(item), "=")
-		f := Fault(name)
+		f := F(name)
 		if !ok || !known[f] {
-			return nil, fmt.Errorf("%q: want fault=rate with a fault among %v", item, Faults)
+			return nil, fmt.Errorf("%q: want fault=rate with a fault among %v", item, faults)
 		}
 		r, err := strconv.ParseFloat(value, 64)
 		if err != nil || r < 0 || r > 1 {

@@ -52,6 +52,7 @@ func (p *Provider) decideRefund(key string, req refundRequest) (RefundAnswer, er
 		Charge:   req.Charge,
 	}
 	p.refunds.record(key, a)
+	p.webhooks.made("refund", a.Decision, a, req.Charge)
 	return a, nil
 }
 

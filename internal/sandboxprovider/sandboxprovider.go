@@ -62,6 +62,50 @@
 // the lookup by key does. Random faults hit any request, replays included. The ledger is the
 // ground truth of what was charged and refunded, for tests in the same
 // process and, over HTTP, in others.
+//
+// # Webhooks
+//
+// With Config.Webhooks.URL set (SANDBOX_WEBHOOK_URL), every decision, and
+// only a decision (a charge or refund succeeded or declined; never a
+// refusal), makes one event, POSTed to that URL as JSON and signed with
+// internal/webhooksig (header Sandbox-Signature):
+//
+//	{"id":"evt_...","type":"charge.succeeded","created":"<RFC 3339>","data":{...}}
+//
+// type is charge.succeeded, charge.declined, refund.succeeded or
+// refund.declined; data is the charge or refund exactly as the lookup by
+// key answers it, so idempotencyKey names it as the payer knows it. The
+// event is queued when the decision is made, before the call's answer is
+// written: a webhook may arrive before the answer, or instead of it.
+// Delivery is at least once: any 2xx answer delivers it; anything else, or
+// no answer within the attempt's timeout, is retried with capped
+// exponential backoff and seeded jitter until Webhooks.RetryFor after the
+// event was made. Every delivery of an event carries the same id and the
+// same bytes, signed afresh. The queue is bounded; an event that finds it
+// full is dropped and counted, like a lost one. The ledger's "webhooks"
+// counts events made, deliveries, attempts, retries, expired, dropped and
+// pending deliveries, and the faults.
+//
+// Webhook faults go by the reference too, by a second prefix that comes
+// after the call's (or the decline_) prefix, or first when there is none:
+//
+//	hookdup_...   delivered twice, both at once, each retried until delivered
+//	hookswap_...  held until the next event about the same charge has been
+//	              sent (for a charge: its refund's), so the two arrive
+//	              swapped; sent anyway after Webhooks.LateDelay
+//	hooklate_...  first sent after Webhooks.LateDelay (longer than the
+//	              service's completer interval)
+//	hooklost_...  made and counted, never delivered
+//
+// So the two channels fail apart or together: drop_1 loses the call's
+// answer and the webhook delivers it (the case webhooks exist for);
+// drop_hooklost_1 loses both, and only a lookup by key (the service's
+// retry or completer) finds the charge; decline_hookdup_1 is declined and
+// its event delivered twice; hooklate_1 is answered at once and reported
+// late. A reference without a webhook prefix meets the webhook faults at
+// the seeded rates of Webhooks.FaultRates (SANDBOX_WEBHOOK_FAULT_RATES),
+// drawn from a stream of the seed apart from the calls', so turning
+// webhooks on changes no call's fault.
 package sandboxprovider
 
 import (
@@ -131,6 +175,9 @@ type Config struct {
 	FaultRates map[Fault]float64
 	// Seed seeds the random faults, so a run can be repeated.
 	Seed uint64
+	// Webhooks, when Webhooks.URL is set, reports every decision to that
+	// URL as a signed event (webhooks.go).
+	Webhooks WebhookConfig
 }
 
 // ChargeStatus is the provider's decision on a charge or a refund.
@@ -217,10 +264,11 @@ type RefundCounters struct {
 
 // Ledger is a copy of the provider's state.
 type Ledger struct {
-	Charges        []Charge       `json:"charges"`
-	Refunds        []Refund       `json:"refunds"`
-	Counters       Counters       `json:"counters"`
-	RefundCounters RefundCounters `json:"refundCounters"`
+	Charges        []Charge        `json:"charges"`
+	Refunds        []Refund        `json:"refunds"`
+	Counters       Counters        `json:"counters"`
+	RefundCounters RefundCounters  `json:"refundCounters"`
+	Webhooks       WebhookCounters `json:"webhooks"`
 }
 
 // Succeeded returns the succeeded charges whose reference is ref: more than
@@ -274,6 +322,8 @@ type Provider struct {
 	charges        *book[chargeRequest, ChargeAnswer]
 	refunds        *book[refundRequest, RefundAnswer]
 	now            func() time.Time
+	// webhooks is nil when the provider sends none.
+	webhooks *webhookSender
 }
 
 // New returns a provider with an empty ledger.
@@ -282,9 +332,10 @@ func New(cfg Config) *Provider {
 		cfg.SlowDelay = 15 * time.Second
 	}
 	p := &Provider{
-		cfg: cfg,
-		rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
-		now: time.Now,
+		cfg:      cfg,
+		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		now:      time.Now,
+		webhooks: newWebhookSender(cfg.Webhooks, cfg.Seed),
 	}
 	p.charges = newBook[chargeRequest, ChargeAnswer](&p.counters.KeyCounters)
 	p.refunds = newBook[refundRequest, RefundAnswer](&p.refundCounters.KeyCounters)
@@ -308,8 +359,12 @@ func (p *Provider) Ledger() Ledger {
 		Refunds:        decided(p.refunds, refundOf, func(r Refund) string { return r.ID }),
 		Counters:       p.countersLocked(),
 		RefundCounters: p.refundCountersLocked(),
+		Webhooks:       p.webhooks.counters(),
 	}
 }
+
+// WebhookCounters returns a copy of the webhooks' counters.
+func (p *Provider) WebhookCounters() WebhookCounters { return p.webhooks.counters() }
 
 // Counters returns a copy of the charges' counters alone: cheaper than
 // Ledger for a test that checks them after every step of a long run.
@@ -419,5 +474,6 @@ func (r chargeRequest) fields() chargeRequest { return r }
 func (p *Provider) decideCharge(key string, req chargeRequest) (ChargeAnswer, error) {
 	a := ChargeAnswer{Decision: p.charges.decide(key, req, "ch_", &p.counters.Charges, &p.counters.Declines, p.now())}
 	p.charges.record(key, a)
+	p.webhooks.made("charge", a.Decision, a, key)
 	return a, nil
 }

@@ -347,17 +347,33 @@ func TestSeededFaultsAreReproducible(t *testing.T) {
 	}
 }
 
-func TestFaultRatesFromEnv(t *testing.T) {
+// The environment's configuration, the calls' faults and the webhooks':
+// what parses, and what is refused, naming the variable (and never
+// showing the webhook secret).
+func TestConfigFromEnv(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		env     map[string]string
 		wantErr string
+		parsed  func(sandboxprovider.Config) bool // when no error is wanted
 	}{
-		{map[string]string{"SANDBOX_FAULT_RATES": "drop=0.1,busy=0.2", "SANDBOX_FAULT_SEED": "7", "SANDBOX_LATENCY": "5ms"}, ""},
-		{map[string]string{"SANDBOX_FAULT_RATES": "drop=0.7,busy=0.7"}, "SANDBOX_FAULT_RATES"},
-		{map[string]string{"SANDBOX_FAULT_RATES": "explode=0.1"}, "SANDBOX_FAULT_RATES"},
-		{map[string]string{"SANDBOX_LATENCY": "soon"}, "SANDBOX_LATENCY"},
-		{map[string]string{"SANDBOX_FAULT_SEED": "-1"}, "SANDBOX_FAULT_SEED"},
+		{map[string]string{"SANDBOX_FAULT_RATES": "drop=0.1,busy=0.2", "SANDBOX_FAULT_SEED": "7", "SANDBOX_LATENCY": "5ms"}, "",
+			func(c sandboxprovider.Config) bool {
+				return c.Seed == 7 && c.FaultRates[sandboxprovider.FaultBusy] == 0.2 && c.Latency == 5*time.Millisecond && c.Webhooks.URL == ""
+			}},
+		{map[string]string{"SANDBOX_FAULT_RATES": "drop=0.7,busy=0.7"}, "SANDBOX_FAULT_RATES", nil},
+		{map[string]string{"SANDBOX_FAULT_RATES": "explode=0.1"}, "SANDBOX_FAULT_RATES", nil},
+		{map[string]string{"SANDBOX_LATENCY": "soon"}, "SANDBOX_LATENCY", nil},
+		{map[string]string{"SANDBOX_FAULT_SEED": "-1"}, "SANDBOX_FAULT_SEED", nil},
+		{map[string]string{"SANDBOX_WEBHOOK_URL": "http://127.0.0.1:8080/webhooks/sandbox", "SANDBOX_WEBHOOK_SECRET": "whsec_s",
+			"SANDBOX_WEBHOOK_RETRY_FOR": "2h", "SANDBOX_WEBHOOK_LATE_DELAY": "40s", "SANDBOX_WEBHOOK_FAULT_RATES": "duplicate=0.1,lost=0.05"}, "",
+			func(c sandboxprovider.Config) bool {
+				w := c.Webhooks
+				return w.Secret == "whsec_s" && w.RetryFor == 2*time.Hour && w.LateDelay == 40*time.Second && w.FaultRates[sandboxprovider.WebhookLost] == 0.05
+			}},
+		{map[string]string{"SANDBOX_WEBHOOK_URL": "http://127.0.0.1:8080/webhooks/sandbox"}, "SANDBOX_WEBHOOK_SECRET", nil},
+		{map[string]string{"SANDBOX_WEBHOOK_SECRET": "whsec_s", "SANDBOX_WEBHOOK_FAULT_RATES": "drop=0.1"}, "SANDBOX_WEBHOOK_FAULT_RATES", nil},
+		{map[string]string{"SANDBOX_WEBHOOK_SECRET": "whsec_s", "SANDBOX_WEBHOOK_RETRY_FOR": "100h"}, "SANDBOX_WEBHOOK_RETRY_FOR", nil},
 	}
 	for _, tc := range tests {
 		cfg, err := sandboxprovider.ConfigFromEnv(func(k string) string { return tc.env[k] })
@@ -366,7 +382,9 @@ func TestFaultRatesFromEnv(t *testing.T) {
 			t.Errorf("%v: %v", tc.env, err)
 		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 			t.Errorf("%v: err %v, want one naming %s", tc.env, err, tc.wantErr)
-		case tc.wantErr == "" && (cfg.Seed != 7 || cfg.FaultRates[sandboxprovider.FaultBusy] != 0.2 || cfg.Latency != 5*time.Millisecond):
+		case tc.wantErr != "" && strings.Contains(err.Error(), "whsec_s"):
+			t.Errorf("%v: the error shows the secret: %v", tc.env, err)
+		case tc.wantErr == "" && !tc.parsed(cfg):
 			t.Errorf("%v: parsed %+v", tc.env, cfg)
 		}
 	}

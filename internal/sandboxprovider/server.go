@@ -343,13 +343,16 @@ func Serve(ln net.Listener, cfg Config) *Server {
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	go func() { s.errc <- s.srv.Serve(ln) }()
+	p.webhooks.start()
 	return s
 }
 
-// Close stops the server at once: waits end, connections close.
+// Close stops the server at once: waits end, connections close, webhook
+// deliveries stop.
 func (s *Server) Close() error {
 	close(s.done)
 	err := s.srv.Close()
+	s.webhooks.close()
 	if serveErr := <-s.errc; !errors.Is(serveErr, http.ErrServerClosed) {
 		err = errors.Join(err, serveErr)
 	}
@@ -357,10 +360,13 @@ func (s *Server) Close() error {
 }
 
 // Shutdown stops accepting and lets answers in flight finish until ctx
-// ends; waits (latency, slow answers) are cut short.
+// ends; waits (latency, slow answers) are cut short. Webhook deliveries
+// stop after the answers, whose decisions may have queued events: what is
+// still queued is lost with the in-memory ledger.
 func (s *Server) Shutdown(ctx context.Context) error {
 	close(s.done)
 	err := s.srv.Shutdown(ctx)
+	s.webhooks.close()
 	if serveErr := <-s.errc; !errors.Is(serveErr, http.ErrServerClosed) {
 		err = errors.Join(err, serveErr)
 	}

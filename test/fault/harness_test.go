@@ -105,7 +105,16 @@ type stackOptions struct {
 	// migrateTo is the last migration applied before the replicas start;
 	// 0 applies every one.
 	migrateTo int64
+	// webhooks, when set, makes the provider report its decisions to the
+	// first replica's POST /webhooks/sandbox, through that replica's front
+	// proxy (so a lossy client link loses deliveries' answers too), signed
+	// with webhookSecret, which every replica holds. URL and Secret are
+	// filled in by newStack.
+	webhooks *sandboxprovider.WebhookConfig
 }
+
+// webhookSecret signs the provider's deliveries in a stack with webhooks.
+const webhookSecret = "whsec_fault_suite_0123456789"
 
 // stack is one system under test.
 type stack struct {
@@ -151,8 +160,22 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 	}
 	t.Cleanup(s.db.Close)
 
+	// The replicas' addresses come first: the provider's webhooks name one.
+	for i := range opts.replicas {
+		r := s.newReplica(fmt.Sprintf("r%d", i))
+		if opts.previous {
+			r.runNext(previousRelease(t))
+		}
+		s.replicas = append(s.replicas, r)
+	}
 	if opts.provider.SlowDelay == 0 {
 		opts.provider.SlowDelay = slowDelay
+	}
+	if opts.webhooks != nil {
+		w := *opts.webhooks
+		w.URL, w.Secret = s.replicas[0].url+"/webhooks/sandbox", webhookSecret
+		opts.provider.Webhooks = w
+		opts.env = append([]string{"WEBHOOK_SECRETS=" + webhookSecret}, opts.env...)
 	}
 	s.provider, err = sandboxprovider.Start("127.0.0.1:0", opts.provider)
 	if err != nil {
@@ -200,13 +223,6 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 		"KAFKA_CONSUMER_MAX_WAIT=200ms",
 	}, opts.env...)
 
-	for i := range opts.replicas {
-		r := s.newReplica(fmt.Sprintf("r%d", i))
-		if opts.previous {
-			r.runNext(previousRelease(t))
-		}
-		s.replicas = append(s.replicas, r)
-	}
 	// Start them side by side: each start is a process and a readiness wait.
 	var wg sync.WaitGroup
 	errs := make([]error, len(s.replicas))

@@ -15,12 +15,15 @@ import (
 
 	"github.com/example/payment-service/internal/faultproxy"
 	"github.com/example/payment-service/internal/pgtemp"
+	"github.com/example/payment-service/internal/sandboxprovider"
 )
 
 var (
 	flagSeed   = flag.Uint64("seed", 0, "seed of the fault rounds; 0 picks one from the clock (it is printed)")
 	flagRounds = flag.Int("rounds", 60, "how many seeded fault rounds to run")
 	flagRound  = flag.Int("round", -1, "run only this round of -seed (to reproduce a failure)")
+
+	flagWebhookRounds = flag.Int("webhook-rounds", 30, "how many seeded fault rounds to run with webhooks on")
 )
 
 // Seeded fault rounds: a bounded loop in which every round draws, from the
@@ -50,18 +53,59 @@ var (
 // each sent several times at once with its key, with the provider's
 // behaviours by the external refund's prefix, some abandoned.
 func TestSeededFaultRounds(t *testing.T) {
+	runSeededRounds(t, "TestSeededFaultRounds", "rounds", *flagRounds, stackOptions{replicas: 3})
+}
+
+// The same seeded rounds with the provider's webhooks on, and their faults
+// at seeded rates: a delivery sent twice at once, swapped with its
+// refund's, late by longer than the completer's interval, or lost. A
+// webhook may resolve an operation before its call's answer comes back,
+// or instead of it; the invariants are the same, and besides them every
+// delivery ends delivered (none expires or is dropped), and no event
+// contradicts what the service recorded (the sandbox never changes a
+// decision). TestSeededFaultRounds is the run with webhooks off: the
+// completer alone finishes what nobody retried. This run has fewer rounds
+// by default (-webhook-rounds), to keep the suite's time.
+func TestSeededWebhookRounds(t *testing.T) {
+	runSeededRounds(t, "TestSeededWebhookRounds", "webhook-rounds", *flagWebhookRounds, stackOptions{replicas: 3, webhooks: &roundWebhooks})
+}
+
+// roundWebhooks are the webhooks of TestSeededWebhookRounds: 40%
+// of the events meet a fault. A late one comes 3 s after its decision,
+// when the completer (every second, one second's grace) has settled its
+// operation; retries are quick, and bounded far beyond a round.
+var roundWebhooks = sandboxprovider.WebhookConfig{
+	FaultRates: map[sandboxprovider.WebhookFault]float64{
+		sandboxprovider.WebhookDuplicate: 0.1, sandboxprovider.WebhookSwap: 0.1,
+		sandboxprovider.WebhookLate: 0.1, sandboxprovider.WebhookLost: 0.1,
+	},
+	LateDelay:  3 * time.Second,
+	RetryFor:   2 * time.Minute,
+	FirstRetry: 50 * time.Millisecond,
+	MaxRetry:   time.Second,
+	Timeout:    time.Second,
+}
+
+// runSeededRounds runs the seeded rounds of the test called name on a
+// stack made with opts; roundsFlag is the flag that gave rounds.
+func runSeededRounds(t *testing.T, name, roundsFlag string, rounds int, opts stackOptions) {
 	seed := *flagSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	first, last := 0, *flagRounds
+	first, last := 0, rounds
 	if *flagRound >= 0 {
 		first, last = *flagRound, *flagRound+1
 	}
-	reproduce := fmt.Sprintf("go test -tags fault -run TestSeededFaultRounds ./test/fault/ -seed %d -rounds %d", seed, *flagRounds)
-	fmt.Printf("fault rounds: seed %d, rounds %d..%d; rerun: %s\n", seed, first, last-1, reproduce)
+	reproduce := fmt.Sprintf("go test -tags fault -run %s ./test/fault/ -seed %d", name, seed)
+	fmt.Printf("fault rounds: seed %d, rounds %d..%d; rerun: %s -%s %d\n", seed, first, last-1, reproduce, roundsFlag, rounds)
+	if opts.webhooks != nil {
+		w := *opts.webhooks
+		opts.webhooks = &w
+		opts.provider.Seed = seed
+	}
 
-	s := newStack(t, stackOptions{replicas: 3})
+	s := newStack(t, opts)
 	c := newChecker(s)
 	faults := map[string]int{}
 	started := time.Now()
@@ -74,11 +118,16 @@ func TestSeededFaultRounds(t *testing.T) {
 		v := c.check(ops, answers)
 		v = append(v, c.checkRefunds(refunds, answers)...)
 		v = append(v, c.checkGlobal()...)
-		require(t, v, fmt.Sprintf("seed %d round %d (%s); reproduce: go test -tags fault -run TestSeededFaultRounds ./test/fault/ -seed %d -round %d",
-			seed, r, p, seed, r))
+		require(t, v, fmt.Sprintf("seed %d round %d (%s); reproduce: %s -round %d", seed, r, p, reproduce, r))
 		if (r+1)%500 == 0 {
 			fmt.Printf("fault rounds: %d done in %s\n", r+1-first, time.Since(started).Round(time.Second))
 		}
+	}
+	webhooks := "off"
+	if opts.webhooks != nil {
+		w := c.checkWebhooks(opts.webhooks.LateDelay + 30*time.Second)
+		require(t, w.violations, fmt.Sprintf("seed %d, the webhooks after the rounds; reproduce: %s", seed, reproduce))
+		webhooks = w.summary
 	}
 	kinds := make([]string, 0, len(faults))
 	for k, n := range faults {
@@ -87,10 +136,10 @@ func TestSeededFaultRounds(t *testing.T) {
 	sort.Strings(kinds)
 	l, rl := s.provider.Counters(), s.provider.RefundCounters()
 	fmt.Printf("fault rounds: seed %d, %d rounds, %s, violations 0; provider: %d charges, %d declines, %d replays, %d in-progress refusals; "+
-		"refunds: %d made, %d declined, %d replays; events redelivered: %d\n"+
+		"refunds: %d made, %d declined, %d replays; events redelivered: %d; webhooks: %s\n"+
 		"fault rounds: faults injected: %s\n",
 		seed, last-first, time.Since(started).Round(time.Second), l.Charges, l.Declines, l.Replays, l.InProgressRefusals,
-		rl.Refunds, rl.Declines, rl.Replays, c.redeliveries, strings.Join(kinds, " "))
+		rl.Refunds, rl.Declines, rl.Replays, c.redeliveries, webhooks, strings.Join(kinds, " "))
 }
 
 // plan is what one round does, drawn from the seed and the round number.

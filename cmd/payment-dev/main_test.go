@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payment-service/internal/sandboxprovider"
+)
+
+// The dev provider's webhooks go to the service's own address (a wildcard
+// listener is reached on loopback), with a generated secret unless one is
+// given; SANDBOX_WEBHOOK_URL set empty turns them off. Not parallel: it
+// sets the environment.
+func TestWebhooksFor(t *testing.T) {
+	tests := []struct {
+		name    string
+		addr    string
+		env     map[string]string
+		wantURL string
+		secret  string // "" means generated
+	}{
+		{"the dev default", "127.0.0.1:8080", nil, "http://127.0.0.1:8080/webhooks/sandbox", ""},
+		{"a wildcard listener", ":9000", nil, "http://127.0.0.1:9000/webhooks/sandbox", ""},
+		{"turned off", "127.0.0.1:8080", map[string]string{"SANDBOX_WEBHOOK_URL": ""}, "", ""},
+		{"a URL and a secret of one's own", "127.0.0.1:8080",
+			map[string]string{"SANDBOX_WEBHOOK_URL": "http://127.0.0.1:7000/hook", "SANDBOX_WEBHOOK_SECRET": "mine"}, "http://127.0.0.1:7000/hook", "mine"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, k := range []string{"SANDBOX_WEBHOOK_URL", "SANDBOX_WEBHOOK_SECRET"} {
+				if v, ok := tc.env[k]; ok {
+					t.Setenv(k, v)
+				}
+			}
+			w := webhooksFor(tc.addr)
+			if w.url != tc.wantURL {
+				t.Errorf("url %q, want %q", w.url, tc.wantURL)
+			}
+			if tc.secret != "" && w.secret != tc.secret || tc.secret == "" && (!strings.HasPrefix(w.secret, "whsec_dev_") || len(w.secret) < 30) {
+				t.Errorf("secret %q", w.secret)
+			}
+			if other := webhooksFor(tc.addr); tc.secret == "" && other.secret == w.secret {
+				t.Error("two runs share a generated secret")
+			}
+		})
+	}
+}
+
+// The README tour's lost answer, on the stack `make dev` runs (run, with
+// its webhooks wired as make dev wires them): the provider charges and
+// drops the connection, the service answers 503 outcome-unknown (or
+// already 201, when the webhook came first), and within a second, before
+// any retry, the provider's webhook has made the payment SUCCEEDED. The
+// retry is then answered from the record: the provider was asked once and
+// charged once. Not parallel: it sets the environment.
+func TestLostAnswerIsResolvedByTheWebhook(t *testing.T) {
+	for _, name := range []string{"HTTP_ADDR", "DEV_KAFKA_PORT", "DEV_PROVIDER_PORT"} {
+		port := freeTestPort(t)
+		if name == "HTTP_ADDR" {
+			t.Setenv(name, "127.0.0.1:"+strconv.Itoa(port))
+		} else {
+			t.Setenv(name, strconv.Itoa(port))
+		}
+	}
+	t.Setenv("LOG_LEVEL", "warn")
+	for _, name := range []string{"KAFKA_BROKERS", "SANDBOX_PROVIDER_URL", "SANDBOX_WEBHOOK_URL", "SANDBOX_WEBHOOK_SECRET", "WEBHOOK_SECRETS", "SANDBOX_FAULT_RATES"} {
+		t.Setenv(name, "") // restored after the test
+		os.Unsetenv(name)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	stacks := make(chan devStack, 1)
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, func(s devStack) { stacks <- s }) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("run did not return within 30s of its context's end")
+		}
+	})
+	var stack devStack
+	select {
+	case stack = <-stacks:
+	case err := <-done:
+		t.Fatalf("run: %v", err)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the dev stack did not start within 2 minutes")
+	}
+	base := "http://" + stack.addr
+	waitReady(t, base)
+	db, err := pgx.Connect(ctx, stack.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+
+	body := `{"orderId":1003,"customerId":7,"amount":"19.99","currency":"EUR","paymentProvider":"sandbox","externalPaymentId":"drop_tour_1"}`
+	first := call(t, base+"/payments", "lost-tour-1", body)
+	answered := time.Now()
+	if first.status != http.StatusServiceUnavailable && first.status != http.StatusCreated {
+		t.Fatalf("the charge whose answer is lost: %d %s, want 503 outcome-unknown (or 201, the webhook first)", first.status, first.body)
+	}
+
+	// Before any retry: the payment, read back over the API.
+	var id int64
+	status := ""
+	for time.Since(answered) < time.Second && status != "SUCCEEDED" {
+		if id == 0 {
+			_ = db.QueryRow(ctx, `SELECT id FROM payment WHERE external_payment_id = 'drop_tour_1'`).Scan(&id)
+		}
+		if id != 0 {
+			a := call(t, base+"/payments/"+strconv.FormatInt(id, 10), "", "")
+			var p struct{ Status string }
+			if a.status != http.StatusOK || json.Unmarshal([]byte(a.body), &p) != nil {
+				t.Fatalf("GET payment %d: %d %s", id, a.status, a.body)
+			}
+			status = p.Status
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if status != "SUCCEEDED" {
+		t.Fatalf("payment %d is %q a second after the lost answer, want SUCCEEDED by the webhook", id, status)
+	}
+
+	retry := call(t, base+"/payments", "lost-tour-1", body)
+	if retry.status != http.StatusCreated || retry.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("the retry: %d %s, want the stored 201, replayed", retry.status, retry.body)
+	}
+	ledger, err := sandboxprovider.FetchLedger(ctx, stack.providerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ledger.Succeeded("drop_tour_1"); len(got) != 1 || got[0].Requests != 1 {
+		t.Fatalf("the provider's charges for drop_tour_1: %+v, want one, asked for once", got)
+	}
+	if w := ledger.Webhooks; w.Events != 1 || w.Deliveries != 1 {
+		t.Fatalf("the provider's webhooks: %+v, want one event delivered once", w)
+	}
+}
+
+type httpAnswer struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// call sends one request to the service with the demo key: a charge
+// under key when body is set, a read otherwise.
+func call(t *testing.T, url, key, body string) httpAnswer {
+	t.Helper()
+	method, payload := http.MethodGet, io.Reader(http.NoBody)
+	if body != "" {
+		method, payload = http.MethodPost, strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer demo-secret")
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	var b []byte
+	if err == nil {
+		b, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	return httpAnswer{status: resp.StatusCode, header: resp.Header, body: string(b)}
+}
+
+// waitReady waits for the service's /readyz to answer 200.
+func waitReady(t *testing.T, base string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(base + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("the service was not ready within a minute")
+}
+
+func freeTestPort(t *testing.T) int {
+	t.Helper()
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
