@@ -25,14 +25,16 @@ type ProviderReports struct {
 const reportedClaimColumns = `r.client_id, r.idempotency_key, r.command_hash, r.lock_token`
 
 // reportedChargeSQL reads the payment an event names by its provider key
-// (the UNIQUE pair of R-DIST-IDEM-4), its order's saga, and its claim.
+// (the UNIQUE pair of R-DIST-IDEM-4), its order's saga, and its claim: the
+// charge's own, as a refund's record names its payment too (migration
+// 00017).
 var reportedChargeSQL = compileNamed(`
 SELECT p.id, p.client_id, p.order_id, p.customer_id, p.payment_provider,
        p.external_payment_id, p.amount, p.currency, p.status, p.created_at,
        o.saga_id, ` + reportedClaimColumns + `
   FROM payment p
   LEFT JOIN order_projection o ON o.order_id = p.order_id
-  LEFT JOIN idempotency_record r ON r.payment_id = p.id AND r.status = 'IN_PROGRESS'
+  LEFT JOIN idempotency_record r ON r.payment_id = p.id AND r.status = 'IN_PROGRESS' AND r.command = '` + string(app.CommandCharge) + `'
  WHERE p.payment_provider = @provider AND p.external_payment_id = @external`)
 
 // reportedRefundSQL reads the refund an event names by its provider key
