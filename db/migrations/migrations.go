@@ -10,6 +10,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	"github.com/pressly/goose/v3"
@@ -47,10 +48,64 @@ func UpTo(ctx context.Context, dsn string, version int64) error {
 	if err != nil {
 		return err
 	}
-	if _, err := p.UpTo(ctx, version); err != nil {
+	stop := unblockConcurrentIndexBuilds(ctx, db)
+	_, err = p.UpTo(ctx, version)
+	stop()
+	if err != nil {
 		return fmt.Errorf("migrate up: %w", err)
 	}
 	return nil
+}
+
+// cancelAdvisoryWaitsSQL cancels every wait for an advisory lock in this
+// database, but only while a CREATE INDEX CONCURRENTLY waits.
+//
+// Such a build waits for every transaction whose snapshot is older than
+// its own, and an outbox relay standby sits in one statement, SELECT
+// pg_advisory_lock(...), holding one snapshot, for as long as the leader's
+// session lives (internal/repository/outbox_relay.go, in this release and
+// the previous one). With two replicas or more running, the build, and so
+// the migration and the deploy, waited for ever: the rolling-deploy test
+// found it (docs/deploying.md). A cancelled wait fails the standby's Lead;
+// its relay competes again after a short backoff, with a fresh snapshot
+// that the build does not wait for. Nothing else waits on an advisory lock
+// here: the jobs' leader and goose's own lock take theirs with
+// pg_try_advisory_lock.
+const cancelAdvisoryWaitsSQL = `
+SELECT count(pg_cancel_backend(l.pid))
+  FROM pg_locks l
+ WHERE l.locktype = 'advisory' AND NOT l.granted
+   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+   AND EXISTS (SELECT 1 FROM pg_stat_activity a
+                WHERE a.datname = current_database()
+                  AND a.wait_event = 'virtualxid'
+                  AND a.query ILIKE '%CREATE%INDEX%CONCURRENTLY%')`
+
+// unblockConcurrentIndexBuilds runs cancelAdvisoryWaitsSQL every half
+// second until the returned stop is called; stop waits for it to end.
+func unblockConcurrentIndexBuilds(ctx context.Context, db *sql.DB) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				// An error (the database restarting, say) is the
+				// migration's to report; this only retries.
+				var cancelled int
+				_ = db.QueryRowContext(ctx, cancelAdvisoryWaitsSQL).Scan(&cancelled)
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // Newest is the version of the newest migration.
