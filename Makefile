@@ -46,7 +46,13 @@ demo:
 compose-check:
 	deploy/compose-check/check.sh
 
+# First the Debian packages that Go cannot bring (chromium for the browser
+# test, gcc for -race): as root they are installed when missing; a normal
+# user without them is told the one apt line before any test runs
+# (scripts/install-test-packages.sh, shared with .ci/run). PostgreSQL and
+# promtool need no package: the tests download or build them (issue 26).
 test:
+	@scripts/install-test-packages.sh
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 # The packages whose tests use a Kafka-protocol broker, run against real
