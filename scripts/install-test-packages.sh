@@ -38,10 +38,15 @@ ci) wanted="$make_test$ci" ;;
 *) echo "usage: $0 [ci]" >&2; exit 2 ;;
 esac
 
-# initdb is not on PATH where Debian's postgresql is installed.
+# initdb is not on PATH where Debian's postgresql is installed; the browser
+# test takes a browser elsewhere from $CHROMIUM.
 has() {
   command -v "$1" >/dev/null 2>&1 && return 0
-  [[ "$1" == initdb ]] && compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null
+  case "$1" in
+  initdb) compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null ;;
+  chromium) [[ -n "${CHROMIUM:-}" ]] ;;
+  *) return 1 ;;
+  esac
 }
 
 missing=()
