@@ -11,7 +11,8 @@
 #      (internal/pgtemp), promtool built (deploy/promtool_test.go).
 # Each step prints how long it took.
 #
-# What comes from outside, as on the host: Debian's packages from the mirror
+# What comes from outside, as on the host (whose CA certificates it trusts):
+# Debian's packages from the mirror
 # of the host's apt sources (scripts/debian-mirror.sh), Go modules through
 # the host's `go env GOPROXY`, PostgreSQL's jar from the Maven repository the
 # host's Maven uses (passed in as PGTEMP_MAVEN_REPOSITORY: the fresh root has
@@ -102,6 +103,13 @@ mkdir -p "$FS"
 tar -C "$FS" --numeric-owner -xf "$tar"
 cp -a "$(go env GOROOT)" "${FS}/usr/local/go"
 cp /etc/resolv.conf "${FS}/etc/resolv.conf"
+# The machine's own CA certificates (its registries may be reached through
+# a proxy that signs with one), installed so that an apt-get install of
+# ca-certificates inside keeps them.
+if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+  cp /usr/local/share/ca-certificates/*.crt "${FS}/usr/local/share/ca-certificates/"
+  chroot "$FS" update-ca-certificates >/dev/null
+fi
 chroot "$FS" useradd --create-home --shell /bin/bash dev
 git clone -q --no-local "$ROOT" "${FS}/home/dev/payment-service"
 chroot "$FS" chown -R dev:dev /home/dev/payment-service
