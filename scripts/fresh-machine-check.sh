@@ -77,7 +77,10 @@ for tool in debootstrap git go mvn curl; do
   command -v "$tool" >/dev/null || die "needs ${tool}"
 done
 mkdir -p "$CACHE" "$WORK"
-trap cleanup EXIT INT TERM
+# A signal ends the run as a failure: cleanup, on EXIT, reads the status.
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # ------------------------------------------------------------ the root
 
