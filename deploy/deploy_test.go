@@ -50,17 +50,6 @@ const (
 	dashboardsFile   = "grafana/provisioning/dashboards/payment-service.yml"
 )
 
-// promtool is Prometheus's own checker (Debian's prometheus package; .ci/run
-// installs it). Missing is a failure, not a skip.
-func promtool(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Fatal("promtool not found: install Debian's prometheus package (apt-get install prometheus; .ci/run does)")
-	}
-	return p
-}
-
 func TestPromtoolAcceptsTheConfigAndTheRules(t *testing.T) {
 	t.Parallel()
 	tool := promtool(t)

@@ -215,20 +215,9 @@ cleanup() {
 
 # ---------------------------------------------------------------- images
 
-# The Debian mirror this machine's apt uses for bookworm itself (not
-# -updates, -security or a third party's repository), read at run time.
-debian_mirror() {
-  local f
-  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
-    [[ -f "$f" ]] || continue
-    awk '
-      /^deb[ \t]/ { line = $0; sub(/\[[^]]*\]/, "", line); split(line, f); if (f[3] == "bookworm") { print f[2]; exit } }
-      /^URIs:/    { uri = $2 }
-      /^Suites:/  { for (i = 2; i <= NF; i++) if ($i == "bookworm") { print uri; exit } }
-      /^$/        { uri = "" }
-    ' "$f"
-  done | head -n1
-}
+# The Debian mirror this machine's apt uses for bookworm itself, read at
+# run time (scripts/debian-mirror.sh, shared with make fresh-machine-check).
+debian_mirror() { "${ROOT}/scripts/debian-mirror.sh"; }
 
 # The base image, imported from a root file system made by debootstrap
 # (kept in the cache as a tar, so that a new daemon cache needs no download).

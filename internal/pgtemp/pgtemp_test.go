@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -179,5 +180,41 @@ func TestHaltAndResumeKeepTheData(t *testing.T) {
 	}
 	if err := c.Resume(ctx); err == nil {
 		t.Fatal("Resume of a running server succeeded")
+	}
+}
+
+// With no PostgreSQL installed, every cluster runs from the binaries that
+// pgtemp downloads (a fresh machine; docs/decisions/0023). Forced here with
+// PGTEMP_BINARIES=download, so the downloaded binaries run in every
+// `make test`, on machines that have PostgreSQL installed too: the first run
+// downloads them into the cache, later runs reuse it.
+func TestDownloadedBinariesRunACluster(t *testing.T) {
+	t.Setenv(pgtemp.EnvBinaries, "download")
+	ctx := context.Background()
+	bindir, err := pgtemp.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.HasPrefix(bindir, "/usr/") {
+		t.Fatalf("BinDir() = %s, an installed PostgreSQL, with %s=download", bindir, pgtemp.EnvBinaries)
+	}
+	c, err := pgtemp.Start(ctx, pgtemp.Options{TCPPort: freePort(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var version string
+	if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&version); err != nil || version != "15.10" {
+		t.Fatalf("server_version = %q (%v), want 15.10 from %s", version, err, bindir)
+	}
+	// The service's migrations need what the package's server has: the
+	// pg_stat_statements extension the benchmarks preload is there too.
+	if _, err := conn.Exec(ctx, "CREATE EXTENSION pg_stat_statements"); err != nil {
+		t.Fatalf("pg_stat_statements from %s: %v", bindir, err)
 	}
 }
