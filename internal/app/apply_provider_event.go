@@ -137,40 +137,40 @@ type Contradiction struct {
 	Reason string
 }
 
-// reported is what reportedSteps find for an event: the command's
-// reservation, its status and amount, the claim it is recorded under, and
-// how to record a settlement for it (phase 3's own statement, inside the
-// event's transaction, so that its processed_event row commits with it).
-type reported[T any] struct {
-	reservation T
-	status      domain.PaymentStatus
-	amount      domain.Money
-	claim       *IdempotencyRecord
-	record      func(ctx context.Context, k KeyClaim, s Settlement) error
+// reported is what reportedSteps find for an event: the reservation's
+// status and amount, the claim it is recorded under, and how to record a
+// settlement for it (phase 3's own statement over the reservation, inside
+// the event's transaction, so that its processed_event row commits with
+// it).
+type reported struct {
+	status domain.PaymentStatus
+	amount domain.Money
+	claim  *IdempotencyRecord
+	record func(ctx context.Context, k KeyClaim, s Settlement) error
 }
 
 // reportedSteps are what a command adds to its CommandSteps so that a
 // provider's event about it can be applied.
-type reportedSteps[T any] interface {
+type reportedSteps interface {
 	// Reported finds the event's object in r's transaction; found is false
 	// when the service holds none.
-	Reported(ctx context.Context, r Repos, ev ProviderEvent) (rep reported[T], found bool, err error)
+	Reported(ctx context.Context, r Repos, ev ProviderEvent) (rep reported, found bool, err error)
 }
 
 // reportedBy is Reported for a command whose objects a provider key names
 // by an external id: parse reads the id from the key (false: not one of
 // the command's keys), find reads the object, view makes it the command's.
-func reportedBy[X, R, T any](ctx context.Context, ev ProviderEvent,
+func reportedBy[X, R any](ctx context.Context, ev ProviderEvent,
 	parse func(domain.ProviderName, string) (X, bool),
 	find func(context.Context, domain.ProviderName, X) (R, bool, error),
-	view func(R) reported[T]) (reported[T], bool, error) {
+	view func(R) reported) (reported, bool, error) {
 	external, ok := parse(ev.Provider, ev.ProviderKey)
 	if !ok {
-		return reported[T]{}, false, nil
+		return reported{}, false, nil
 	}
 	rep, found, err := find(ctx, ev.Provider, external)
 	if err != nil || !found {
-		return reported[T]{}, false, err
+		return reported{}, false, err
 	}
 	return view(rep), true, nil
 }
@@ -189,7 +189,7 @@ const reportAttempts = 3
 // final reservation is never changed: the event agrees with it or
 // contradicts it.
 func (uc *IdempotentCommand[C, T]) applyReported(ctx context.Context, r Repos, ev ProviderEvent) (ProviderEventResult, domain.PaymentStatus, string, error) {
-	steps, ok := uc.steps.(reportedSteps[T])
+	steps, ok := uc.steps.(reportedSteps)
 	if !ok {
 		return "", "", "", fmt.Errorf("the %s command does not take provider events", uc.steps.Name())
 	}

@@ -286,10 +286,10 @@ func (s *chargeSteps) Record(ctx context.Context, k KeyClaim, t chargeReservatio
 // Reported implements reportedSteps: the payment an event's provider key
 // names, recorded, if it is PENDING, by Record's statement in r's
 // transaction.
-func (s *chargeSteps) Reported(ctx context.Context, r Repos, ev ProviderEvent) (reported[chargeReservation], bool, error) {
-	return reportedBy(ctx, ev, domain.ExternalPaymentOfProviderKey, r.ProviderReports.Charge, func(rep ReportedCharge) reported[chargeReservation] {
+func (s *chargeSteps) Reported(ctx context.Context, r Repos, ev ProviderEvent) (reported, bool, error) {
+	return reportedBy(ctx, ev, domain.ExternalPaymentOfProviderKey, r.ProviderReports.Charge, func(rep ReportedCharge) reported {
 		t := chargeReservation{payment: rep.Payment, saga: rep.Saga}
-		return reported[chargeReservation]{reservation: t, status: rep.Payment.Status, amount: rep.Payment.Charge.Amount, claim: rep.Claim,
+		return reported{status: rep.Payment.Status, amount: rep.Payment.Charge.Amount, claim: rep.Claim,
 			record: func(ctx context.Context, k KeyClaim, settled Settlement) error {
 				_, err := s.record(ctx, r.ChargeStatements, k, t, settled)
 				return err
@@ -332,6 +332,6 @@ func (s *chargeSteps) GiveBack(ctx context.Context, r Repos, t chargeReservation
 }
 
 var (
-	_ Resumable                        = (*ChargePayment)(nil)
-	_ reportedSteps[chargeReservation] = (*chargeSteps)(nil)
+	_ Resumable     = (*ChargePayment)(nil)
+	_ reportedSteps = (*chargeSteps)(nil)
 )

@@ -153,7 +153,7 @@ type refundSteps struct {
 
 var (
 	_ CommandSteps[RefundCommand, refundReservation] = (*refundSteps)(nil)
-	_ reportedSteps[refundReservation]               = (*refundSteps)(nil)
+	_ reportedSteps                                  = (*refundSteps)(nil)
 )
 
 // Name implements CommandSteps.
@@ -343,10 +343,10 @@ func (s *refundSteps) Record(ctx context.Context, k KeyClaim, t refundReservatio
 // Reported implements reportedSteps: the refund an event's provider key
 // names, recorded, if it is PENDING, by Record's statement in r's
 // transaction.
-func (s *refundSteps) Reported(ctx context.Context, r Repos, ev ProviderEvent) (reported[refundReservation], bool, error) {
-	return reportedBy(ctx, ev, domain.ExternalRefundOfProviderKey, r.ProviderReports.Refund, func(rep ReportedRefund) reported[refundReservation] {
+func (s *refundSteps) Reported(ctx context.Context, r Repos, ev ProviderEvent) (reported, bool, error) {
+	return reportedBy(ctx, ev, domain.ExternalRefundOfProviderKey, r.ProviderReports.Refund, func(rep ReportedRefund) reported {
 		t := refundReserved(rep.Payment, rep.Refund, rep.Saga, true).Reservation
-		return reported[refundReservation]{reservation: t, status: rep.Refund.Status, amount: rep.Refund.Amount, claim: rep.Claim,
+		return reported{status: rep.Refund.Status, amount: rep.Refund.Amount, claim: rep.Claim,
 			record: func(ctx context.Context, k KeyClaim, settled Settlement) error {
 				_, err := s.record(ctx, r.RefundStatements, k, t, settled)
 				return err
