@@ -167,9 +167,7 @@ func claimAndReserve(ctx context.Context, db *gorm.DB, c app.ChargeClaim, atomic
 	var res app.ClaimAndReserveResult
 	var recoveryPoint sql.NullInt64
 	var p nullablePaymentRow
-	err = row.Scan(&res.Claimed, &res.Reserved, &recoveryPoint, &res.OrderMatches, &res.SagaID,
-		&p.ID, &p.ClientID, &p.OrderID, &p.CustomerID, &p.PaymentProvider,
-		&p.ExternalPaymentID, &p.Amount, &p.Currency, &p.Status, &p.CreatedAt)
+	err = row.Scan(append([]any{&res.Claimed, &res.Reserved, &recoveryPoint, &res.OrderMatches, &res.SagaID}, p.targets()...)...)
 	if err != nil {
 		return app.ClaimAndReserveResult{}, fmt.Errorf("claim key and reserve payment: %w", err)
 	}
@@ -203,6 +201,13 @@ type nullablePaymentRow struct {
 	Currency          sql.NullString
 	Status            sql.NullString
 	CreatedAt         sql.NullTime
+}
+
+// targets are the row's scan targets, in the order of its columns in every
+// query that reads one (the payment table's).
+func (p *nullablePaymentRow) targets() []any {
+	return []any{&p.ID, &p.ClientID, &p.OrderID, &p.CustomerID, &p.PaymentProvider,
+		&p.ExternalPaymentID, &p.Amount, &p.Currency, &p.Status, &p.CreatedAt}
 }
 
 func (p nullablePaymentRow) toDomain() (domain.Payment, error) {

@@ -80,11 +80,6 @@ func (c reportedClaim) record() *app.IdempotencyRecord {
 	}
 }
 
-func (p *nullablePaymentRow) targets() []any {
-	return []any{&p.ID, &p.ClientID, &p.OrderID, &p.CustomerID, &p.PaymentProvider,
-		&p.ExternalPaymentID, &p.Amount, &p.Currency, &p.Status, &p.CreatedAt}
-}
-
 // Charge implements app.ProviderReports.
 func (s *ProviderReports) Charge(ctx context.Context, provider domain.ProviderName, external domain.ExternalPaymentID) (app.ReportedCharge, bool, error) {
 	row, err := queryRow(ctx, s.db, reportedChargeSQL, map[string]any{"provider": string(provider), "external": string(external)})
