@@ -34,3 +34,21 @@ func (b *Backoff) Reset() { b.planned = b.first }
 
 // Jitter returns a pause drawn from [d/2, d].
 func Jitter(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }
+
+// Planned is the pause after the n-th failure in a row (n from 1), before
+// jitter: first doubled n-1 times, up to max. It is for a loop that keeps
+// no Backoff per run, as when many runs interleave and each knows only its
+// count of failures.
+func Planned(first, max time.Duration, n int) time.Duration {
+	d := first
+	for i := 1; i < n && d < max; i++ {
+		d *= 2
+	}
+	return min(d, max)
+}
+
+// JitterFrom is Jitter drawing from r: for a run that must be repeatable
+// from a seed.
+func JitterFrom(r *rand.Rand, d time.Duration) time.Duration {
+	return d/2 + time.Duration(r.Int64N(int64(d/2)+1))
+}

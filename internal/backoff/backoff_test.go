@@ -1,6 +1,7 @@
 package backoff
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -30,6 +31,35 @@ func TestJitterStaysWithinHalfToWhole(t *testing.T) {
 		for range 100 {
 			if j := Jitter(d); j < d/2 || j > d {
 				t.Fatalf("Jitter(%s) = %s", d, j)
+			}
+		}
+	}
+}
+
+// Planned is Next's schedule without its state: the n-th pause of a run.
+func TestPlannedIsTheNthPauseOfARun(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		n    int
+		want time.Duration
+	}{
+		{1, 100}, {2, 200}, {3, 400}, {4, 800}, {5, 1000}, {60, 1000},
+	} {
+		if got := Planned(100*time.Millisecond, time.Second, tc.n); got != tc.want*time.Millisecond {
+			t.Errorf("Planned(n=%d) = %s, want %s", tc.n, got, tc.want*time.Millisecond)
+		}
+	}
+}
+
+// JitterFrom stays within [d/2, d] and repeats with its source's seed.
+func TestJitterFromIsRepeatable(t *testing.T) {
+	t.Parallel()
+	a, b := rand.New(rand.NewPCG(7, 8)), rand.New(rand.NewPCG(7, 8))
+	for _, d := range []time.Duration{0, 1, 2, time.Second} {
+		for range 100 {
+			x, y := JitterFrom(a, d), JitterFrom(b, d)
+			if x != y || x < d/2 || x > d {
+				t.Fatalf("JitterFrom(%s) = %s and %s", d, x, y)
 			}
 		}
 	}

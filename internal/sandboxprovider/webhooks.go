@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/example/payment-service/internal/backoff"
 	"github.com/example/payment-service/internal/webhooksig"
 )
 
@@ -419,12 +420,7 @@ func (s *webhookSender) releaseSwappedLocked(sent *event) {
 // doubled n-1 times up to MaxRetry, drawn from [d/2, d] with the seeded
 // source so that a run can be repeated.
 func (s *webhookSender) pauseLocked(n int) time.Duration {
-	d := s.cfg.FirstRetry
-	for i := 1; i < n && d < s.cfg.MaxRetry; i++ {
-		d *= 2
-	}
-	d = min(d, s.cfg.MaxRetry)
-	return d/2 + time.Duration(s.jitter.Int64N(int64(d/2)+1))
+	return backoff.JitterFrom(s.jitter, backoff.Planned(s.cfg.FirstRetry, s.cfg.MaxRetry, n))
 }
 
 // post makes one attempt: signed now, answered 2xx within the timeout or
