@@ -61,16 +61,17 @@ func UpTo(ctx context.Context, dsn string, version int64) error {
 // database, but only while a CREATE INDEX CONCURRENTLY waits.
 //
 // Such a build waits for every transaction whose snapshot is older than
-// its own, and an outbox relay standby sits in one statement, SELECT
-// pg_advisory_lock(...), holding one snapshot, for as long as the leader's
-// session lives (internal/repository/outbox_relay.go, in this release and
-// the previous one). With two replicas or more running, the build, and so
-// the migration and the deploy, waited for ever: the rolling-deploy test
+// its own, and an outbox relay standby of the previous release sits in one
+// statement, SELECT pg_advisory_lock(...), holding one snapshot, for as
+// long as the leader's session lives (this release's standby asks with
+// pg_try_advisory_lock and holds none: internal/repository/outbox_relay.go).
+// With two replicas or more running, the build, and so the migration and
+// the deploy, waited for ever: the rolling-deploy test
 // found it (docs/deploying.md). A cancelled wait fails the standby's Lead;
 // its relay competes again after a short backoff, with a fresh snapshot
 // that the build does not wait for. Nothing else waits on an advisory lock
-// here: the jobs' leader and goose's own lock take theirs with
-// pg_try_advisory_lock.
+// here: the jobs' leader, goose's own lock and this release's relay take
+// theirs with pg_try_advisory_lock.
 const cancelAdvisoryWaitsSQL = `
 SELECT count(pg_cancel_backend(l.pid))
   FROM pg_locks l

@@ -168,6 +168,10 @@ func TestStandbyTakesOverWhenLeaderSessionDies(t *testing.T) {
 	for _, reg := range regs {
 		cfg := e.relayConfig()
 		cfg.Metrics = outbox.NewMetrics(reg, e.topic)
+		// A leader that stepped down rests min(PollInterval, 1s) before it
+		// competes again, as with the default 5s; a standby asks every
+		// 500 ms, so it is the one that takes over.
+		cfg.PollInterval = time.Second
 		runRelay(t, cfg)
 	}
 	leaderOf := func() int {

@@ -25,11 +25,14 @@ import (
 type OutboxRelayStore struct {
 	dsn     string
 	lockKey int64
+	// askEvery is how often a standby asks for the relay lock, and so how
+	// long at most the relay stands still after its leader's session ends.
+	askEvery time.Duration
 }
 
 // NewOutboxRelayStore returns the relay's store, connecting to dsn.
 func NewOutboxRelayStore(dsn string) *OutboxRelayStore {
-	return &OutboxRelayStore{dsn: dsn, lockKey: relayLockKey()}
+	return &OutboxRelayStore{dsn: dsn, lockKey: relayLockKey(), askEvery: 500 * time.Millisecond}
 }
 
 // relayLockKey is the advisory lock key of the one relay of this database.
@@ -64,12 +67,19 @@ var sessionSettings = [][2]string{
 	{"tcp_keepalives_count", "3"},
 }
 
-// Lead implements outbox.Store: it connects, LISTENs and then blocks in
-// pg_advisory_lock until it is the leader, so a standby takes over as soon
-// as the leader's session ends.
+// Lead implements outbox.Store: it connects, then asks for the relay lock
+// every askEvery until it is the leader, and only then LISTENs.
+//
+// A standby asks with pg_try_advisory_lock, one short statement at a time,
+// rather than waiting in pg_advisory_lock. A waiting statement holds its
+// snapshot for as long as the leader lives, and CREATE INDEX CONCURRENTLY
+// waits for every older snapshot: beside two replicas, an index built by a
+// migration or by hand never finished (docs/deploying.md). A waiting
+// standby that had LISTENed would also hold back the server's notification
+// queue for as long, since a backend inside a statement reads none.
 func (s *OutboxRelayStore) Lead(ctx context.Context) (outbox.Session, error) {
-	// Only the lock wait below may block for long; connecting and setting
-	// up the session must not hang on an unreachable server.
+	// Only the asking below may last long; connecting and setting up the
+	// session must not hang on an unreachable server.
 	setupCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(setupCtx, s.dsn)
@@ -87,13 +97,26 @@ func (s *OutboxRelayStore) Lead(ctx context.Context) (outbox.Session, error) {
 			return fail("set "+kv[0], err)
 		}
 	}
-	// LISTEN before taking the lock: a commit between the lock and the
-	// first read is then either seen by that read or notified.
-	if _, err := conn.Exec(setupCtx, "LISTEN "+notifyChannel); err != nil {
-		return fail("listen", err)
+	ask := time.NewTicker(s.askEvery)
+	defer ask.Stop()
+	for {
+		var leader bool
+		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", s.lockKey).Scan(&leader); err != nil {
+			return fail("ask for the relay lock", err)
+		}
+		if leader {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fail("ask for the relay lock", ctx.Err())
+		case <-ask.C:
+		}
 	}
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", s.lockKey); err != nil {
-		return fail("take the relay lock", err)
+	// LISTEN before the first read of the outbox: a commit after this is
+	// either seen by that read or notified, and one before it is seen.
+	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+		return fail("listen", err)
 	}
 	return &outboxSession{conn: conn}, nil
 }
