@@ -105,18 +105,51 @@ type webhookHandlers struct {
 	events    *prometheus.CounterVec
 }
 
+// The results of a delivery that the handler itself decides, besides the
+// app's ProviderEventResult values.
+const (
+	deliveryUnknownObject = "unknown_object"
+	deliveryRefused       = "refused"
+	deliveryInvalid       = "invalid"
+	deliveryTooLarge      = "too_large"
+	deliveryNotConfigured = "not_configured"
+	deliveryFailed        = "failed"
+)
+
+// deliveryResults are every result label of payment_provider_events_total,
+// with what the counter's help says of each.
+var deliveryResults = []struct{ label, note string }{
+	{string(app.EventApplied), ""},
+	{string(app.EventDuplicate), ""},
+	{string(app.EventAgreed), ""},
+	{string(app.EventContradicts), "kept in provider_event_contradiction"},
+	{deliveryUnknownObject, ""},
+	{deliveryRefused, "not authenticated"},
+	{deliveryInvalid, ""},
+	{deliveryTooLarge, ""},
+	{deliveryNotConfigured, ""},
+	{deliveryFailed, ""},
+}
+
 // newWebhookHandlers builds the handlers; events counts every delivery
 // by its result (payment_provider_events_total).
 func newWebhookHandlers(d Deps, reg prometheus.Registerer) *webhookHandlers {
+	labels := make([]string, len(deliveryResults))
+	for i, r := range deliveryResults {
+		labels[i] = r.label
+		if r.note != "" {
+			labels[i] += " (" + r.note + ")"
+		}
+	}
 	events := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "payment_provider_events_total",
-		Help: "Provider event deliveries (webhooks) by result: applied, duplicate, agreed, contradiction (kept in provider_event_contradiction), unknown_object, refused (not authenticated), invalid, too_large, not_configured, failed.",
+		Help: "Provider event deliveries (webhooks) by result: " + strings.Join(labels, ", ") + ".",
 	}, []string{"provider", "result"})
 	reg.MustRegister(events)
 	// Every series exists from the start at 0, so that increase() sees the
 	// first contradiction (the alert PaymentProviderEventContradictions).
-	for _, result := range []string{"applied", "duplicate", "agreed", "contradiction", "unknown_object", "refused", "invalid", "too_large", "not_configured", "failed"} {
-		events.WithLabelValues(string(sandboxProvider), result)
+	for _, r := range deliveryResults {
+		events.WithLabelValues(string(sandboxProvider), r.label)
 	}
 	secrets := make([][]byte, len(d.Webhooks.Secrets))
 	for i, s := range d.Webhooks.Secrets {
@@ -141,42 +174,42 @@ func (h *webhookHandlers) handle(c echo.Context) (result string, err error) {
 		p := newProblem(http.StatusServiceUnavailable, codeWebhooksNotConfigured, "Webhooks not configured",
 			"This service holds no secret to verify deliveries with (WEBHOOK_SECRETS). Nothing was stored; deliver again later.")
 		p.retryAfter = time.Minute
-		return "not_configured", p
+		return deliveryNotConfigured, p
 	}
 	if err := jsonContent(c.Request()); err != nil {
-		return "invalid", err
+		return deliveryInvalid, err
 	}
 	body, err := readBody(c)
 	if p := (*Problem)(nil); errors.As(err, &p) && p.Status == http.StatusRequestEntityTooLarge {
-		return "too_large", err
+		return deliveryTooLarge, err
 	} else if err != nil {
-		return "invalid", err
+		return deliveryInvalid, err
 	}
 	// Which check failed goes to the log only: a forger learns nothing
 	// from the answer. The error names the check, never a secret.
 	if err := webhooksig.Verify(c.Request().Header.Get(webhooksig.Header), body, h.secrets, time.Now(), h.tolerance); err != nil {
 		h.logger.WarnContext(ctx, "webhook delivery refused", "provider", h.provider, "reason", err)
-		return "refused", newProblem(http.StatusUnauthorized, codeWebhookSignatureInvalid, "Webhook signature invalid",
+		return deliveryRefused, newProblem(http.StatusUnauthorized, codeWebhookSignatureInvalid, "Webhook signature invalid",
 			"The delivery is not authenticated: send it with a valid, current "+webhooksig.Header+" header over the exact body. Nothing was stored.")
 	}
 	ev, why := parseSandboxEvent(h.provider, body)
 	if why != "" {
-		return "invalid", newProblem(http.StatusBadRequest, codeWebhookEventInvalid, "Webhook event invalid", why+". Nothing was stored.")
+		return deliveryInvalid, newProblem(http.StatusBadRequest, codeWebhookEventInvalid, "Webhook event invalid", why+". Nothing was stored.")
 	}
 	applied, err := h.apply.Handle(ctx, ev)
 	switch {
 	case errors.Is(err, app.ErrUnknownProviderObject):
 		h.logger.WarnContext(ctx, "webhook for an object the service does not hold; the provider will deliver it again",
 			"provider", h.provider, "event_id", ev.ID, "event_type", ev.Type, "provider_key", ev.ProviderKey)
-		return "unknown_object", newProblem(http.StatusNotFound, codeWebhookObjectUnknown, "Object unknown",
+		return deliveryUnknownObject, newProblem(http.StatusNotFound, codeWebhookObjectUnknown, "Object unknown",
 			"No payment or refund of this service has the event's idempotencyKey. Nothing was stored; deliver it again later.")
 	case errors.Is(err, app.ErrReportContended):
 		p := newProblem(http.StatusServiceUnavailable, codeServiceUnavailable, "Service unavailable",
 			"The event's object was changing while the event was applied. Nothing was stored; deliver it again.")
 		p.retryAfter = retryAfterDefault
-		return "failed", p
+		return deliveryFailed, p
 	case err != nil:
-		return "failed", err
+		return deliveryFailed, err
 	}
 	return string(applied), c.JSON(http.StatusOK, map[string]string{"result": string(applied)})
 }
