@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -259,12 +260,10 @@ type replica struct {
 
 func (s *stack) newReplica(name string) *replica {
 	s.t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := replicaAddr()
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
 	front, err := faultproxy.New("tcp", addr)
 	if err != nil {
 		s.t.Fatal(err)
@@ -272,6 +271,28 @@ func (s *stack) newReplica(name string) *replica {
 	s.t.Cleanup(front.Close)
 	return &replica{s: s, name: name, addr: addr, front: front, url: "http://" + front.Addr(),
 		log: filepath.Join(s.logDir, name+".log")}
+}
+
+// replicaAddr picks a free loopback address for a replica, which binds it
+// at every start, restarts included. A port the kernel hands out for :0
+// comes from the ephemeral range (ip_local_port_range, 32768-60999 by
+// default), the same range the kernel draws from for the outgoing
+// connections of every process here (pools, brokers, proxies): one of them
+// may take the port between two starts, and the restart fails. So the port
+// is drawn below that range, at random, and checked free; a clash with
+// another stack's pick is left to the check.
+func replicaAddr() (string, error) {
+	const lowest, count = 20000, 12000
+	for range 100 {
+		addr := fmt.Sprintf("127.0.0.1:%d", lowest+rand.IntN(count))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		_ = ln.Close()
+		return addr, nil
+	}
+	return "", fmt.Errorf("no free loopback port in %d..%d", lowest, lowest+count-1)
 }
 
 // start runs the binary and waits until /readyz answers 200 (30 s at most).
