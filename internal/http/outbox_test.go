@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/example/payment-service/internal/kafkatest"
 	"github.com/example/payment-service/internal/sandboxprovider"
@@ -247,4 +248,37 @@ func TestPaymentEventIsPublishedToTheTopic(t *testing.T) {
 	if got := s.metric(t, `outbox_relay_leader{topic="`+topic+`"}`); got != 1 {
 		t.Fatalf("outbox_relay_leader = %v, want 1", got)
 	}
+}
+
+// Each command's phase 3 wakes the relays after its commit (outbox.Waker,
+// migration 00020): a relay publishes the event now, not at its poll.
+func TestEachCommandsEventWakesTheRelays(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.New(t)
+	s := startServiceWith(t, dsn, nil, sandboxprovider.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	listener, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close(context.Background())
+	if _, err := listener.Exec(ctx, "LISTEN outbox_event"); err != nil {
+		t.Fatal(err)
+	}
+	woken := func(what string) {
+		t.Helper()
+		// Nothing else notifies: without the wake this waits in vain.
+		waitCtx, cancel := context.WithTimeout(ctx, 4*time.Second)
+		defer cancel()
+		if _, err := listener.WaitForNotification(waitCtx); err != nil {
+			t.Fatalf("no wake after %s: %v", what, err)
+		}
+	}
+	payment := s.paidPayment(t, 8801, "30.00")
+	woken("a charge")
+	if r := s.refund(t, payment, "refund-wake", refundBody("10.00", "re_wake")); r.status != http.StatusCreated {
+		t.Fatalf("refund: %d %s", r.status, r.body)
+	}
+	woken("a refund")
 }

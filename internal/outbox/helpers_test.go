@@ -54,8 +54,15 @@ func newEnvOn(t testing.TB, brokers []string, partitions int) *env {
 			sqlDB.Close()
 		}
 	})
+	// The writers wake the relays after their commits, as the service's
+	// do; the waker stops before the pool closes.
+	waker := outbox.NewWaker(repository.OutboxNotifier(db, nil), slog.New(slog.DiscardHandler))
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- waker.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
 	topic := kafkatest.CreateTopic(t, brokers, partitions)
-	tx := repository.NewTransactor(db, repository.WithOutbox(repository.OutboxConfig{PaymentEventsTopic: topic}))
+	tx := repository.NewTransactor(db, repository.WithOutbox(repository.OutboxConfig{PaymentEventsTopic: topic, Waker: waker}))
 	return &env{dsn: dsn, db: db, tx: tx, brokers: brokers, topic: topic}
 }
 

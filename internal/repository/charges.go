@@ -301,7 +301,7 @@ func (s *ChargeStore) RecordOutcome(ctx context.Context, o app.OutcomeRecord) er
 	if err != nil {
 		return err
 	}
-	status, err := recordOutcome(ctx, s.db, s.gate, recordOutcomeStmt, o.Scope, o.Token, o.Response, ev, map[string]any{
+	status, err := s.recordOutcome(ctx, recordOutcomeStmt, o.Scope, o.Token, o.Response, ev, map[string]any{
 		"payment_id":   int64(o.Event.Payment.ID),
 		"final_status": string(o.Event.Payment.Status),
 	})

@@ -162,15 +162,16 @@ var errNotPending = errors.New("the reservation is not PENDING")
 // completeKeyClause, the command's own settling and announceClause, and
 // answering recordedAndLockHeld and the reservation's status. values are the
 // command's own parameters; the key's, the response's and the event row's
-// are added here. It returns nil when everything was written,
-// app.ErrLockLost when the token no longer owns the key, and errNotPending
+// are added here. It returns nil when everything was written (and tells
+// the outbox's waker, OutboxConfig.wrote), app.ErrLockLost when the token no longer owns the key, and errNotPending
 // with the reservation's status otherwise.
-func recordOutcome(ctx context.Context, db *gorm.DB, gate *Gate, q namedSQL, scope app.IdempotencyScope, token uuid.UUID,
+func (s atomicStatements) recordOutcome(ctx context.Context, q namedSQL, scope app.IdempotencyScope, token uuid.UUID,
 	resp app.StoredResponse, ev outboxEventRow, values map[string]any) (string, error) {
-	if err := gate.enter(ctx); err != nil {
+	if err := s.gate.enter(ctx); err != nil {
 		return "", err
 	}
-	defer gate.leave()
+	defer s.gate.leave()
+	db := s.db
 	values["client"] = string(scope.ClientID)
 	values["key"] = scope.Key
 	values["token"] = token
@@ -203,6 +204,7 @@ func recordOutcome(ctx context.Context, db *gorm.DB, gate *Gate, q namedSQL, sco
 	}
 	switch {
 	case recorded:
+		s.outbox.wrote()
 		return "", nil
 	case !lockHeld:
 		return "", app.ErrLockLost

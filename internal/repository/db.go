@@ -156,6 +156,9 @@ func (t *Transactor) Transact(ctx context.Context, fn func(ctx context.Context, 
 		return err
 	}
 	defer t.gate.leave()
+	var wroteOutbox bool
+	outbox := t.outbox
+	outbox.wroteInTx = &wroteOutbox
 	err := t.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		return fn(ctx, app.Repos{
 			Charges:     &Charges{db: tx},
@@ -163,11 +166,11 @@ func (t *Transactor) Transact(ctx context.Context, fn func(ctx context.Context, 
 			Payments:    &Payments{db: tx},
 			Orders:      &Orders{db: tx},
 			Refunds:     &Refunds{db: tx},
-			Outbox:      &Outbox{db: tx, cfg: t.outbox},
+			Outbox:      &Outbox{db: tx, cfg: outbox},
 
 			// No gate: the transaction already holds its connection.
-			ChargeStatements: &ChargeStore{atomicStatements{db: tx, outbox: t.outbox}},
-			RefundStatements: &RefundStore{atomicStatements{db: tx, outbox: t.outbox}},
+			ChargeStatements: &ChargeStore{atomicStatements{db: tx, outbox: outbox}},
+			RefundStatements: &RefundStore{atomicStatements{db: tx, outbox: outbox}},
 			ProviderReports:  &ProviderReports{db: tx},
 
 			ProcessedEvents:  &ProcessedEvents{db: tx},
@@ -180,6 +183,9 @@ func (t *Transactor) Transact(ctx context.Context, fn func(ctx context.Context, 
 		// ErrTxDone. That is the deadline: nothing was committed, and the
 		// caller must see it as one (503), not as an unmapped error (500).
 		err = fmt.Errorf("%w: %w", ctx.Err(), err)
+	}
+	if err == nil && wroteOutbox {
+		t.outbox.wrote()
 	}
 	return mapError(err)
 }

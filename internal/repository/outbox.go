@@ -17,11 +17,38 @@ import (
 // DefaultPaymentEventsTopic is where payment events go unless configured.
 const DefaultPaymentEventsTopic = "payment.events"
 
-// OutboxConfig says where outbox rows are addressed.
+// OutboxConfig says where outbox rows are addressed, and whom to tell once
+// they are committed.
 type OutboxConfig struct {
 	// PaymentEventsTopic is the Kafka topic of PaymentSucceeded.v1,
 	// PaymentDeclined.v1 and PaymentFailed.v1.
 	PaymentEventsTopic string
+	// Waker, if set, is woken after each commit that wrote outbox rows,
+	// so that a relay publishes them now rather than at its next poll
+	// (outbox.Waker).
+	Waker OutboxWaker
+
+	// wroteInTx is set inside Transactor.Transact: a store's write there
+	// marks it, and the transaction wakes the Waker after its commit.
+	// Woken before, a relay could read before the rows are visible and
+	// then wait for its poll.
+	wroteInTx *bool
+}
+
+// OutboxWaker is told that outbox rows were committed (outbox.Waker).
+type OutboxWaker interface {
+	// Wake asks for the relays to be woken soon; it must not block.
+	Wake()
+}
+
+// wrote is called by a store once its outbox rows are written.
+func (c OutboxConfig) wrote() {
+	switch {
+	case c.wroteInTx != nil:
+		*c.wroteInTx = true
+	case c.Waker != nil:
+		c.Waker.Wake()
+	}
 }
 
 // Outbox implements app.Outbox on the outbox_event table
@@ -67,8 +94,8 @@ type paymentEventV1 struct {
 	OccurredAt        time.Time `json:"occurredAt"`
 }
 
-// AppendPaymentEvent implements app.Outbox. The insert fires the table's
-// NOTIFY trigger, delivered when the transaction commits.
+// AppendPaymentEvent implements app.Outbox. The relay is woken after the
+// commit (OutboxConfig.Waker).
 func (o *Outbox) AppendPaymentEvent(ctx context.Context, e app.PaymentEvent) error {
 	row, err := newOutboxEventRow(ctx, e, o.cfg)
 	if err != nil {
@@ -77,6 +104,7 @@ func (o *Outbox) AppendPaymentEvent(ctx context.Context, e app.PaymentEvent) err
 	if err := o.db.WithContext(ctx).Create(&row).Error; err != nil {
 		return fmt.Errorf("append %s to the outbox: %w", e.Type, err)
 	}
+	o.cfg.wrote()
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"gorm.io/gorm"
 
 	"github.com/example/payment-service/internal/outbox"
 )
@@ -50,8 +51,28 @@ func relayLockKey() int64 {
 	return int64(h.Sum64())
 }
 
-// notifyChannel is the channel of the outbox_event trigger.
+// notifyChannel is the channel the relay LISTENs on and writers' wakes
+// are sent to (before migration 00020, outbox_event's trigger sent them).
 const notifyChannel = "outbox_event"
+
+// notifyOutboxSQL is one wake (outbox.Waker). A transaction that notifies
+// holds PostgreSQL's one notify lock until its commit ends, so this one
+// commits without waiting for its WAL flush: the lock is held for
+// microseconds, and a wake lost in a crash costs the relay's poll, never
+// an event.
+const notifyOutboxSQL = `SELECT set_config('synchronous_commit', 'off', true), pg_notify('` + notifyChannel + `', '')`
+
+// OutboxNotifier returns the notify of the service's outbox.Waker: one
+// statement on the pool, waiting its turn at gate.
+func OutboxNotifier(db *gorm.DB, gate *Gate) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := gate.enter(ctx); err != nil {
+			return err
+		}
+		defer gate.leave()
+		return mapError(db.WithContext(ctx).Exec(notifyOutboxSQL).Error)
+	}
+}
 
 // sessionSettings make the leader's session safe to hold for hours:
 // timeouts a server or role may set must not end it (an idle leader is an

@@ -194,7 +194,7 @@ func (s *RefundStore) RecordRefundOutcome(ctx context.Context, o app.RefundOutco
 	if err != nil {
 		return err
 	}
-	status, err := recordOutcome(ctx, s.db, s.gate, recordRefundOutcomeStmt, o.Scope, o.Token, o.Response, ev, map[string]any{
+	status, err := s.recordOutcome(ctx, recordRefundOutcomeStmt, o.Scope, o.Token, o.Response, ev, map[string]any{
 		"refund": int64(o.Event.Refund.ID),
 		"status": string(o.Event.Refund.Status),
 	})

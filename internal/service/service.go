@@ -59,6 +59,7 @@ type Service struct {
 	debug    *debugServer // nil unless DEBUG_ADDR is set
 
 	relay         *outbox.Relay      // nil without KAFKA_BROKERS
+	outboxWaker   *outbox.Waker      // runs whether or not this replica relays
 	orderConsumer *consumer.Consumer // nil without KAFKA_BROKERS
 	jobs          *scheduledJobs
 	commands      *app.Core          // its commands are drained before the pool closes (shutdown.go)
@@ -108,6 +109,9 @@ type useCases struct {
 	core          *app.Core // what every money-moving command shares
 	chargePayment *app.ChargePayment
 	refundPayment *app.RefundPayment // on the charge's core: one drain for both
+	// outboxWaker wakes the relays after commits that wrote events; only
+	// serve runs it (a cleanup's events wait for the relays' poll).
+	outboxWaker *outbox.Waker
 }
 
 // newUseCases builds the providers (each call counted in registry) and the
@@ -131,10 +135,11 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 	for name := range providers {
 		names = append(names, name)
 	}
-	outboxCfg := repository.OutboxConfig{PaymentEventsTopic: cfg.PaymentEventsTopic}
 	// One gate for every use of the pool: requests wait for a connection in
 	// the order they came, not in database/sql's random order.
 	gate := repository.NewGate(cfg.DatabaseMaxConns)
+	waker := outbox.NewWaker(repository.OutboxNotifier(db, gate), logger)
+	outboxCfg := repository.OutboxConfig{PaymentEventsTopic: cfg.PaymentEventsTopic, Waker: waker}
 	tx := repository.NewTransactor(db, repository.WithOutbox(outboxCfg), repository.WithGate(gate))
 	chargeStore := repository.NewChargeStore(db, outboxCfg, gate)
 	core := app.NewCore(tx, chargeStore, cfg.IdempotencyLockTimeout, logger,
@@ -148,6 +153,7 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 		// calls are counted and traced with its charges.
 		refundPayment: app.NewRefundPayment(core, repository.NewRefundStore(db, outboxCfg, gate),
 			provider.InstrumentRefunds(sandbox.Name, sandboxClient, calls, observe...), httpapi.ResponseEncoder{}),
+		outboxWaker: waker,
 	}, nil
 }
 
@@ -255,6 +261,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...Op
 		},
 		debug:         debug,
 		relay:         relay,
+		outboxWaker:   uc.outboxWaker,
 		orderConsumer: orderConsumer,
 		jobs:          jobs,
 		commands:      uc.core,
@@ -277,6 +284,8 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.relay != nil {
 		relay = s.goBackground(g, ctx, "outbox relay", s.relay.Run)
 	}
+	// Another replica's relay may lead: every replica wakes it.
+	waker := s.goBackground(g, ctx, "outbox waker", s.outboxWaker.Run)
 	g.Go(func() error {
 		s.logger.Info("serving HTTP", "addr", s.Addr())
 		if err := s.server.Serve(s.listener); !errors.Is(err, http.ErrServerClosed) {
@@ -298,6 +307,9 @@ func (s *Service) Run(ctx context.Context) error {
 		stopCtx := context.WithoutCancel(ctx)
 		var err error
 		poolFree, err = s.stopWriters(stopCtx, orderConsumer)
+		// The writers have stopped; the relay publishes what they
+		// committed without a wake (stopRelay).
+		waker.stop(stopCtx)
 		s.stopRelay(stopCtx, relay)
 		s.debug.close()
 		return err
