@@ -5,6 +5,9 @@
 // library stays out of the service's dependencies.
 //
 //	go run . -in ../../bench-api.json -out ../../docs/bench-api.png
+//
+// With -scale it draws docs/bench-scale.png instead, from one or more
+// outputs of `bench-api -scale` (scale.go).
 package main
 
 import (
@@ -44,8 +47,13 @@ type table struct {
 func main() {
 	in := flag.String("in", "bench-api.json", "the JSON bench-api wrote")
 	out := flag.String("out", "bench-api.png", "the PNG to write")
+	scale := flag.Bool("scale", false, "draw throughput and p99 against table size from bench-api -scale outputs (-in: a comma-separated list)")
 	flag.Parse()
-	if err := run(*in, *out); err != nil {
+	render := run
+	if *scale {
+		render = runScale
+	}
+	if err := render(*in, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-chart:", err)
 		os.Exit(1)
 	}
