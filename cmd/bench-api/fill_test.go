@@ -18,20 +18,28 @@ import (
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
+// fillDatabase is a new migrated database and a connection to it, both
+// gone when t ends, and a context that ends after two minutes.
+func fillDatabase(t *testing.T) (context.Context, string, *pgx.Conn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	dsn := testdb.New(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return ctx, dsn, conn
+}
+
 // The prefill's rows are within retention and the purge cycles' rows past
 // it, as the service's own purge (`payment-service cleanup`, default
 // settings) judges them: it keeps every prefilled row and deletes every
 // expired one, payments excepted (they have no retention). Otherwise the
 // purge under load would measure another amount of work than it reports.
 func TestFilledRowsAreKeptAndExpiredOnesPurged(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	dsn := testdb.New(t)
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	ctx, dsn, conn := fillDatabase(t)
 	// One charge's rows, as the service writes them: fill copies their
 	// shapes.
 	for _, q := range []string{
@@ -97,14 +105,7 @@ func TestMedianScaleTakesEachFiguresMedian(t *testing.T) {
 // charges fill them (about 32 bytes per row at fillfactor 90), not half
 // (about 57, when every filled id lands left of the replay keys').
 func TestFillBetweenChargesKeepsTheEventIDIndexDense(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	dsn := testdb.New(t)
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	ctx, dsn, conn := fillDatabase(t)
 	// A charge's rows as the service writes them, its event id a UUID v7
 	// minted at the charge, as outbox.NewEventID does.
 	charge := func(from, to int) error {

@@ -194,33 +194,34 @@ func ints(s string) ([]int, error) {
 	return out, nil
 }
 
-// sizeList reads -prefill: row counts, each at least 1; empty is none.
+// sizeList reads -prefill: row counts, each at least 1, smallest first;
+// empty is none.
 func sizeList(s string) ([]int64, error) {
+	out, err := numberList(s, "-prefill size", 1)
+	slices.Sort(out)
+	return out, err
+}
+
+// rateList reads -purge-rates: rows a second, 0 (unpaced) or more.
+func rateList(s string) ([]int, error) {
+	out, err := numberList(s, "-purge-rates rate", 0)
+	ints := make([]int, len(out))
+	for i, n := range out {
+		ints[i] = int(n)
+	}
+	return ints, err
+}
+
+// numberList reads a comma-separated list of integers of at least least.
+func numberList(s, what string, least int64) ([]int64, error) {
 	var out []int64
 	for f := range strings.SplitSeq(s, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
 		}
 		n, err := strconv.ParseInt(f, 10, 64)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("bad -prefill size %q", f)
-		}
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out, nil
-}
-
-// rateList reads -purge-rates: rows a second, 0 (unpaced) or more.
-func rateList(s string) ([]int, error) {
-	var out []int
-	for f := range strings.SplitSeq(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("bad -purge-rates rate %q", f)
+		if err != nil || n < least {
+			return nil, fmt.Errorf("bad %s %q", what, f)
 		}
 		out = append(out, n)
 	}

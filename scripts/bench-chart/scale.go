@@ -13,8 +13,6 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // -scale draws docs/bench-scale.png from one or more JSON outputs of
@@ -103,38 +101,32 @@ func runScale(in, out string) error {
 	if err != nil {
 		return err
 	}
-	const w, h = 16 * vg.Centimeter, 10 * vg.Centimeter
-	img := vgimg.New(2*w, h)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Centimeter, PadY: vg.Centimeter / 2, PadTop: vg.Centimeter / 4, PadBottom: vg.Centimeter / 4, PadLeft: vg.Centimeter / 4, PadRight: vg.Centimeter / 4}
-	panels := []struct {
-		title, goalName string
-		goal            float64
-		series          []scaleSeries
-	}{
-		{"requests/s at 16 clients, / empty tables'", "goal: at least 0.9", 0.9, []scaleSeries{
-			{"new charges", func(p sizePoint) float64 { return p.create }, color.RGBA{B: 200, A: 255}},
-			{"replays", func(p sizePoint) float64 { return p.replay }, color.RGBA{R: 200, A: 255}},
-		}},
-		{"p99 at 16 clients, / empty tables'", "goal: at most 1.5", 1.5, []scaleSeries{
-			{"new charges", func(p sizePoint) float64 { return p.createP }, color.RGBA{B: 200, A: 255}},
-			{"replays", func(p sizePoint) float64 { return p.replP }, color.RGBA{R: 200, A: 255}},
-		}},
-	}
-	for i, pn := range panels {
+	var plots []*plot.Plot
+	for _, pn := range scalePanels {
 		p, err := scalePanel(pts, pn.title, pn.goalName, pn.goal, pn.series)
 		if err != nil {
 			return err
 		}
-		p.Draw(tiles.At(dc, i, 0))
+		plots = append(plots, p)
 	}
-	f, err := os.Create(out)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	_, err = vgimg.PngCanvas{Canvas: img}.WriteTo(f)
-	return err
+	return writeSideBySide(out, plots)
+}
+
+// scalePanels are the chart's two panels: requests/s and p99, each with
+// the goal as a dashed line.
+var scalePanels = []struct {
+	title, goalName string
+	goal            float64
+	series          []scaleSeries
+}{
+	{"requests/s at 16 clients, / empty tables'", "goal: at least 0.9", 0.9, []scaleSeries{
+		{"new charges", func(p sizePoint) float64 { return p.create }, color.RGBA{B: 200, A: 255}},
+		{"replays", func(p sizePoint) float64 { return p.replay }, color.RGBA{R: 200, A: 255}},
+	}},
+	{"p99 at 16 clients, / empty tables'", "goal: at most 1.5", 1.5, []scaleSeries{
+		{"new charges", func(p sizePoint) float64 { return p.createP }, color.RGBA{B: 200, A: 255}},
+		{"replays", func(p sizePoint) float64 { return p.replP }, color.RGBA{R: 200, A: 255}},
+	}},
 }
 
 type scaleSeries struct {
