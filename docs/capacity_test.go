@@ -143,3 +143,47 @@ func medianOf(v []float64) float64 {
 	slices.Sort(s)
 	return s[len(s)/2]
 }
+
+// docs/benchmarks.md's sizes at 10,000,000 rows are those of
+// docs/bench-scale-10m.json.
+func TestTenMillionRowSizesComeFromTheBenchmark(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(root, "docs", "bench-scale-10m.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f scaleFile
+	if err := json.Unmarshal(raw, &f); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "benchmarks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var missing []string
+	for _, v := range f.Scale.Variants {
+		if v.Prefill != 10_000_000 {
+			continue
+		}
+		for _, s := range v.Sizes {
+			if s.Bytes < 1<<20 {
+				continue // the partial indexes, summed up in the text
+			}
+			line := fmt.Sprintf("| %s | %s | %s | %.1f | %.0f |", s.Table, s.Relation, thousands(s.Rows), float64(s.Bytes)/(1<<20), float64(s.Bytes)/float64(s.Rows))
+			if !strings.Contains(string(doc), line) {
+				missing = append(missing, line)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("docs/benchmarks.md lacks these sizes of docs/bench-scale-10m.json:\n%s", strings.Join(missing, "\n"))
+	}
+}
+
+// thousands writes n with commas between groups of three digits.
+func thousands(n int64) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
