@@ -163,12 +163,16 @@ bench-api:
 # 3,000,000 rows each, then purge cycles under load, unpaced and at the
 # default CLEANUP_ROWS_PER_SECOND in turn; then the chart. Not part of CI
 # (the fills alone take about 15 minutes on 2 cores). BENCH_SCALE_FLAGS
-# override (a later flag wins), e.g. "-prefill 10000000 -purge-cycles 0"
-# with BENCH_SCALE_OUT=/tmp/bench-scale-10m.json.
+# override (a later flag wins), e.g. "-passes 2 -prefill 10000000 -purge-cycles 0"
+# with BENCH_SCALE_OUT=docs/bench-scale-10m.json.
+# The chart also draws docs/bench-scale-10m.json (the 10,000,000-row run)
+# when it is there.
 BENCH_SCALE_OUT ?= docs/bench-scale.json
+comma := ,
+BENCH_SCALE_CHART_IN = $(abspath $(BENCH_SCALE_OUT))$(if $(filter-out $(abspath $(BENCH_SCALE_OUT)),$(wildcard $(CURDIR)/docs/bench-scale-10m.json)),$(comma)$(CURDIR)/docs/bench-scale-10m.json)
 bench-scale:
 	$(GO) run ./cmd/bench-api -scale -passes 3 -prefill 1000000,3000000 -purge-cycles 4 -purge-rows 250000 -purge-rates 0,10000 -out $(BENCH_SCALE_OUT) $(BENCH_SCALE_FLAGS)
-	cd scripts/bench-chart && $(GO) run . -scale -in $(abspath $(BENCH_SCALE_OUT)) -out $(CURDIR)/docs/bench-scale.png
+	cd scripts/bench-chart && $(GO) run . -scale -in $(BENCH_SCALE_CHART_IN) -out $(CURDIR)/docs/bench-scale.png
 
 # Tracing off and on side by side, over real HTTP and PostgreSQL, and the
 # per-request instrumentation alone (docs/benchmarks.md).
