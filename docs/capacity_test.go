@@ -48,18 +48,7 @@ type scaleFile struct {
 var retention = map[string]float64{"idempotency_record": 72, "outbox_event": 24, "processed_event": 168}
 
 func TestCapacityFiguresComeFromTheBenchmark(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(root, "docs", "bench-scale.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f scaleFile
-	if err := json.Unmarshal(raw, &f); err != nil {
-		t.Fatal(err)
-	}
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "capacity.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, doc := scaleAndDoc(t, "bench-scale.json", "capacity.md")
 	var want []string
 	// Bytes per row come from the largest prefilled database.
 	largest := -1
@@ -135,6 +124,25 @@ func TestCapacityFiguresComeFromTheBenchmark(t *testing.T) {
 	}
 }
 
+// scaleAndDoc reads docs/<results>, a bench-api -scale output, and
+// docs/<doc>, the document that quotes it.
+func scaleAndDoc(t *testing.T, results, doc string) (scaleFile, []byte) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(root, "docs", results))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f scaleFile
+	if err := json.Unmarshal(raw, &f); err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile(filepath.Join(root, "docs", doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, text
+}
+
 func medianOf(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
@@ -147,18 +155,7 @@ func medianOf(v []float64) float64 {
 // docs/benchmarks.md's sizes at 10,000,000 rows are those of
 // docs/bench-scale-10m.json.
 func TestTenMillionRowSizesComeFromTheBenchmark(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(root, "docs", "bench-scale-10m.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f scaleFile
-	if err := json.Unmarshal(raw, &f); err != nil {
-		t.Fatal(err)
-	}
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "benchmarks.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, doc := scaleAndDoc(t, "bench-scale-10m.json", "benchmarks.md")
 	var missing []string
 	for _, v := range f.Scale.Variants {
 		if v.Prefill != 10_000_000 {
