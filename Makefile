@@ -3,7 +3,7 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN         ?= bin
 
-.PHONY: dev demo compose-check fresh-machine-check test test-kafka test-fault test-fault-long test-fault-rolling-long fuzz contract-fuzz lint build migrate bench bench-api bench-tracing docs-screenshot help model model-mutants model-deep \
+.PHONY: dev demo compose-check fresh-machine-check test test-kafka test-fault test-fault-long test-fault-rolling-long fuzz contract-fuzz lint build migrate bench bench-api bench-scale bench-tracing docs-screenshot help model model-mutants model-deep \
 	model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease \
 	model-mutant-nolookup model-mutant-busyasnone model-mutant-nosettle model-mutant-refuseonce \
 	model-mutant-refund-checkthenact model-mutant-refund-newkey model-mutant-refund-nofence \
@@ -26,6 +26,7 @@ help:
 	@echo "make migrate  apply migrations to DATABASE_URL"
 	@echo "make bench    the benchmarks reported in docs/benchmarks.md"
 	@echo "make bench-api  POST /payments against pgbench with the same statements; table, docs/bench-api.json and .png"
+	@echo "make bench-scale  cost as the tables grow: empty against 1M and 3M rows per table, the purge under load paced and not; docs/bench-scale.json and .png (about an hour)"
 	@echo "make bench-tracing  what tracing costs POST /payments: off (the default) and on"
 	@echo "make docs-screenshot  redraw docs/api-docs.png with the browser test of /docs (needs chromium)"
 	@echo "make model    model-check the idempotency protocol of charges and refunds with spin (docs/model.md)"
@@ -156,6 +157,22 @@ bench:
 bench-api:
 	$(GO) run ./cmd/bench-api -out docs/bench-api.json $(BENCH_API_FLAGS)
 	cd scripts/bench-chart && $(GO) run . -in ../../docs/bench-api.json -out ../../docs/bench-api.png
+
+# Cost as the tables grow (docs/benchmarks.md, issue 22): new charges and
+# replays at 16 clients on empty tables against tables of 1,000,000 and
+# 3,000,000 rows each, then purge cycles under load, unpaced and at the
+# default CLEANUP_ROWS_PER_SECOND in turn; then the chart. Not part of CI
+# (the fills alone take about 15 minutes on 2 cores). BENCH_SCALE_FLAGS
+# override (a later flag wins), e.g. "-passes 2 -prefill 10000000 -purge-cycles 0"
+# with BENCH_SCALE_OUT=docs/bench-scale-10m.json.
+# The chart also draws docs/bench-scale-10m.json (the 10,000,000-row run)
+# when it is there.
+BENCH_SCALE_OUT ?= docs/bench-scale.json
+comma := ,
+BENCH_SCALE_CHART_IN = $(abspath $(BENCH_SCALE_OUT))$(if $(filter-out $(abspath $(BENCH_SCALE_OUT)),$(wildcard $(CURDIR)/docs/bench-scale-10m.json)),$(comma)$(CURDIR)/docs/bench-scale-10m.json)
+bench-scale:
+	$(GO) run ./cmd/bench-api -scale -passes 3 -prefill 1000000,3000000 -purge-cycles 4 -purge-rows 250000 -purge-rates 0,10000 -out $(BENCH_SCALE_OUT) $(BENCH_SCALE_FLAGS)
+	cd scripts/bench-chart && $(GO) run . -scale -in $(BENCH_SCALE_CHART_IN) -out $(CURDIR)/docs/bench-scale.png
 
 # Tracing off and on side by side, over real HTTP and PostgreSQL, and the
 # per-request instrumentation alone (docs/benchmarks.md).

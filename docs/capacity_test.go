@@ -20,8 +20,9 @@ import (
 type scaleFile struct {
 	Scale struct {
 		Variants []struct {
-			Name   string `json:"name"`
-			Create []struct {
+			Name    string `json:"name"`
+			Prefill int64  `json:"prefill"`
+			Create  []struct {
 				WALBytesPerCharge float64 `json:"walBytesPerCharge"`
 				DBCPUPerRequest   int64   `json:"dbCpuPerRequest"`
 				CPUPerRequest     int64   `json:"cpuPerRequest"`
@@ -35,8 +36,9 @@ type scaleFile struct {
 			} `json:"sizes"`
 		} `json:"variants"`
 		Purge []struct {
-			Deleted   int64 `json:"deleted"`
-			PurgeTime int64 `json:"purgeTime"`
+			Deleted       int64 `json:"deleted"`
+			PurgeTime     int64 `json:"purgeTime"`
+			RowsPerSecond *int  `json:"rowsPerSecond"`
 		} `json:"purge"`
 	} `json:"scale"`
 }
@@ -46,21 +48,17 @@ type scaleFile struct {
 var retention = map[string]float64{"idempotency_record": 72, "outbox_event": 24, "processed_event": 168}
 
 func TestCapacityFiguresComeFromTheBenchmark(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(root, "docs", "bench-scale.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f scaleFile
-	if err := json.Unmarshal(raw, &f); err != nil {
-		t.Fatal(err)
-	}
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "capacity.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, doc := scaleAndDoc(t, "bench-scale.json", "capacity.md")
 	var want []string
-	for _, v := range f.Scale.Variants {
-		if v.Name != "prefilled" {
+	// Bytes per row come from the largest prefilled database.
+	largest := -1
+	for i, v := range f.Scale.Variants {
+		if v.Prefill > 0 && (largest < 0 || v.Prefill > f.Scale.Variants[largest].Prefill) {
+			largest = i
+		}
+	}
+	for i, v := range f.Scale.Variants {
+		if i != largest {
 			continue
 		}
 		// Bytes per row of each table (heap and TOAST) and index.
@@ -94,12 +92,26 @@ func TestCapacityFiguresComeFromTheBenchmark(t *testing.T) {
 		}
 		want = append(want, fmt.Sprintf("| %s | %.0f | %.0f |", v.Name, medianOf(wal), medianOf(db)))
 	}
-	rates := make([]float64, 0, len(f.Scale.Purge))
+	// The purge's rate, the median of the cycles at each pace
+	// (-purge-rates), in the order the cycles first ran them.
+	rates := map[string][]float64{}
+	var paces []string
 	for _, p := range f.Scale.Purge {
-		rates = append(rates, float64(p.Deleted)/(float64(p.PurgeTime)/1e9))
+		pace := ""
+		switch {
+		case p.RowsPerSecond == nil:
+		case *p.RowsPerSecond == 0:
+			pace = ", unpaced"
+		default:
+			pace = fmt.Sprintf(" at CLEANUP_ROWS_PER_SECOND=%d", *p.RowsPerSecond)
+		}
+		if _, seen := rates[pace]; !seen {
+			paces = append(paces, pace)
+		}
+		rates[pace] = append(rates[pace], float64(p.Deleted)/(float64(p.PurgeTime)/1e9))
 	}
-	if len(rates) > 0 {
-		want = append(want, fmt.Sprintf("purge rate under load: %.0f rows/s", medianOf(rates)))
+	for _, pace := range paces {
+		want = append(want, fmt.Sprintf("purge rate under load%s: %.0f rows/s", pace, medianOf(rates[pace])))
 	}
 	var missing []string
 	for _, w := range want {
@@ -112,6 +124,25 @@ func TestCapacityFiguresComeFromTheBenchmark(t *testing.T) {
 	}
 }
 
+// scaleAndDoc reads docs/<results>, a bench-api -scale output, and
+// docs/<doc>, the document that quotes it.
+func scaleAndDoc(t *testing.T, results, doc string) (scaleFile, []byte) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(root, "docs", results))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f scaleFile
+	if err := json.Unmarshal(raw, &f); err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile(filepath.Join(root, "docs", doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, text
+}
+
 func medianOf(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
@@ -119,4 +150,37 @@ func medianOf(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// docs/benchmarks.md's sizes at 10,000,000 rows are those of
+// docs/bench-scale-10m.json.
+func TestTenMillionRowSizesComeFromTheBenchmark(t *testing.T) {
+	f, doc := scaleAndDoc(t, "bench-scale-10m.json", "benchmarks.md")
+	var missing []string
+	for _, v := range f.Scale.Variants {
+		if v.Prefill != 10_000_000 {
+			continue
+		}
+		for _, s := range v.Sizes {
+			if s.Bytes < 1<<20 {
+				continue // the partial indexes, summed up in the text
+			}
+			line := fmt.Sprintf("| %s | %s | %s | %.1f | %.0f |", s.Table, s.Relation, thousands(s.Rows), float64(s.Bytes)/(1<<20), float64(s.Bytes)/float64(s.Rows))
+			if !strings.Contains(string(doc), line) {
+				missing = append(missing, line)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("docs/benchmarks.md lacks these sizes of docs/bench-scale-10m.json:\n%s", strings.Join(missing, "\n"))
+	}
+}
+
+// thousands writes n with commas between groups of three digits.
+func thousands(n int64) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -233,5 +234,30 @@ func TestTableWithoutACeilingHasNoRatios(t *testing.T) {
 	got := summarize(options{passes: 1, createC: []int{1}}, runs).String()
 	if want := "| create | 1 | 240 | 0.00 | 0.00 | 1600 | – | – | – | – | 250 | 1500 | – |"; !strings.Contains(got, want) {
 		t.Errorf("table lacks %q:\n%s", want, got)
+	}
+}
+
+func TestPrefillAndPurgeRateLists(t *testing.T) {
+	for _, tc := range []struct {
+		prefill, rates string
+		wantSizes      []int64
+		wantRates      []int
+		wantErr        bool
+	}{
+		{"", "", nil, nil, false},
+		{"3000000, 1000000", "0,10000", []int64{1000000, 3000000}, []int{0, 10000}, false},
+		{"0", "", nil, nil, true},
+		{"", "-1", nil, nil, true},
+		{"1e6", "", nil, nil, true},
+	} {
+		sizes, err1 := sizeList(tc.prefill)
+		rates, err2 := rateList(tc.rates)
+		if gotErr := err1 != nil || err2 != nil; gotErr != tc.wantErr {
+			t.Errorf("%q, %q: errors %v, %v; want an error: %v", tc.prefill, tc.rates, err1, err2, tc.wantErr)
+			continue
+		}
+		if !tc.wantErr && (!slices.Equal(sizes, tc.wantSizes) || !slices.Equal(rates, tc.wantRates)) {
+			t.Errorf("%q, %q = %v, %v; want %v, %v", tc.prefill, tc.rates, sizes, rates, tc.wantSizes, tc.wantRates)
+		}
 	}
 }

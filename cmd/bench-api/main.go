@@ -31,6 +31,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -83,17 +84,21 @@ type options struct {
 	instructions, instructionRounds int
 	// scale runs the cost-as-the-tables-grow measurement (scale.go)
 	// instead of the passes: at scaleC clients, against the schema before
-	// the newest migration, the newest empty and, with prefill, the newest
-	// with prefill rows per table; then purgeCycles cycles of purgeRows
-	// expired rows per table purged under load.
+	// the newest migration, the newest empty and, for each size in
+	// prefill, the newest with that many rows per table; then purgeCycles
+	// cycles of purgeRows expired rows per table purged under load on the
+	// largest, each cycle's purge paced at the next of purgeRates (rows a
+	// second, CLEANUP_ROWS_PER_SECOND; none: the service's default).
 	scale               bool
 	scaleC, purgeCycles int
-	prefill, purgeRows  int64
+	prefill             []int64
+	purgeRows           int64
+	purgeRates          []int
 }
 
 func main() {
 	var o options
-	var createC, replayC string
+	var createC, replayC, prefill, purgeRates string
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "measured time of each run")
 	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured time before each run")
 	flag.IntVar(&o.passes, "passes", 3, "alternating passes of service and pgbench runs; the table shows medians (0: the cold start only)")
@@ -113,14 +118,21 @@ func main() {
 	flag.IntVar(&o.instructionRounds, "instruction-rounds", 3, "turns each binary takes at the instruction counts; the table shows medians")
 	flag.BoolVar(&o.scale, "scale", false, "measure the cost of a charge as the tables grow instead of the passes: the schema before the newest migration against the newest, empty and -prefill'ed, and the purge under load (docs/benchmarks.md, issue 22)")
 	flag.IntVar(&o.scaleC, "scale-c", 16, "concurrency of -scale's runs")
-	flag.Int64Var(&o.prefill, "prefill", 0, "with -scale, also a database whose idempotency_record, payment, outbox_event and processed_event hold this many rows each (0: none)")
+	flag.StringVar(&prefill, "prefill", "", "with -scale, also a database per size in this comma-separated list (e.g. 1000000,3000000) whose idempotency_record, payment, outbox_event and processed_event hold that many rows each (empty: none)")
 	flag.IntVar(&o.purgeCycles, "purge-cycles", 0, "with -scale, cycles of fill and purge under load on the last database (0: none)")
-	flag.Int64Var(&o.purgeRows, "purge-rows", 0, "expired rows per table that each purge cycle adds and purges (0: as many as -prefill, or 100000)")
+	flag.Int64Var(&o.purgeRows, "purge-rows", 0, "expired rows per table that each purge cycle adds and purges (0: as many as the largest -prefill, or 100000)")
+	flag.StringVar(&purgeRates, "purge-rates", "", "the purge's pace in the cycles, rows a second (CLEANUP_ROWS_PER_SECOND), one per cycle in turn, e.g. 0,10000 alternates an unpaced and a paced purge (empty: the service's default)")
 	flag.StringVar(&o.loadgen, "loadgen", "", `the load generator: "wrk" (the default when it is installed) or "go" (this program's own)`)
 	flag.Parse()
 	var err error
 	if o.createC, err = ints(createC); err == nil {
 		o.replayC, err = ints(replayC)
+	}
+	if err == nil {
+		o.prefill, err = sizeList(prefill)
+	}
+	if err == nil {
+		o.purgeRates, err = rateList(purgeRates)
 	}
 	if err == nil && o.coldStart > 0 && (o.coldPart < time.Second || o.coldStart < o.coldPart || o.coldSteady < o.coldPart) {
 		err = fmt.Errorf("-cold-part must be at least 1s and at most -cold-start and -cold-steady")
@@ -130,9 +142,9 @@ func main() {
 		os.Exit(2)
 	}
 	if o.purgeRows == 0 {
-		o.purgeRows = o.prefill
-		if o.purgeRows == 0 {
-			o.purgeRows = 100_000
+		o.purgeRows = 100_000
+		if len(o.prefill) > 0 {
+			o.purgeRows = slices.Max(o.prefill)
 		}
 	}
 	if o.loadgen == "" {
@@ -176,6 +188,40 @@ func ints(s string) ([]int, error) {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
 			return nil, fmt.Errorf("bad concurrency list %q", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// sizeList reads -prefill: row counts, each at least 1, smallest first;
+// empty is none.
+func sizeList(s string) ([]int64, error) {
+	out, err := numberList(s, "-prefill size", 1)
+	slices.Sort(out)
+	return out, err
+}
+
+// rateList reads -purge-rates: rows a second, 0 (unpaced) or more.
+func rateList(s string) ([]int, error) {
+	out, err := numberList(s, "-purge-rates rate", 0)
+	ints := make([]int, len(out))
+	for i, n := range out {
+		ints[i] = int(n)
+	}
+	return ints, err
+}
+
+// numberList reads a comma-separated list of integers of at least least.
+func numberList(s, what string, least int64) ([]int64, error) {
+	var out []int64
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil || n < least {
+			return nil, fmt.Errorf("bad %s %q", what, f)
 		}
 		out = append(out, n)
 	}
@@ -483,8 +529,14 @@ func (b *bench) startWrapped(ctx context.Context, bin string, wrap []string) (st
 // chargeReplayKeys charges the replay keys once, each for an order of its
 // own (the first replayKeys orders), so that the replays find them.
 func (b *bench) chargeReplayKeys(ctx context.Context) error {
-	logf("charging %d orders once, to replay them", replayKeys)
-	for i := range replayKeys {
+	return b.chargeReplayKeyRange(ctx, 0, replayKeys)
+}
+
+// chargeReplayKeyRange charges replay keys from to to-1, in order: key k
+// is order k+1.
+func (b *bench) chargeReplayKeyRange(ctx context.Context, from, to int) error {
+	logf("charging %d orders once, to replay them", to-from)
+	for i := from; i < to; i++ {
 		order := b.orders.Add(1)
 		req := chargeRequest(b.api, apiKey, strconv.Itoa(firstReplayKey+i), chargeBody(order, "replay_"+strconv.Itoa(i)))
 		if status, err := do(http.DefaultClient, req.WithContext(ctx)); err != nil || status != http.StatusCreated {

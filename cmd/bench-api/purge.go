@@ -22,6 +22,9 @@ import (
 type purgeCycle struct {
 	Cycle   int   `json:"cycle"`
 	Expired int64 `json:"expired"` // rows added to each table, past retention
+	// RowsPerSecond is the purge's pace (CLEANUP_ROWS_PER_SECOND, 0:
+	// unpaced); nil: the service's default, not set by -purge-rates.
+	RowsPerSecond *int `json:"rowsPerSecond,omitempty"`
 	// Before is the runs of new charges before the purge, During the one
 	// the purge ran beside.
 	Before scaleRun `json:"before"`
@@ -43,6 +46,11 @@ func (b *bench) purgeUnderLoad(ctx context.Context, serviceBin string, rows int6
 	var out []purgeCycle
 	for i := 1; i <= cycles; i++ {
 		c := purgeCycle{Cycle: i, Expired: rows}
+		if rates := b.o.purgeRates; len(rates) > 0 {
+			// In turn, so that each pace sees the same tables' growth and
+			// the same machine.
+			c.RowsPerSecond = &rates[(i-1)%len(rates)]
+		}
 		started := time.Now()
 		if err := fill(ctx, b.dsn, rows, true); err != nil {
 			return nil, err
@@ -60,7 +68,7 @@ func (b *bench) purgeUnderLoad(ctx context.Context, serviceBin string, rows int6
 		purge := func() error {
 			time.Sleep(b.o.warmup)
 			started := time.Now()
-			err := b.runCleanup(ctx, serviceBin)
+			err := b.runCleanup(ctx, serviceBin, c.RowsPerSecond)
 			c.PurgeTime = time.Since(started)
 			return err
 		}
@@ -83,6 +91,17 @@ func (b *bench) purgeUnderLoad(ctx context.Context, serviceBin string, rows int6
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// paceLabel is the cycle's pace as the table shows it.
+func (c purgeCycle) paceLabel() string {
+	switch {
+	case c.RowsPerSecond == nil:
+		return "default"
+	case *c.RowsPerSecond == 0:
+		return "none"
+	}
+	return fmt.Sprint(*c.RowsPerSecond)
 }
 
 func (c purgeCycle) rate() float64 {
@@ -127,14 +146,14 @@ func waitForAutovacuum(ctx context.Context, dsn string, since time.Time) (time.D
 // purge's rate, and the sizes summed per table.
 func purgeTable(cs []purgeCycle) string {
 	var s strings.Builder
-	s.WriteString("Purge under load:\n\n| cycle | expired rows per table | create req/s before | during | ratio | p99 ms before | during | ratio | purged rows | purge s | rows/s | autovacuum done after s |")
+	s.WriteString("Purge under load:\n\n| cycle | purge rows/s limit | expired rows per table | create req/s before | during | ratio | p99 ms before | during | ratio | purged rows | purge s | rows/s | autovacuum done after s |")
 	for _, t := range scaleTables {
 		fmt.Fprintf(&s, " %s MB |", t)
 	}
-	s.WriteString("\n|---|---|---|---|---|---|---|---|---|---|---|---|" + strings.Repeat("---|", len(scaleTables)) + "\n")
+	s.WriteString("\n|---|---|---|---|---|---|---|---|---|---|---|---|---|" + strings.Repeat("---|", len(scaleTables)) + "\n")
 	for _, c := range cs {
-		fmt.Fprintf(&s, "| %d | %d | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %d | %.1f | %.0f | %.0f |",
-			c.Cycle, c.Expired, c.Before.PerSecond, c.During.PerSecond, c.During.PerSecond/c.Before.PerSecond,
+		fmt.Fprintf(&s, "| %d | %s | %d | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %d | %.1f | %.0f | %.0f |",
+			c.Cycle, c.paceLabel(), c.Expired, c.Before.PerSecond, c.During.PerSecond, c.During.PerSecond/c.Before.PerSecond,
 			ms(c.Before.P99), ms(c.During.P99), ms(c.During.P99)/ms(c.Before.P99),
 			c.Deleted, c.PurgeTime.Seconds(), c.rate(), c.Autovacuumed.Seconds())
 		total := map[string]int64{}

@@ -101,8 +101,8 @@ func (b *bench) scale(ctx context.Context, cluster *pgtemp.Cluster, serviceBin s
 		{Name: "before", SchemaVersion: newest - 1},
 		{Name: "empty", SchemaVersion: newest},
 	}
-	if o.prefill > 0 {
-		specs = append(specs, scaleVariant{Name: "prefilled", SchemaVersion: newest, Prefill: o.prefill})
+	for _, n := range o.prefill {
+		specs = append(specs, scaleVariant{Name: prefilledName(n, len(o.prefill)), SchemaVersion: newest, Prefill: n})
 	}
 	for i := range specs {
 		v := &specs[i]
@@ -151,6 +151,16 @@ func (b *bench) scale(ctx context.Context, cluster *pgtemp.Cluster, serviceBin s
 	return rep, nil
 }
 
+// prefilledName names the database of one -prefill size: "prefilled"
+// when there is one size (the name docs/capacity_test.go reads), else
+// "prefilled_<rows>" (a database name, so no dash).
+func prefilledName(rows int64, sizes int) string {
+	if sizes == 1 {
+		return "prefilled"
+	}
+	return fmt.Sprintf("prefilled_%d", rows)
+}
+
 // scaleDatabase creates v's database, migrates it, seeds its orders (runs
 // runs of new charges, and the replay keys), charges the replay keys and,
 // for a prefilled one, fills it and then runs the newest migration over
@@ -176,31 +186,54 @@ func (b *bench) scaleDatabase(ctx context.Context, cluster *pgtemp.Cluster, serv
 		SELECT g, 42, 10.00, 'RUB' FROM generate_series(1, $1::bigint) g`, vb.lastOrder); err != nil {
 		return err
 	}
-	stop, err := vb.startService(ctx, serviceBin)
-	if err != nil {
-		return err
-	}
-	err = vb.chargeReplayKeys(ctx)
-	stop()
-	if err != nil {
-		return err
-	}
-	if v.Prefill > 0 {
-		started := time.Now()
-		if err := fill(ctx, vb.dsn, v.Prefill, false); err != nil {
+	charge := func(from, to int) error {
+		stop, err := vb.startService(ctx, serviceBin)
+		if err != nil {
 			return err
 		}
-		logf("%s: filled %d rows into each of %s in %s", database, v.Prefill, strings.Join(scaleTables, ", "), time.Since(started).Round(time.Second))
-		started = time.Now()
-		if err := migrations.UpTo(ctx, vb.dsn, v.SchemaVersion); err != nil {
+		defer stop()
+		return vb.chargeReplayKeyRange(ctx, from, to)
+	}
+	if v.Prefill == 0 {
+		if err := charge(0, replayKeys); err != nil {
 			return err
 		}
-		v.MigrateNewest = time.Since(started)
-		logf("%s: migration %d over %d payments took %s", database, v.SchemaVersion, v.Prefill, v.MigrateNewest.Round(time.Millisecond))
+		return exec1(ctx, vb.dsn, "VACUUM ANALYZE")
 	}
+	started := time.Now()
+	if err := fillBetweenCharges(ctx, vb.dsn, v.Prefill, charge); err != nil {
+		return err
+	}
+	logf("%s: filled %d rows into each of %s in %s", database, v.Prefill, strings.Join(scaleTables, ", "), time.Since(started).Round(time.Second))
+	started = time.Now()
+	if err := migrations.UpTo(ctx, vb.dsn, v.SchemaVersion); err != nil {
+		return err
+	}
+	v.MigrateNewest = time.Since(started)
+	logf("%s: migration %d over %d payments took %s", database, v.SchemaVersion, v.Prefill, v.MigrateNewest.Round(time.Millisecond))
 	// What autovacuum leaves on a table in service: statistics, hint bits
 	// and the visibility map.
 	return exec1(ctx, vb.dsn, "VACUUM ANALYZE")
+}
+
+// fillBetweenCharges fills n rows per table between the first replay key's
+// charge and the others'. The fill copies its rows' shapes from one charge
+// of the service's, then writes the past (every filled time is before the
+// fill ends), then the rest of the replay keys are charged: rows in the
+// order of their times, as a service in production writes them. With
+// every replay key charged before the fill, their outbox event ids (UUID
+// v7, minted then) sat at the right end of outbox_event_event_id_key; each
+// filled id, older, went into the page just left of them, and a split
+// there halves a page where one at the right end leaves it 90 % full: 57
+// bytes per row instead of 32 (docs/capacity.md).
+func fillBetweenCharges(ctx context.Context, dsn string, n int64, charge func(from, to int) error) error {
+	if err := charge(0, 1); err != nil {
+		return err
+	}
+	if err := fill(ctx, dsn, n, false); err != nil {
+		return err
+	}
+	return charge(1, replayKeys)
 }
 
 // scaleRun runs workload at clients on a freshly started service and reads
@@ -343,11 +376,11 @@ func (r *scaleReport) String() string {
 			c.WALBytesPerCharge, share(c.Tables["payment"]), share(c.Tables["idempotency_record"]),
 			rp.PerSecond, ms(rp.P99), us(rp.DBCPUPerRequest))
 	}
-	if len(r.Variants) > 2 {
-		e, p := r.Variants[1], r.Variants[2]
+	for _, p := range r.Variants[min(2, len(r.Variants)):] {
+		e := r.Variants[1]
 		ec, pc, er, pr := medianScale(e.Create), medianScale(p.Create), medianScale(e.Replay), medianScale(p.Replay)
-		fmt.Fprintf(&s, "\nprefilled / empty: create %.2f (p99 %.2f), replay %.2f (p99 %.2f); migration %d over %d payments: %s\n",
-			pc.PerSecond/ec.PerSecond, ms(pc.P99)/ms(ec.P99), pr.PerSecond/er.PerSecond, ms(pr.P99)/ms(er.P99),
+		fmt.Fprintf(&s, "\n%s / empty: create %.2f (p99 %.2f), replay %.2f (p99 %.2f); migration %d over %d payments: %s\n",
+			p.Name, pc.PerSecond/ec.PerSecond, ms(pc.P99)/ms(ec.P99), pr.PerSecond/er.PerSecond, ms(pr.P99)/ms(er.P99),
 			p.SchemaVersion, p.Prefill, p.MigrateNewest.Round(time.Millisecond))
 	}
 	for _, v := range r.Variants {
@@ -401,10 +434,13 @@ func results(rs []scaleRun) []result {
 
 // runCleanup runs `payment-service cleanup` once against b's database:
 // the retention purge of every table, as an operator or the nightly job
-// runs it.
-func (b *bench) runCleanup(ctx context.Context, serviceBin string) error {
+// runs it, at rowsPerSecond (CLEANUP_ROWS_PER_SECOND; nil: its default).
+func (b *bench) runCleanup(ctx context.Context, serviceBin string, rowsPerSecond *int) error {
 	cmd := exec.CommandContext(ctx, serviceBin, "cleanup")
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+b.dsn, "API_KEYS=bench:"+apiKey, "SANDBOX_PROVIDER_URL="+b.provider.URL)
+	if rowsPerSecond != nil {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("CLEANUP_ROWS_PER_SECOND=%d", *rowsPerSecond))
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("cleanup: %w\n%s", err, out)

@@ -252,6 +252,19 @@ func (p *parser) positiveInt(name string, def int) int {
 	return n
 }
 
+func (p *parser) nonNegativeInt(name string, def int) int {
+	v := p.str(name, "", false)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		p.fail(name, "must be an integer, 0 or more, got %q", v)
+		return def
+	}
+	return n
+}
+
 func (p *parser) boolean(name string, def bool) bool {
 	v := p.str(name, "", false)
 	if v == "" {

@@ -20,6 +20,7 @@ func TestRetentionDefaults(t *testing.T) {
 		ProcessedEventRetention: 7 * 24 * time.Hour,
 		OutboxRetention:         24 * time.Hour,
 		BatchSize:               5000,
+		RowsPerSecond:           10_000,
 		CompleterCron:           "30 * * * * *",
 		CompleterGrace:          time.Minute,
 	}
@@ -76,7 +77,13 @@ func TestRetentionRejectsBadValuesNamingTheVariable(t *testing.T) {
 		{"bad outbox retention", map[string]string{"OUTBOX_RETENTION": "soon"}, "OUTBOX_RETENTION"},
 		{"zero batch", map[string]string{"CLEANUP_BATCH_SIZE": "0"}, "CLEANUP_BATCH_SIZE"},
 		{"huge batch", map[string]string{"CLEANUP_BATCH_SIZE": "1000000"}, "CLEANUP_BATCH_SIZE"},
+		{"negative purge rate", map[string]string{"CLEANUP_ROWS_PER_SECOND": "-1"}, "CLEANUP_ROWS_PER_SECOND"},
+		{"purge rate in words", map[string]string{"CLEANUP_ROWS_PER_SECOND": "fast"}, "CLEANUP_ROWS_PER_SECOND"},
 	})
+	// 0 turns the purge's pacing off.
+	if cfg, err := config.Load(env(map[string]string{"CLEANUP_ROWS_PER_SECOND": "0"})); err != nil || cfg.Retention.RowsPerSecond != 0 {
+		t.Fatalf("CLEANUP_ROWS_PER_SECOND=0: %v, %d", err, cfg.Retention.RowsPerSecond)
+	}
 	// A retention equal to the TTL is allowed.
 	if _, err := config.Load(env(map[string]string{"IDEMPOTENCY_TTL": "48h", "PROCESSED_EVENT_RETENTION": "48h"})); err != nil {
 		t.Fatal(err)

@@ -70,7 +70,9 @@ func newReplica(t testing.TB, dsn string, o replicaOptions) *replica {
 		tx:       tx,
 		registry: registry,
 		jobs: jobs.New(jobs.Deps{
-			Purge:    app.NewPurgeExpired(retention, o.policy, o.batchSize),
+			// Paced as the service wires it; at a rate that keeps the
+			// tests' pauses to microseconds.
+			Purge:    app.NewPurgeExpired(jobs.Paced(retention, 1_000_000), o.policy, o.batchSize),
 			Complete: app.NewCompleteAbandonedCharges(retention, map[app.CommandName]app.Resumable{app.CommandCharge: o.charge}, time.Minute, 100, discardLogger),
 			Logger:   discardLogger,
 			Registry: registry,

@@ -29,7 +29,7 @@ func newJobs(cfg config.Config, db *gorm.DB, uc useCases, registry prometheus.Re
 	retention := repository.NewRetention(db)
 	r := cfg.Retention
 	return jobs.New(jobs.Deps{
-		Purge: app.NewPurgeExpired(retention, app.RetentionPolicy{
+		Purge: app.NewPurgeExpired(jobs.Paced(retention, r.RowsPerSecond), app.RetentionPolicy{
 			IdempotencyTTL:  r.IdempotencyTTL,
 			ProcessedEvents: r.ProcessedEventRetention,
 			PublishedOutbox: r.OutboxRetention,

@@ -5,6 +5,9 @@
 // library stays out of the service's dependencies.
 //
 //	go run . -in ../../bench-api.json -out ../../docs/bench-api.png
+//
+// With -scale it draws docs/bench-scale.png instead, from one or more
+// outputs of `bench-api -scale` (scale.go).
 package main
 
 import (
@@ -44,8 +47,13 @@ type table struct {
 func main() {
 	in := flag.String("in", "bench-api.json", "the JSON bench-api wrote")
 	out := flag.String("out", "bench-api.png", "the PNG to write")
+	scale := flag.Bool("scale", false, "draw throughput and p99 against table size from bench-api -scale outputs (-in: a comma-separated list)")
 	flag.Parse()
-	if err := run(*in, *out); err != nil {
+	render := run
+	if *scale {
+		render = runScale
+	}
+	if err := render(*in, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-chart:", err)
 		os.Exit(1)
 	}
@@ -60,15 +68,24 @@ func run(in, out string) error {
 	if err := json.Unmarshal(raw, &t); err != nil {
 		return err
 	}
-	const w, h = 16 * vg.Centimeter, 10 * vg.Centimeter
-	img := vgimg.New(2*w, h)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Centimeter, PadY: vg.Centimeter / 2, PadTop: vg.Centimeter / 4, PadBottom: vg.Centimeter / 4, PadLeft: vg.Centimeter / 4, PadRight: vg.Centimeter / 4}
-	for i, workload := range []string{"create", "replay"} {
+	var panels []*plot.Plot
+	for _, workload := range []string{"create", "replay"} {
 		p, err := panel(t, workload)
 		if err != nil {
 			return err
 		}
+		panels = append(panels, p)
+	}
+	return writeSideBySide(out, panels)
+}
+
+// writeSideBySide draws panels side by side into the PNG out.
+func writeSideBySide(out string, panels []*plot.Plot) error {
+	const w, h = 16 * vg.Centimeter, 10 * vg.Centimeter
+	img := vgimg.New(vg.Length(len(panels))*w, h)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 1, Cols: len(panels), PadX: vg.Centimeter, PadY: vg.Centimeter / 2, PadTop: vg.Centimeter / 4, PadBottom: vg.Centimeter / 4, PadLeft: vg.Centimeter / 4, PadRight: vg.Centimeter / 4}
+	for i, p := range panels {
 		p.Draw(tiles.At(dc, i, 0))
 	}
 	f, err := os.Create(out)
