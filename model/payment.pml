@@ -25,6 +25,10 @@
  *                  formula 'live' is checked with weak fairness (pan -a -f)
  *   WITNESS=n      stop at reachable event n (proves a check is not vacuous)
  *   SKIP_Pn        switch property Pn off (to show what a mutant breaks next)
+ *   WEBHOOK        the provider also reports each decision in an event (a
+ *                  webhook) delivered up to MAXHOOK times, which
+ *                  ApplyProviderEvent applies: a second writer of phase 3
+ *                  (see "The provider's events")
  * Mutants (each must produce a counterexample):
  *   NOFENCE        fenced writes do not compare lock_token, only the key and
  *                  status = 'IN_PROGRESS'
@@ -44,6 +48,14 @@
  *   NOSETTLE       the code before issue 21: any refusal of a resumed
  *                  payment keeps it PENDING as unknown (no lookup); breaks
  *                  P5's liveness when every retry is refused
+ *   HOOKNOFENCE    (with WEBHOOK) the event's record is not fenced by the
+ *                  token of the claim it read: any IN_PROGRESS record of the
+ *                  key is completed; breaks P4
+ *   HOOKFINAL      (with WEBHOOK) the event is applied whatever the
+ *                  payment's status (no agreed/contradiction check, no
+ *                  fence, no PENDING condition); breaks P15, then P7
+ *   HOOKNODEDUP    (with WEBHOOK) no processed_event: every delivery is
+ *                  processed; breaks P14
  * A provider that breaks an assumption (must produce a counterexample too):
  *   REFUSEONCE     a refusal for good answers the refused request only; a
  *                  later request for E may be accepted (by default the
@@ -267,6 +279,21 @@ bool completer_done;
 #define P8(cond) PROP("VIOLATED P8 a FAILED payment's key is never charged\n", cond)
 #else
 #define P8(cond) skip
+#endif
+/* P14: a provider's event is processed at most once, however often it is
+ * delivered: every later delivery is a duplicate (processed_event). */
+#ifndef SKIP_P14
+#define P14(cond) PROP("VIOLATED P14 an event is processed at most once\n", cond)
+#else
+#define P14(cond) skip
+#endif
+/* P15: an event never changes a final payment, and never writes what
+ * contradicts the payment: it records only a PENDING payment, with the
+ * amount the provider decided on. */
+#ifndef SKIP_P15
+#define P15(cond) PROP("VIOLATED P15 an event records only a PENDING payment it agrees with\n", cond)
+#else
+#define P15(cond) skip
 #endif
 /* P5: every answer is the stored outcome, a final refusal (key reused) or
  * retryable (409 in-progress, 503, a dropped connection); never a 500, and no
@@ -599,9 +626,24 @@ inline charge(k, e, a, me)
 						printf("T%d K%d: phase 3 finds E%d not PENDING: 500\n", me, k, e)
 					fi
 				:: else ->
-					ans = A_409P;            /* lock lost: the new owner records */
+					/* lock lost: the key is looked up (IdempotentCommand.Handle
+					 * on ErrLockLost, right after; docs/model.md). A COMPLETED
+					 * record of this command is this request's answer too: a
+					 * provider's event recorded the decision under this claim
+					 * first, or a new owner recorded it. */
 					SEEN(3);
-					printf("T%d K%d: phase 3 fenced out (lock lost): 409 in-progress\n", me, k)
+					if
+					:: rec[k].st == COMPLETED && rec[k].hash == HASH(e, a) ->
+						ans = rec[k].resp; RESP_TRUE(ans, e, a);
+						if
+						:: holder[k] == me -> SEEN(23)   /* still our claim: the event recorded it */
+						:: else -> skip
+						fi;
+						printf("T%d K%d: phase 3 fenced out, the key is COMPLETED: answers %d\n", me, k, ans)
+					:: else ->
+						ans = A_409P;
+						printf("T%d K%d: phase 3 fenced out (lock lost): 409 in-progress\n", me, k)
+					fi
 				fi
 			   }
 			fi
@@ -811,6 +853,144 @@ end:
 	od
 }
 
+#ifdef WEBHOOK
+/* ------------------------------------------------- the provider's events */
+
+/* The provider reports each decision it made (charged or declined; a
+ * refusal is not a decision) once more, in an event delivered at least
+ * once: here zero to MAXHOOK times (zero: lost), at any time after the
+ * decision, in any order with the other payment's event, before or after
+ * the call's answer, the completer or a retry recorded it. One event per
+ * decision, so one event id per E; the event carries the decision and the
+ * amount the provider decided on (pamt). */
+#ifndef MAXHOOK
+#define MAXHOOK 2      /* deliveries of each event */
+#endif
+#define REPORT_ATT 3   /* reportAttempts: reads of one delivery whose record was fenced out */
+byte hooks[NEXT];      /* deliveries of E's event so far */
+bool processed[NEXT];  /* processed_event holds E's event (consumer webhook:sandbox) */
+byte hookact;          /* the delivery in progress: 0 none, 1 record next, 2 read again */
+byte hookdone[NEXT];   /* ghost: deliveries of E's event that were processed */
+
+#define DECIDED(e) (prov[e] == P_CHARGED || prov[e] == P_DECLINED)
+#define EVENT_ST(e) (prov[e] == P_CHARGED -> SUCCEEDED : DECLINED)
+#define EVENT_RESP(e) (prov[e] == P_CHARGED -> A_201 : A_402)
+#define DELIVERABLE(e) (DECIDED(e) && hooks[e] < MAXHOOK)
+
+#ifndef HOOKNODEDUP
+#define DUPLICATE(e) processed[e]
+#else
+#define DUPLICATE(e) false
+#endif
+/* Which payment an event may record, and under which record: a PENDING one,
+ * under the IN_PROGRESS record whose recovery point it is. */
+#ifndef HOOKFINAL
+#define HOOK_OPEN(e) (pay[e].st == PENDING)
+#define HOOK_CLAIM(j, e) (rec[j].st == INPROG && rec[j].payid == (e) + 1)
+#else
+#define HOOK_OPEN(e) (pay[e].st != NONE)
+#define HOOK_CLAIM(j, e) (rec[j].st != NONE && rec[j].payid == (e) + 1)
+#endif
+/* The fence of the event's record: phase 3's own statement with the token
+ * of the claim the event read. A token here is its actor's, not its
+ * attempt's (see docs/model.md), so the fence also names the payment: a
+ * real token is one claim's, and a claim names its payment for its whole
+ * life. The same actor's later claim of the same payment is matched: the
+ * code reads it again (ErrLockLost) and records under it, as here. */
+#if defined(HOOKFINAL)
+#define HOOK_OWNED(k, t, e) (rec[k].payid == (e) + 1)
+#elif defined(HOOKNOFENCE)
+#define HOOK_OWNED(k, t, e) (rec[k].st == INPROG)
+#else
+#define HOOK_OWNED(k, t, e) (rec[k].st == INPROG && rec[k].tok == (t) && rec[k].payid == (e) + 1)
+#endif
+
+/* The delivery was processed: processed_event commits with what it did. */
+#define HOOK_PROCESSED(e) \
+	processed[e] = 1; hookdone[e]++; P14(hookdone[e] <= 1)
+#define HOOK_ENDS hookact = 0; e = 0; k = 0; t = 0; n = 0
+
+/* ApplyProviderEvent.Handle, the reading half of its transaction: the
+ * processed_event check, then applyReported's reads (no row lock). */
+#define HOOK_READ \
+	if \
+	:: DUPLICATE(e) -> \
+		SEEN(24); printf("webhook: E%d's event again: a duplicate, nothing changes\n", e); HOOK_ENDS \
+	:: !DUPLICATE(e) && pay[e].st == NONE -> \
+		printf("webhook: no payment E%d: 404, nothing stored\n", e); HOOK_ENDS \
+	:: !DUPLICATE(e) && pay[e].st != NONE && pay[e].amt != pamt[e] -> \
+		HOOK_PROCESSED(e); \
+		printf("webhook: E%d's event contradicts its amount: kept, nothing changes\n", e); HOOK_ENDS \
+	:: !DUPLICATE(e) && pay[e].st != NONE && pay[e].amt == pamt[e] && !HOOK_OPEN(e) -> \
+		HOOK_PROCESSED(e); \
+		if \
+		:: pay[e].st == EVENT_ST(e) -> SEEN(26); printf("webhook: E%d is final and agrees\n", e) \
+		:: else -> printf("webhook: E%d is final and contradicts: kept, nothing changes\n", e) \
+		fi; \
+		HOOK_ENDS \
+	:: !DUPLICATE(e) && pay[e].st != NONE && pay[e].amt == pamt[e] && HOOK_OPEN(e) -> \
+		if \
+		:: HOOK_CLAIM(0, e) -> k = 0 \
+		:: HOOK_CLAIM(1, e) -> k = 1 \
+		:: HOOK_CLAIM(2, e) -> k = 2 \
+		:: else -> k = NKEY \
+		fi; \
+		if \
+		:: k < NKEY -> t = rec[k].tok; hookact = 1; \
+			printf("webhook: E%d to record (status %d), claimed by K%d under T%d\n", e, pay[e].st, k, t) \
+		:: else -> printf("webhook: E%d PENDING without a claim: error, rolled back\n", e); HOOK_ENDS \
+		fi \
+	fi
+
+/* ... and its writing half: phase 3's statement, fenced by the claim's
+ * token; fenced out (ErrLockLost), it reads again, REPORT_ATT times in all,
+ * then rolls back (ErrReportContended). */
+#define HOOK_RECORD \
+	if \
+	:: HOOK_OWNED(k, t, e) -> \
+		P15(pay[e].st == PENDING && pay[e].amt == pamt[e]); \
+		P3(k); P4(k, t); \
+		pay[e].st = EVENT_ST(e); COMPLETE_WRITE(k, EVENT_RESP(e)); \
+		RESP_TRUE(rec[k].resp, e, pay[e].amt); \
+		ev[e]++; P7(ev[e] == 1); \
+		HOOK_PROCESSED(e); SEEN(22); \
+		printf("webhook: records E%d under K%d, completes %d, writes the event\n", e, k, rec[k].resp); \
+		HOOK_ENDS \
+	:: else -> \
+		n++; SEEN(25); \
+		if \
+		:: n < REPORT_ATT -> hookact = 2; printf("webhook: K%d's lock changed hands: reads E%d again\n", k, e) \
+		:: else -> printf("webhook: E%d kept changing: rolled back\n", e); HOOK_ENDS \
+		fi \
+	fi
+
+/* A webhook delivery, on any replica (a crash rolls its transaction back,
+ * the same as a delivery that never came). Deliveries are one at a time: a
+ * concurrent duplicate waits on processed_event's row and then finds it. */
+active proctype Webhook()
+{
+	byte e, k, t, n;
+end:
+	do
+	:: atomic {
+		hookact == 0 && (DELIVERABLE(0) || DELIVERABLE(1)) ->
+		if
+		:: DELIVERABLE(0) -> e = 0
+		:: DELIVERABLE(1) -> e = 1
+		fi;
+		hooks[e]++;
+		printf("provider -> webhook: E%d %d (2 charged, 3 declined), delivery %d\n", e, prov[e], hooks[e]);
+		HOOK_READ
+	   }
+	:: d_step { hookact == 1 -> HOOK_RECORD }
+	:: d_step { hookact == 2 -> HOOK_READ }
+	od
+}
+#define HOOK_IDLE (hookact == 0)
+#else
+#define HOOK_IDLE true
+#endif
+
 #if NCLI == 3
 #define ALIVE_ANY (alive[1] || alive[2] || alive[3] || alive[4])
 #define KILLED_ANY (kill[1] || kill[2] || kill[3] || kill[4])
@@ -916,7 +1096,7 @@ init {
 		run Completer()
 	};
 	atomic {
-		clients_done == NCLI && completer_done &&
+		clients_done == NCLI && completer_done && HOOK_IDLE &&
 		prov[0] != P_RUNNING && prov[1] != P_RUNNING ->
 		QUIET(0); QUIET(1);
 		P2(rec[0].st != INPROG && rec[1].st != INPROG && rec[2].st != INPROG)

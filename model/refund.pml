@@ -570,9 +570,19 @@ inline refund(k, x, a, me)
 					ans = A_500;             /* the refund is not PENDING: nothing written */
 					printf("T%d K%d: phase 3 finds X%d not PENDING: 500\n", me, k, x)
 				:: else ->
-					ans = A_409P;            /* lock lost: the new owner records */
+					/* lock lost: the key is looked up (IdempotentCommand.Handle
+					 * on ErrLockLost, right after; docs/model.md). A COMPLETED
+					 * record of this command is this request's answer too: a
+					 * new owner recorded the decision. */
 					SEEN(3);
-					printf("T%d K%d: phase 3 fenced out (lock lost): 409 in-progress\n", me, k)
+					if
+					:: rec[k].st == COMPLETED && rec[k].hash == HASH(x, a) ->
+						ans = rec[k].resp; RESP_TRUE(ans, x, a); SEEN(18);
+						printf("T%d K%d: phase 3 fenced out, the key is COMPLETED: answers %d\n", me, k, ans)
+					:: else ->
+						ans = A_409P;
+						printf("T%d K%d: phase 3 fenced out (lock lost): 409 in-progress\n", me, k)
+					fi
 				fi
 			   }
 			fi
