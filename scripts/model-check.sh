@@ -68,7 +68,8 @@ run() {
 	local dir="$work/$name" pml
 	pml="$(basename "$MODEL")"
 	mkdir -p "$dir"
-	cp "$MODEL" "$dir/$pml"
+	# the model and the core it includes (model/core*.pml)
+	cp "$MODEL" "$(dirname "$MODEL")"/core*.pml "$dir/"
 	runs=$((runs + 1))
 
 	# A run that expects a counterexample searches little: compiling pan.c
