@@ -6,6 +6,7 @@ BIN         ?= bin
 .PHONY: dev demo compose-check fresh-machine-check test test-kafka test-fault test-fault-long test-fault-rolling-long fuzz contract-fuzz lint build migrate bench bench-api bench-scale bench-tracing docs-screenshot help model model-mutants model-deep \
 	model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease \
 	model-mutant-nolookup model-mutant-busyasnone model-mutant-nosettle model-mutant-refuseonce \
+	model-mutant-hooknofence model-mutant-hookfinal model-mutant-hooknodedup \
 	model-mutant-refund-checkthenact model-mutant-refund-newkey model-mutant-refund-nofence \
 	model-mutant-refund-nocommand model-mutant-refund-delunknown model-mutant-refund-nolease
 
@@ -197,6 +198,7 @@ model-mutants:
 
 model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease \
 model-mutant-nolookup model-mutant-busyasnone model-mutant-nosettle model-mutant-refuseonce \
+model-mutant-hooknofence model-mutant-hookfinal model-mutant-hooknodedup \
 model-mutant-refund-checkthenact model-mutant-refund-newkey model-mutant-refund-nofence \
 model-mutant-refund-nocommand model-mutant-refund-delunknown model-mutant-refund-nolease:
 	scripts/model-check.sh $(patsubst model-mutant-%,%,$@)

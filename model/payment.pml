@@ -11,7 +11,12 @@
  * idempotent by its own key, whose answers can be lost, that may refuse
  * requests for good before it looks at their key, and that answers a lookup
  * by key truthfully; replicas that crash at any step, and locks that expire
- * while their owner is slow or after it has gone.
+ * while their owner is slow or after it has gone. With WEBHOOK, the
+ * provider's events (webhooks) applied by ApplyProviderEvent, a second
+ * writer of phase 3. What the refund's model (model/refund.pml) shares with
+ * this one, the record, its statements, the fault budget, the client and
+ * the environment, is written once in model/core.pml and
+ * model/core-processes.pml.
  *
  * A database transaction is one atomic step (d_step): it commits as a whole
  * or, on a crash or a rollback, leaves no trace. A crash between two steps
@@ -25,6 +30,10 @@
  *                  formula 'live' is checked with weak fairness (pan -a -f)
  *   WITNESS=n      stop at reachable event n (proves a check is not vacuous)
  *   SKIP_Pn        switch property Pn off (to show what a mutant breaks next)
+ *   WEBHOOK        the provider also reports each decision in an event (a
+ *                  webhook) delivered up to MAXHOOK times, which
+ *                  ApplyProviderEvent applies: a second writer of phase 3
+ *                  (see "The provider's events")
  * Mutants (each must produce a counterexample):
  *   NOFENCE        fenced writes do not compare lock_token, only the key and
  *                  status = 'IN_PROGRESS'
@@ -44,6 +53,14 @@
  *   NOSETTLE       the code before issue 21: any refusal of a resumed
  *                  payment keeps it PENDING as unknown (no lookup); breaks
  *                  P5's liveness when every retry is refused
+ *   HOOKNOFENCE    (with WEBHOOK) the event's record is not fenced by the
+ *                  token of the claim it read: any IN_PROGRESS record of the
+ *                  key is completed; breaks P4
+ *   HOOKFINAL      (with WEBHOOK) the event is applied whatever the
+ *                  payment's status (no agreed/contradiction check, no
+ *                  fence, no PENDING condition); breaks P15, then P7
+ *   HOOKNODEDUP    (with WEBHOOK) no processed_event: every delivery is
+ *                  processed; breaks P14
  * A provider that breaks an assumption (must produce a counterexample too):
  *   REFUSEONCE     a refusal for good answers the refused request only; a
  *                  later request for E may be accepted (by default the
@@ -94,64 +111,18 @@
 #define NEXT 2                     /* external payments E0, E1 (one provider) */
 #define HASH(e, a) ((e) * 2 + (a))
 
-/* --------------------------------------------------------- fault budget */
-
-/* Each kind of fault may happen at most its own number of times, and all
- * kinds together at most MAXFAULTS times, in one run. */
-#ifndef MAXFAULTS
-#define MAXFAULTS 2
-#endif
-#ifndef MAXCRASH
-#define MAXCRASH 1     /* replica crashes (each kills every attempt on it) */
-#endif
-#ifndef MAXSLOW
-#define MAXSLOW 1      /* locks that expire while their owner still works */
-#endif
-#ifndef MAXLOST
-#define MAXLOST 1      /* provider answers lost after the provider decided */
-#endif
-#ifndef MAXDNC
-#define MAXDNC 1       /* provider calls refused, not charged for now */
-#endif
-#ifndef MAXREFUSE
-#define MAXREFUSE 1    /* external payments the provider refuses for good */
-#endif
-#ifndef MAXDBFAIL
-#define MAXDBFAIL 1    /* phase-3 transactions that fail (database down) */
-#endif
-#ifndef MAXPURGE
-#define MAXPURGE 1     /* TTL purges (not a fault; each deletes one record) */
-#endif
-#ifndef MAXATT
-#define MAXATT 2       /* attempts per client, without LIVENESS */
-#endif
-#define MAY(cnt, max) ((cnt) < (max) && faults < MAXFAULTS)
-#define FAULT(cnt) cnt++; faults++
+/* The core both models share: the fault budget, the record and its
+ * statements, the attempts (model/core.pml). */
+#define RECOVERY payid             /* the record's recovery point: payment_id */
+#include "core.pml"
 
 /* ------------------------------------------------------------ constants */
 
-/* idempotency_record.status; NONE = no row */
-#define NONE       0
-#define INPROG     1
-#define COMPLETED  2
-/* payment.status; NONE = no row */
-#define PENDING    1
-#define SUCCEEDED  2
-#define DECLINED   3
-#define FAILED     4   /* refused for good, no charge under its key: final */
 /* the provider's ledger, per provider idempotency key provider:E */
 #define P_NONE     0
 #define P_RUNNING  1   /* accepted, being processed */
 #define P_CHARGED  2
 #define P_DECLINED 3
-/* the provider port's answer */
-#define R_WAIT     0
-#define R_APPROVED 1
-#define R_DECLINED 2
-#define R_DNC      3   /* refused, not charged for now (ErrProviderNotCharged) */
-#define R_UNKNOWN  4
-#define R_REFUSED  5   /* refused for good, not charged (ErrProviderRefused) */
-#define R_FAIL     6   /* settled: record the payment FAILED */
 /* answers to the client: final ones ... */
 #define A_NONE     0
 #define A_201      1   /* charged */
@@ -172,46 +143,18 @@
 
 /* ---------------------------------------------------------------- state */
 
-typedef Rec {
-	byte st;       /* NONE, INPROG, COMPLETED */
-	byte hash;     /* command_hash */
-	byte tok;      /* lock_token; 0 = NULL */
-	bit  exp;      /* locked_until < now */
-	byte payid;    /* payment_id: E + 1; 0 = NULL (the recovery point) */
-	byte resp      /* response: an A_ code */
-};
 typedef Pay {
 	byte st;       /* NONE, PENDING, SUCCEEDED, DECLINED, FAILED */
 	byte amt
 };
 
-Rec  rec[NKEY];    /* idempotency_record, primary key (client_id, key) */
 Pay  pay[NEXT];    /* payment, one row per UNIQUE (provider, external id) */
 byte prov[NEXT];   /* provider ledger, per provider key */
 byte pamt[NEXT];   /* the amount the provider charged (or was asked for) */
 byte ev[NEXT];     /* outbox events written per payment */
 bool refusing[NEXT]; /* the provider refuses every request for E, for good */
 
-bool kill[NTOK];   /* this attempt dies with its replica at its next step */
-byte crashes, slow, lost, dnc, refusals, dbfail, purges, faults;
-
-/* ghosts: not in the system, only for the properties and the environment */
-byte holder[NKEY];       /* the attempt that made the key's latest claim */
-bool owner_alive[NKEY];  /* ... and it is still running */
-bool alive[NTOK];        /* the attempt with this token is running */
-byte clients_done;       /* clients that stopped */
-byte nfinal;             /* clients that got a final answer */
-bool completer_done;
-
 /* ----------------------------------------------------------- properties */
-
-/* A violated property prints its name (seen when the trail is replayed with
- * spin -t) before the assertion fails. */
-#define PROP(msg, cond) \
-	if \
-	:: !(cond) -> printf(msg); assert(cond) \
-	:: else -> skip \
-	fi
 
 /* P1: at most one charge per business operation. The provider's ledger
  * charges a provider key at most once by construction (it is idempotent), so
@@ -268,6 +211,21 @@ bool completer_done;
 #else
 #define P8(cond) skip
 #endif
+/* P14: a provider's event is processed at most once, however often it is
+ * delivered: every later delivery is a duplicate (processed_event). */
+#ifndef SKIP_P14
+#define P14(cond) PROP("VIOLATED P14 an event is processed at most once\n", cond)
+#else
+#define P14(cond) skip
+#endif
+/* P15: an event never changes a final payment, and never writes what
+ * contradicts the payment: it records only a PENDING payment, with the
+ * amount the provider decided on. */
+#ifndef SKIP_P15
+#define P15(cond) PROP("VIOLATED P15 an event records only a PENDING payment it agrees with\n", cond)
+#else
+#define P15(cond) skip
+#endif
 /* P5: every answer is the stored outcome, a final refusal (key reused) or
  * retryable (409 in-progress, 503, a dropped connection); never a 500, and no
  * attempt hangs (spin's invalid end states). Its liveness half is the LTL
@@ -289,18 +247,6 @@ bool completer_done;
 	:: else -> skip \
 	fi
 
-/* Reachability witnesses: with -DWITNESS=n the run stops with an error the
- * first time event n happens; scripts/model-check expects it to. */
-#ifdef WITNESS
-#define SEEN(n) \
-	if \
-	:: WITNESS == (n) -> printf("WITNESS %d reached\n", n); assert(WITNESS != (n)) \
-	:: else -> skip \
-	fi
-#else
-#define SEEN(n) skip
-#endif
-
 /* --------------------------------------------------- database statements */
 
 #define OTHER(e) (1 - (e))
@@ -312,27 +258,8 @@ bool completer_done;
 #define ORDER_BUSY(e) false
 #endif
 
-/* The fence of every write after the claim: WHERE lock_token = mine AND
- * status = 'IN_PROGRESS'. */
-#ifndef NOFENCE
-#define OWNED(k, me) (rec[k].st == INPROG && rec[k].tok == (me))
-#else
-#define OWNED(k, me) (rec[k].st == INPROG)
-#endif
-
-/* The claim's write: the INSERT, or the DO UPDATE of a takeover. */
-#define CLAIM_WRITE(k, me, h, p) \
-	P3(k); \
-	rec[k].st = INPROG; rec[k].hash = h; rec[k].tok = me; rec[k].exp = 0; \
-	rec[k].payid = p; rec[k].resp = A_NONE; holder[k] = me; owner_alive[k] = 1
-
-/* Complete: the outcome is stored, the lock columns go NULL. */
-#define COMPLETE_WRITE(k, r) \
-	rec[k].st = COMPLETED; rec[k].resp = r; rec[k].tok = 0; rec[k].exp = 0
-
-#define DELETE_RECORD(k) \
-	rec[k].st = NONE; rec[k].hash = 0; rec[k].tok = 0; rec[k].exp = 0; \
-	rec[k].payid = 0; rec[k].resp = 0
+/* The charge's check before a claim's write (model/core.pml). */
+#define CLAIM_CHECK(k) P3(k)
 
 /* ------------------------------------------------------- ChargePayment */
 
@@ -599,9 +526,24 @@ inline charge(k, e, a, me)
 						printf("T%d K%d: phase 3 finds E%d not PENDING: 500\n", me, k, e)
 					fi
 				:: else ->
-					ans = A_409P;            /* lock lost: the new owner records */
+					/* lock lost: the key is looked up (IdempotentCommand.Handle
+					 * on ErrLockLost, right after; docs/model.md). A COMPLETED
+					 * record of this command is this request's answer too: a
+					 * provider's event recorded the decision under this claim
+					 * first, or a new owner recorded it. */
 					SEEN(3);
-					printf("T%d K%d: phase 3 fenced out (lock lost): 409 in-progress\n", me, k)
+					if
+					:: rec[k].st == COMPLETED && rec[k].hash == HASH(e, a) ->
+						ans = rec[k].resp; RESP_TRUE(ans, e, a);
+						if
+						:: holder[k] == me -> SEEN(23)   /* still our claim: the event recorded it */
+						:: else -> skip
+						fi;
+						printf("T%d K%d: phase 3 fenced out, the key is COMPLETED: answers %d\n", me, k, ans)
+					:: else ->
+						ans = A_409P;
+						printf("T%d K%d: phase 3 fenced out (lock lost): 409 in-progress\n", me, k)
+					fi
 				fi
 			   }
 			fi
@@ -667,62 +609,12 @@ inline charge(k, e, a, me)
 
 /* ------------------------------------------------------------ processes */
 
-/* An attempt starts on some replica. Its replica may crash at any step: the
- * attempt then ends (the unless clause), and if it made the key's latest
- * claim, that claim's owner is gone, so its lock may expire at any time. */
-#define ATTEMPT_STARTS(me) d_step { alive[me] = 1; ans = A_CRASH }
-#define ATTEMPT_ENDS(k, me) \
-	alive[me] = 0; \
-	if \
-	:: holder[k] == (me) -> owner_alive[k] = 0 \
-	:: else -> skip \
-	fi
-
-proctype Client(byte me)
-{
-	byte k = CMD_K(me), e = CMD_E(me), a = CMD_A(me);
-	byte ans = A_NONE, att = 0;
-	CHARGE_LOCALS;
-
-	do
-	:: FINAL(ans) -> nfinal++; break
-#ifndef LIVENESS
-	:: !FINAL(ans) && att == MAXATT -> break
-	:: !FINAL(ans) && att < MAXATT ->
-		att++;
-#else
-	:: !FINAL(ans) ->
-#endif
-		ATTEMPT_STARTS(me);
-		{
-			charge(k, e, a, me);
-			d_step { ATTEMPT_ENDS(k, me) }     /* the answer leaves the replica */
-		} unless {
-			atomic {
-				kill[me] -> kill[me] = 0; ATTEMPT_ENDS(k, me); ans = A_CRASH;
-				printf("T%d: dies with its replica\n", me)
-			}
-		};
-		d_step {
-			assert(ans != A_NONE);
-			P5(ans != A_500);
-			RESET_CHARGE;
-			if
-			:: !FINAL(ans) -> ans = A_NONE       /* retryable: the client retries */
-			:: else -> skip
-			fi
-		}
-	od;
-	clients_done++
-}
-
 /* CompleteAbandonedCharges on the elected replica: ListAbandoned picks an
  * IN_PROGRESS record whose lock expired (the grace is time, so it may race
  * with the client's own retry); then ReleaseAbandoned, or the command is
  * rebuilt from the payment row and run through ChargePayment like a client's
  * retry. It stops once the clients have stopped and no record is left
  * IN_PROGRESS. */
-#define ABANDONED(k) (rec[k].st == INPROG && rec[k].exp)
 proctype Completer()
 {
 	byte k, e, a, cpid, chash, ans;
@@ -811,92 +703,160 @@ end:
 	od
 }
 
-#if NCLI == 3
-#define ALIVE_ANY (alive[1] || alive[2] || alive[3] || alive[4])
-#define KILLED_ANY (kill[1] || kill[2] || kill[3] || kill[4])
-#else
-#define ALIVE_ANY (alive[1] || alive[2] || alive[3])
-#define KILLED_ANY (kill[1] || kill[2] || kill[3])
-#endif
-#ifndef NOLEASE
-#define EXPIRABLE(k) (rec[k].st == INPROG && !rec[k].exp && (!owner_alive[k] || MAY(slow, MAXSLOW)))
-#else
-#define EXPIRABLE(k) false
-#endif
-#define PURGEABLE(k) (rec[k].st == COMPLETED || (rec[k].st == INPROG && rec[k].exp && rec[k].payid == 0))
+#ifdef WEBHOOK
+/* ------------------------------------------------- the provider's events */
 
-/* Time and failures: replica crashes, lock expiry, the TTL purge. */
-active proctype Environment()
+/* The provider reports each decision it made (charged or declined; a
+ * refusal is not a decision) once more, in an event delivered at least
+ * once: here zero to MAXHOOK times (zero: lost), at any time after the
+ * decision, in any order with the other payment's event, before or after
+ * the call's answer, the completer or a retry recorded it. One event per
+ * decision, so one event id per E; the event carries the decision and the
+ * amount the provider decided on (pamt). */
+#ifndef MAXHOOK
+#define MAXHOOK 2      /* deliveries of each event */
+#endif
+#define REPORT_ATT 3   /* reportAttempts: reads of one delivery whose record was fenced out */
+byte hooks[NEXT];      /* deliveries of E's event so far */
+bool processed[NEXT];  /* processed_event holds E's event (consumer webhook:sandbox) */
+byte hookact;          /* the delivery in progress: 0 none, 1 record next, 2 read again */
+byte hookdone[NEXT];   /* ghost: deliveries of E's event that were processed */
+
+#define DECIDED(e) (prov[e] == P_CHARGED || prov[e] == P_DECLINED)
+#define EVENT_ST(e) (prov[e] == P_CHARGED -> SUCCEEDED : DECLINED)
+#define EVENT_RESP(e) (prov[e] == P_CHARGED -> A_201 : A_402)
+#define DELIVERABLE(e) (DECIDED(e) && hooks[e] < MAXHOOK)
+
+#ifndef HOOKNODEDUP
+#define DUPLICATE(e) processed[e]
+#else
+#define DUPLICATE(e) false
+#endif
+/* Which payment an event may record, and under which record: a PENDING one,
+ * under the IN_PROGRESS record whose recovery point it is. */
+#ifndef HOOKFINAL
+#define HOOK_OPEN(e) (pay[e].st == PENDING)
+#define HOOK_CLAIM(j, e) (rec[j].st == INPROG && rec[j].payid == (e) + 1)
+#else
+#define HOOK_OPEN(e) (pay[e].st != NONE)
+#define HOOK_CLAIM(j, e) (rec[j].st != NONE && rec[j].payid == (e) + 1)
+#endif
+/* The fence of the event's record: phase 3's own statement with the token
+ * of the claim the event read. A token here is its actor's, not its
+ * attempt's (see docs/model.md), so the fence also names the payment: a
+ * real token is one claim's, and a claim names its payment for its whole
+ * life. The same actor's later claim of the same payment is matched: the
+ * code reads it again (ErrLockLost) and records under it, as here. */
+#if defined(HOOKFINAL)
+#define HOOK_OWNED(k, t, e) (rec[k].payid == (e) + 1)
+#elif defined(HOOKNOFENCE)
+#define HOOK_OWNED(k, t, e) (rec[k].st == INPROG)
+#else
+#define HOOK_OWNED(k, t, e) (rec[k].st == INPROG && rec[k].tok == (t) && rec[k].payid == (e) + 1)
+#endif
+
+/* The delivery was processed: processed_event commits with what it did. */
+#define HOOK_PROCESSED(e) \
+	processed[e] = 1; hookdone[e]++; P14(hookdone[e] <= 1)
+#define HOOK_ENDS hookact = 0; e = 0; k = 0; t = 0; n = 0
+
+/* ApplyProviderEvent.Handle, the reading half of its transaction: the
+ * processed_event check, then applyReported's reads (no row lock). */
+#define HOOK_READ \
+	if \
+	:: DUPLICATE(e) -> \
+		SEEN(24); printf("webhook: E%d's event again: a duplicate, nothing changes\n", e); HOOK_ENDS \
+	:: !DUPLICATE(e) && pay[e].st == NONE -> \
+		printf("webhook: no payment E%d: 404, nothing stored\n", e); HOOK_ENDS \
+	:: !DUPLICATE(e) && pay[e].st != NONE && pay[e].amt != pamt[e] -> \
+		HOOK_PROCESSED(e); \
+		printf("webhook: E%d's event contradicts its amount: kept, nothing changes\n", e); HOOK_ENDS \
+	:: !DUPLICATE(e) && pay[e].st != NONE && pay[e].amt == pamt[e] && !HOOK_OPEN(e) -> \
+		HOOK_PROCESSED(e); \
+		if \
+		:: pay[e].st == EVENT_ST(e) -> SEEN(26); printf("webhook: E%d is final and agrees\n", e) \
+		:: else -> printf("webhook: E%d is final and contradicts: kept, nothing changes\n", e) \
+		fi; \
+		HOOK_ENDS \
+	:: !DUPLICATE(e) && pay[e].st != NONE && pay[e].amt == pamt[e] && HOOK_OPEN(e) -> \
+		if \
+		:: HOOK_CLAIM(0, e) -> k = 0 \
+		:: HOOK_CLAIM(1, e) -> k = 1 \
+		:: HOOK_CLAIM(2, e) -> k = 2 \
+		:: else -> k = NKEY \
+		fi; \
+		if \
+		:: k < NKEY -> t = rec[k].tok; hookact = 1; \
+			printf("webhook: E%d to record (status %d), claimed by K%d under T%d\n", e, pay[e].st, k, t) \
+		:: else -> printf("webhook: E%d PENDING without a claim: error, rolled back\n", e); HOOK_ENDS \
+		fi \
+	fi
+
+/* ... and its writing half: phase 3's statement, fenced by the claim's
+ * token; fenced out (ErrLockLost), it reads again, REPORT_ATT times in all,
+ * then rolls back (ErrReportContended). */
+#define HOOK_RECORD \
+	if \
+	:: HOOK_OWNED(k, t, e) -> \
+		P15(pay[e].st == PENDING && pay[e].amt == pamt[e]); \
+		P3(k); P4(k, t); \
+		pay[e].st = EVENT_ST(e); COMPLETE_WRITE(k, EVENT_RESP(e)); \
+		RESP_TRUE(rec[k].resp, e, pay[e].amt); \
+		ev[e]++; P7(ev[e] == 1); \
+		HOOK_PROCESSED(e); SEEN(22); \
+		printf("webhook: records E%d under K%d, completes %d, writes the event\n", e, k, rec[k].resp); \
+		HOOK_ENDS \
+	:: else -> \
+		n++; SEEN(25); \
+		if \
+		:: n < REPORT_ATT -> hookact = 2; printf("webhook: K%d's lock changed hands: reads E%d again\n", k, e) \
+		:: else -> printf("webhook: E%d kept changing: rolled back\n", e); HOOK_ENDS \
+		fi \
+	fi
+
+/* A webhook delivery, on any replica (a crash rolls its transaction back,
+ * the same as a delivery that never came). Deliveries are one at a time: a
+ * concurrent duplicate waits on processed_event's row and then finds it. */
+active proctype Webhook()
 {
-	byte k, t;
+	byte e, k, t, n;
 end:
 	do
 	:: atomic {
-		/* A replica crashes (and restarts): every attempt placed on it
-		 * dies. With two replicas and any placement that is any non-empty
-		 * set of the running attempts, chosen here instead of at each start. */
-		MAY(crashes, MAXCRASH) && ALIVE_ANY ->
-		FAULT(crashes);
-		t = 1;
-		do
-		:: t < NTOK ->
-			if
-			:: alive[t] -> kill[t] = 1
-			:: true -> skip
-			fi;
-			t++
-		:: t == NTOK -> break
-		od;
+		hookact == 0 && (DELIVERABLE(0) || DELIVERABLE(1)) ->
 		if
-		:: KILLED_ANY -> skip
-		:: else ->
-			/* the empty choice stands for the first running attempt alone */
-			t = 1;
-			do
-			:: !alive[t] -> t++
-			:: alive[t] -> kill[t] = 1; break
-			od
+		:: DELIVERABLE(0) -> e = 0
+		:: DELIVERABLE(1) -> e = 1
 		fi;
-		printf("a replica crashes\n");
-		t = 0
+		hooks[e]++;
+		printf("provider -> webhook: E%d %d (2 charged, 3 declined), delivery %d\n", e, prov[e], hooks[e]);
+		HOOK_READ
 	   }
-	:: atomic {
-		/* A lock expires: at any time once its owner has gone (crashed or
-		 * answered), at most MAXSLOW times while its owner still works. */
-		EXPIRABLE(0) || EXPIRABLE(1) || EXPIRABLE(2) ->
-		if
-		:: EXPIRABLE(0) -> k = 0
-		:: EXPIRABLE(1) -> k = 1
-		:: EXPIRABLE(2) -> k = 2
-		fi;
-		if
-		:: owner_alive[k] -> FAULT(slow);
-			printf("the lock of K%d expires while its owner T%d still works\n", k, rec[k].tok)
-		:: else -> printf("the lock of K%d expires\n", k)
-		fi;
-		rec[k].exp = 1; k = 0
-	   }
-	:: atomic {
-		/* The retention target: past the TTL, a COMPLETED record, or an
-		 * IN_PROGRESS one with an expired lock and no payment. (Rows locked
-		 * by a running transaction are skipped; none is mid-transaction
-		 * here.) */
-		purges < MAXPURGE && (PURGEABLE(0) || PURGEABLE(1) || PURGEABLE(2)) ->
-		purges++;
-		if
-		:: PURGEABLE(0) -> k = 0
-		:: PURGEABLE(1) -> k = 1
-		:: PURGEABLE(2) -> k = 2
-		fi;
-		if
-		:: rec[k].st == COMPLETED -> SEEN(11)
-		:: else -> skip
-		fi;
-		printf("the TTL purge deletes K%d\n", k);
-		DELETE_RECORD(k); k = 0
-	   }
+	:: d_step { hookact == 1 -> HOOK_RECORD }
+	:: d_step { hookact == 2 -> HOOK_READ }
 	od
 }
+#define HOOK_IDLE (hookact == 0)
+#else
+#define HOOK_IDLE true
+#endif
+
+/* The processes the charge shares with the refund (model/core-processes.pml):
+ * the client, running the charge, and the environment. The TTL purge's
+ * target: a COMPLETED record, or an IN_PROGRESS one with an expired lock
+ * and no payment. */
+#define COMMAND(k, e, a, me) charge(k, e, a, me)
+#define COMMAND_LOCALS CHARGE_LOCALS
+#define RESET_COMMAND RESET_CHARGE
+#define CMD_OBJ(i) CMD_E(i)
+#define NOT_500(cond) P5(cond)
+#define PURGEABLE(k) (rec[k].st == COMPLETED || (rec[k].st == INPROG && rec[k].exp && rec[k].payid == 0))
+#define PURGE_SEEN(k) \
+	if \
+	:: rec[k].st == COMPLETED -> SEEN(11) \
+	:: else -> skip \
+	fi
+#include "core-processes.pml"
 
 /* P2, once the system is quiet: the clients have stopped, the completer has
  * nothing left, the provider has decided every request it accepted. */
@@ -916,7 +876,7 @@ init {
 		run Completer()
 	};
 	atomic {
-		clients_done == NCLI && completer_done &&
+		clients_done == NCLI && completer_done && HOOK_IDLE &&
 		prov[0] != P_RUNNING && prov[1] != P_RUNNING ->
 		QUIET(0); QUIET(1);
 		P2(rec[0].st != INPROG && rec[1].st != INPROG && rec[2].st != INPROG)

@@ -9,7 +9,10 @@
  * record; takeover, release, early lock release, lookup, completer), but
  * what it reserves and what can go wrong with money differ (a refund total
  * against one charge instead of one payment per order), and the charge's
- * checks stay as cheap and as readable as they were.
+ * checks stay as cheap and as readable as they were. What the two share,
+ * the record, its statements, the fault budget, the client and the
+ * environment, is written once in model/core.pml and
+ * model/core-processes.pml.
  *
  * What is modelled: one payment, SUCCEEDED at the provider for CHARGE; the
  * refund command (claim, takeover, resume, the reservation against the
@@ -108,51 +111,13 @@
 #endif
 #define XOF(pk) ((pk) % NX)
 
-/* --------------------------------------------------------- fault budget */
-
-/* Each kind of fault may happen at most its own number of times, and all
- * kinds together at most MAXFAULTS times, in one run. */
-#ifndef MAXFAULTS
-#define MAXFAULTS 2
-#endif
-#ifndef MAXCRASH
-#define MAXCRASH 1     /* replica crashes (each kills every attempt on it) */
-#endif
-#ifndef MAXSLOW
-#define MAXSLOW 1      /* locks that expire while their owner still works */
-#endif
-#ifndef MAXLOST
-#define MAXLOST 1      /* provider answers lost after the provider decided */
-#endif
-#ifndef MAXDNC
-#define MAXDNC 1       /* provider calls refused, not refunded for now */
-#endif
-#ifndef MAXREFUSE
-#define MAXREFUSE 1    /* external refunds the provider refuses for good */
-#endif
-#ifndef MAXDBFAIL
-#define MAXDBFAIL 1    /* phase-3 statements that fail (database down) */
-#endif
-#ifndef MAXPURGE
-#define MAXPURGE 1     /* TTL purges (not a fault; each deletes one record) */
-#endif
-#ifndef MAXATT
-#define MAXATT 2       /* attempts per client, without LIVENESS */
-#endif
-#define MAY(cnt, max) ((cnt) < (max) && faults < MAXFAULTS)
-#define FAULT(cnt) cnt++; faults++
+/* The core both models share: the fault budget, the record and its
+ * statements, the attempts (model/core.pml). */
+#define RECOVERY rid               /* the record's recovery point: refund_id */
+#include "core.pml"
 
 /* ------------------------------------------------------------ constants */
 
-/* idempotency_record.status; NONE = no row */
-#define NONE       0
-#define INPROG     1
-#define COMPLETED  2
-/* refund.status; NONE = no row */
-#define PENDING    1
-#define SUCCEEDED  2
-#define DECLINED   3
-#define FAILED     4   /* refused for good, nothing under its key: final */
 #define COUNTS(x)  (ref[x].st == PENDING || ref[x].st == SUCCEEDED)
 /* the provider's ledger, per provider key */
 #define P_NONE     0
@@ -163,14 +128,6 @@
                         * key (a lookup finds none); the waiting caller is
                         * told "refused" */
 #define PNONE(pk)  (prov[pk] == P_NONE || prov[pk] == P_REFUSED)
-/* the provider port's answer */
-#define R_WAIT     0
-#define R_APPROVED 1
-#define R_DECLINED 2
-#define R_DNC      3   /* refused, not refunded for now (ErrProviderNotCharged) */
-#define R_UNKNOWN  4
-#define R_REFUSED  5   /* refused for good, not refunded (ErrProviderRefused) */
-#define R_FAIL     6   /* settled: record the refund FAILED */
 /* answers to the client: final ones ... */
 #define A_NONE     0
 #define A_201      1   /* refunded */
@@ -191,20 +148,11 @@
 
 /* ---------------------------------------------------------------- state */
 
-typedef Rec {
-	byte st;       /* NONE, INPROG, COMPLETED */
-	byte hash;     /* command_hash */
-	byte tok;      /* lock_token; 0 = NULL */
-	bit  exp;      /* locked_until < now */
-	byte rid;      /* refund_id: X + 1; 0 = NULL (the recovery point) */
-	byte resp      /* response: an A_ code */
-};
 typedef Ref {
 	byte st;       /* NONE, PENDING, SUCCEEDED, DECLINED, FAILED */
 	byte amt
 };
 
-Rec  rec[NKEY];    /* idempotency_record, primary key (client_id, key) */
 Ref  ref[NX];      /* refund, one row per UNIQUE (provider, external_refund_id) */
 byte reserved;     /* payment.refund_reserved: the PENDING and SUCCEEDED total */
 byte ev[NX];       /* outbox events written per refund */
@@ -212,28 +160,11 @@ byte prov[NPK];    /* provider ledger, per provider key */
 byte pamt[NPK];    /* the amount the provider refunded (or was asked for) */
 bool refusing[NX]; /* the provider refuses every request for X, for good */
 
-bool kill[NTOK];   /* this attempt dies with its replica at its next step */
-byte crashes, slow, lost, dnc, refusals, dbfail, purges, faults;
-
 /* ghosts: not in the system, only for the properties and the environment */
 byte refunded;           /* the provider's refunded total of the charge */
 byte nrefunds[NX];       /* refunds the provider made per external refund */
-byte holder[NKEY];       /* the attempt that made the key's latest claim */
-bool owner_alive[NKEY];  /* ... and it is still running */
-bool alive[NTOK];        /* the attempt with this token is running */
-byte clients_done;       /* clients that stopped */
-byte nfinal;             /* clients that got a final answer */
-bool completer_done;
 
 /* ----------------------------------------------------------- properties */
-
-/* A violated property prints its name (seen when the trail is replayed with
- * spin -t) before the assertion fails. */
-#define PROP(msg, cond) \
-	if \
-	:: !(cond) -> printf(msg); assert(cond) \
-	:: else -> skip \
-	fi
 
 #define LIVE_TOTAL ((COUNTS(0) -> ref[0].amt : 0) + (COUNTS(1) -> ref[1].amt : 0))
 
@@ -297,27 +228,7 @@ bool completer_done;
 	:: else -> skip \
 	fi
 
-/* Reachability witnesses: with -DWITNESS=n the run stops with an error the
- * first time event n happens; scripts/model-check.sh expects it to. */
-#ifdef WITNESS
-#define SEEN(n) \
-	if \
-	:: WITNESS == (n) -> printf("WITNESS %d reached\n", n); assert(WITNESS != (n)) \
-	:: else -> skip \
-	fi
-#else
-#define SEEN(n) skip
-#endif
-
 /* --------------------------------------------------- database statements */
-
-/* The fence of every write after the claim: WHERE lock_token = mine AND
- * status = 'IN_PROGRESS'. */
-#ifndef NOFENCE
-#define OWNED(k, me) (rec[k].st == INPROG && rec[k].tok == (me))
-#else
-#define OWNED(k, me) (rec[k].st == INPROG)
-#endif
 
 /* refund_target's fits, on the payment row locked first: the refund total
  * after this refund stays within the amount. The mutant decided it in an
@@ -328,18 +239,8 @@ bool completer_done;
 #define FITS(a) s_fits
 #endif
 
-/* The claim's write: the INSERT, or the DO UPDATE of a takeover. */
-#define CLAIM_WRITE(k, me, h, r) \
-	rec[k].st = INPROG; rec[k].hash = h; rec[k].tok = me; rec[k].exp = 0; \
-	rec[k].rid = r; rec[k].resp = A_NONE; holder[k] = me; owner_alive[k] = 1
-
-/* Complete: the outcome is stored, the lock columns go NULL. */
-#define COMPLETE_WRITE(k, r) \
-	rec[k].st = COMPLETED; rec[k].resp = r; rec[k].tok = 0; rec[k].exp = 0
-
-#define DELETE_RECORD(k) \
-	rec[k].st = NONE; rec[k].hash = 0; rec[k].tok = 0; rec[k].exp = 0; \
-	rec[k].rid = 0; rec[k].resp = 0
+/* The refund's check before a claim's write (model/core.pml): none. */
+#define CLAIM_CHECK(k) skip
 
 /* ------------------------------------------------------- RefundPayment */
 
@@ -570,9 +471,19 @@ inline refund(k, x, a, me)
 					ans = A_500;             /* the refund is not PENDING: nothing written */
 					printf("T%d K%d: phase 3 finds X%d not PENDING: 500\n", me, k, x)
 				:: else ->
-					ans = A_409P;            /* lock lost: the new owner records */
+					/* lock lost: the key is looked up (IdempotentCommand.Handle
+					 * on ErrLockLost, right after; docs/model.md). A COMPLETED
+					 * record of this command is this request's answer too: a
+					 * new owner recorded the decision. */
 					SEEN(3);
-					printf("T%d K%d: phase 3 fenced out (lock lost): 409 in-progress\n", me, k)
+					if
+					:: rec[k].st == COMPLETED && rec[k].hash == HASH(x, a) ->
+						ans = rec[k].resp; RESP_TRUE(ans, x, a); SEEN(18);
+						printf("T%d K%d: phase 3 fenced out, the key is COMPLETED: answers %d\n", me, k, ans)
+					:: else ->
+						ans = A_409P;
+						printf("T%d K%d: phase 3 fenced out (lock lost): 409 in-progress\n", me, k)
+					fi
 				fi
 			   }
 			fi
@@ -636,55 +547,6 @@ inline refund(k, x, a, me)
 
 /* ------------------------------------------------------------ processes */
 
-/* An attempt starts on some replica. Its replica may crash at any step: the
- * attempt then ends (the unless clause), and if it made the key's latest
- * claim, that claim's owner is gone, so its lock may expire at any time. */
-#define ATTEMPT_STARTS(me) d_step { alive[me] = 1; ans = A_CRASH }
-#define ATTEMPT_ENDS(k, me) \
-	alive[me] = 0; \
-	if \
-	:: holder[k] == (me) -> owner_alive[k] = 0 \
-	:: else -> skip \
-	fi
-
-proctype Client(byte me)
-{
-	byte k = CMD_K(me), x = CMD_X(me), a = CMD_A(me);
-	byte ans = A_NONE, att = 0;
-	REFUND_LOCALS;
-
-	do
-	:: FINAL(ans) -> nfinal++; break
-#ifndef LIVENESS
-	:: !FINAL(ans) && att == MAXATT -> break
-	:: !FINAL(ans) && att < MAXATT ->
-		att++;
-#else
-	:: !FINAL(ans) ->
-#endif
-		ATTEMPT_STARTS(me);
-		{
-			refund(k, x, a, me);
-			d_step { ATTEMPT_ENDS(k, me) }     /* the answer leaves the replica */
-		} unless {
-			atomic {
-				kill[me] -> kill[me] = 0; ATTEMPT_ENDS(k, me); ans = A_CRASH;
-				printf("T%d: dies with its replica\n", me)
-			}
-		};
-		d_step {
-			assert(ans != A_NONE);
-			P12(ans != A_500);
-			RESET_REFUND;
-			if
-			:: !FINAL(ans) -> ans = A_NONE       /* retryable: the client retries */
-			:: else -> skip
-			fi
-		}
-	od;
-	clients_done++
-}
-
 /* CompleteAbandonedCharges on the elected replica, for records named
  * 'refund': ListAbandoned picks an IN_PROGRESS record whose lock expired;
  * RefundPayment.Resume rebuilds the command from its refund (refund_id),
@@ -693,7 +555,6 @@ proctype Client(byte me)
  * read as a charge's: its payment_id, NULL for a refund, means "nothing
  * reserved", and the release does not look at refund_id. It stops once the
  * clients have stopped and no record is left IN_PROGRESS. */
-#define ABANDONED(k) (rec[k].st == INPROG && rec[k].exp)
 proctype Completer()
 {
 	byte k, x, a, crid, chash, ans;
@@ -801,80 +662,17 @@ end:
 	od
 }
 
-#define ALIVE_ANY (alive[1] || alive[2] || alive[3])
-#define KILLED_ANY (kill[1] || kill[2] || kill[3])
-#ifndef NOLEASE
-#define EXPIRABLE(k) (rec[k].st == INPROG && !rec[k].exp && (!owner_alive[k] || MAY(slow, MAXSLOW)))
-#else
-#define EXPIRABLE(k) false
-#endif
-/* The purge deletes COMPLETED records only: an IN_PROGRESS one only when
- * named 'charge' (migration 00013), never a refund's. */
+/* The processes the refund shares with the charge (model/core-processes.pml):
+ * the client, running the refund, and the environment. The purge deletes
+ * COMPLETED records only: an IN_PROGRESS one only when named 'charge'
+ * (migration 00013), never a refund's. */
+#define COMMAND(k, x, a, me) refund(k, x, a, me)
+#define COMMAND_LOCALS REFUND_LOCALS
+#define RESET_COMMAND RESET_REFUND
+#define CMD_OBJ(i) CMD_X(i)
+#define NOT_500(cond) P12(cond)
 #define PURGEABLE(k) (rec[k].st == COMPLETED)
-
-/* Time and failures: replica crashes, lock expiry, the TTL purge. */
-active proctype Environment()
-{
-	byte k, t;
-end:
-	do
-	:: atomic {
-		/* A replica crashes (and restarts): every attempt placed on it
-		 * dies. With two replicas and any placement that is any non-empty
-		 * set of the running attempts, chosen here instead of at each start. */
-		MAY(crashes, MAXCRASH) && ALIVE_ANY ->
-		FAULT(crashes);
-		t = 1;
-		do
-		:: t < NTOK ->
-			if
-			:: alive[t] -> kill[t] = 1
-			:: true -> skip
-			fi;
-			t++
-		:: t == NTOK -> break
-		od;
-		if
-		:: KILLED_ANY -> skip
-		:: else ->
-			/* the empty choice stands for the first running attempt alone */
-			t = 1;
-			do
-			:: !alive[t] -> t++
-			:: alive[t] -> kill[t] = 1; break
-			od
-		fi;
-		printf("a replica crashes\n");
-		t = 0
-	   }
-	:: atomic {
-		/* A lock expires: at any time once its owner has gone (crashed or
-		 * answered), at most MAXSLOW times while its owner still works. */
-		EXPIRABLE(0) || EXPIRABLE(1) ->
-		if
-		:: EXPIRABLE(0) -> k = 0
-		:: EXPIRABLE(1) -> k = 1
-		fi;
-		if
-		:: owner_alive[k] -> FAULT(slow);
-			printf("the lock of K%d expires while its owner T%d still works\n", k, rec[k].tok)
-		:: else -> printf("the lock of K%d expires\n", k)
-		fi;
-		rec[k].exp = 1; k = 0
-	   }
-	:: atomic {
-		/* The retention target: past the TTL, a COMPLETED record. */
-		purges < MAXPURGE && (PURGEABLE(0) || PURGEABLE(1)) ->
-		purges++;
-		if
-		:: PURGEABLE(0) -> k = 0
-		:: PURGEABLE(1) -> k = 1
-		fi;
-		printf("the TTL purge deletes K%d\n", k);
-		DELETE_RECORD(k); k = 0
-	   }
-	od
-}
+#include "core-processes.pml"
 
 /* P11, once the system is quiet: the clients have stopped, the completer
  * has nothing left, the provider has decided every request it accepted. */

@@ -14,7 +14,8 @@
 #   mutants      every mutant below; each must produce its counterexample
 #                (make model-mutants)
 #   nofence | findsave | delunknown | noorderidx | nolease | nolookup |
-#   busyasnone | nosettle | refuseonce
+#   busyasnone | nosettle | refuseonce | hooknofence | hookfinal |
+#   hooknodedup
 #                one mutant (make model-mutant-<name>)
 #   deep         larger bounds, minutes each; not run by CI (make model-deep)
 #   refund-checks, refund-witnesses, refund-mutants, refund-deep
@@ -67,7 +68,8 @@ run() {
 	local dir="$work/$name" pml
 	pml="$(basename "$MODEL")"
 	mkdir -p "$dir"
-	cp "$MODEL" "$dir/$pml"
+	# the model and the core it includes (model/core*.pml)
+	cp "$MODEL" "$(dirname "$MODEL")"/core*.pml "$dir/"
 	runs=$((runs + 1))
 
 	# A run that expects a counterexample searches little: compiling pan.c
@@ -150,7 +152,7 @@ run() {
 
 # The model's own narration of a replayed trail: one line per printf.
 narrate() {
-	{ grep -E '^\s+(T[0-9]|provider|a replica|the lock|the TTL|VIOLATED|WITNESS)|START OF CYCLE' || true; } |
+	{ grep -E '^\s+(T[0-9]|provider|webhook|a replica|the lock|the TTL|VIOLATED|WITNESS)|START OF CYCLE' || true; } |
 		sed 's/^[[:space:]]*//'
 }
 
@@ -177,6 +179,11 @@ suite_checks() {
 	# issue 21: a refusal for good after a crash or a lost answer; every
 	# retry is refused, and each request still gets a final answer
 	run live-refused  live   pass -DSCEN=1 -DMAXDBFAIL=0 -DMAXSLOW=0 -DMAXDNC=0
+	# issue 24: the provider's events (webhooks) as a second writer; one
+	# fault for one key, none for two payments of the order (two events)
+	run safety-webhook-key   safety pass -DSCEN=1 -DWEBHOOK -DMAXFAULTS=1
+	run safety-webhook-order safety pass -DSCEN=2 -DWEBHOOK -DMAXFAULTS=0
+	run live-webhook-key     live   pass -DSCEN=1 -DWEBHOOK -DMAXFAULTS=0
 }
 
 # Each witness stops the first time its event happens (SEEN(n) in the model).
@@ -199,6 +206,11 @@ suite_witnesses() {
 	run witness-19-lookup-none-failed      safety "violation:WITNESS 19 reached" -DSCEN=1 -DWITNESS=19
 	run witness-20-lookup-processing       safety "violation:WITNESS 20 reached" -DSCEN=1 -DWITNESS=20
 	run witness-21-new-payment-after-failed safety "violation:WITNESS 21 reached" -DSCEN=2 -DWITNESS=21
+	run witness-22-webhook-records         safety "violation:WITNESS 22 reached" -DSCEN=1 -DWEBHOOK -DWITNESS=22
+	run witness-23-fenced-out-by-webhook   safety "violation:WITNESS 23 reached" -DSCEN=1 -DWEBHOOK -DWITNESS=23
+	run witness-24-webhook-duplicate       safety "violation:WITNESS 24 reached" -DSCEN=1 -DWEBHOOK -DWITNESS=24
+	run witness-25-webhook-reads-again     safety "violation:WITNESS 25 reached" -DSCEN=1 -DWEBHOOK -DWITNESS=25
+	run witness-26-webhook-agrees          safety "violation:WITNESS 26 reached" -DSCEN=1 -DWEBHOOK -DWITNESS=26
 }
 
 # Each mutant must violate the named property; the second run of a mutant
@@ -243,9 +255,23 @@ suite_nosettle() {
 suite_refuseonce() {
 	run provider-refuseonce       bfs "violation:VIOLATED P8" -DSCEN=1 -DREFUSEONCE -DSKIP_P6
 }
+# The provider's events (WEBHOOK): the event's record without the claim's
+# fence; an event applied whatever the payment's status; no processed_event.
+suite_hooknofence() {
+	run mutant-hooknofence        bfs "violation:VIOLATED P4" -DSCEN=1 -DWEBHOOK -DHOOKNOFENCE
+}
+# HOOKFINAL has no fence either, so P4 falls first: it runs without P4.
+suite_hookfinal() {
+	run mutant-hookfinal          bfs "violation:VIOLATED P15" -DSCEN=1 -DWEBHOOK -DHOOKFINAL -DSKIP_P4
+	run mutant-hookfinal-record   bfs "violation:VIOLATED P3" -DSCEN=1 -DWEBHOOK -DHOOKFINAL -DSKIP_P4 -DSKIP_P15
+}
+suite_hooknodedup() {
+	run mutant-hooknodedup        bfs "violation:VIOLATED P14" -DSCEN=1 -DWEBHOOK -DHOOKNODEDUP
+}
 suite_mutants() {
 	suite_nofence; suite_findsave; suite_delunknown; suite_noorderidx; suite_nolease
 	suite_nolookup; suite_busyasnone; suite_nosettle; suite_refuseonce
+	suite_hooknofence; suite_hookfinal; suite_hooknodedup
 }
 
 # Larger bounds; each run takes minutes and up to MODEL_MEMLIM. Witnesses 12
@@ -260,6 +286,9 @@ suite_deep() {
 	run deep-live-order        live   pass -DSCEN=2 -DMAXFAULTS=2
 	run deep-unreachable-12    safety pass -DSCEN=1 -DWITNESS=12
 	run deep-unreachable-15    safety pass -DSCEN=1 -DWITNESS=15
+	# the provider's events with two faults: more than 34 million states,
+	# more than 2 GB (MODEL_MEMLIM=4096 or more); not measured to the end
+	run deep-safety-webhook-key safety pass -DSCEN=1 -DWEBHOOK
 }
 
 # The refund's model (model/refund.pml; docs/model.md, "Refunds"). One
@@ -292,6 +321,7 @@ suite_refund-witnesses() {
 	run refund-witness-10-second-layer-pending  safety "violation:WITNESS 10 reached" -DSCEN=2 -DWITNESS=10
 	run refund-witness-11-refused-fresh-failed  safety "violation:WITNESS 11 reached" -DSCEN=1 -DWITNESS=11
 	run refund-witness-12-lookup-settles        safety "violation:WITNESS 12 reached" -DSCEN=1 -DWITNESS=12
+	run refund-witness-18-fenced-out-replays    safety "violation:WITNESS 18 reached" -DSCEN=1 -DWITNESS=18
 }
 
 suite_refund-checkthenact() {
@@ -346,10 +376,11 @@ suite_refund-deep() {
 	run refund-deep-unreachable-17 safety pass -DSCEN=1 -DWITNESS=17
 }
 
-[ $# -gt 0 ] || { sed -n '2,31p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,35p' "$0"; exit 2; }
 for suite in "$@"; do
 	case "$suite" in
-	checks|witnesses|mutants|deep|nofence|findsave|delunknown|noorderidx|nolease|nolookup|busyasnone|nosettle|refuseonce) echo "== $suite"; "suite_$suite" ;;
+	checks|witnesses|mutants|deep|nofence|findsave|delunknown|noorderidx|nolease|nolookup|busyasnone|nosettle|refuseonce|\
+	hooknofence|hookfinal|hooknodedup) echo "== $suite"; "suite_$suite" ;;
 	refund-checks|refund-witnesses|refund-mutants|refund-deep|refund-checkthenact|refund-newkey|refund-nofence|refund-nocommand|refund-delunknown|refund-nolease)
 		echo "== $suite"; "suite_$suite" ;;
 	*) echo "model-check: unknown suite $suite" >&2; exit 2 ;;
