@@ -28,6 +28,8 @@
 set -Eeuo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib/unmount-under.sh
+source "${ROOT}/scripts/lib/unmount-under.sh"
 CACHE="${FRESH_MACHINE_CACHE:-${HOME}/.cache/payment-service/fresh-machine}"
 WORK="${CACHE}/run"
 FS="${WORK}/root"
@@ -59,11 +61,8 @@ cleanup() {
       kill -KILL "${proc#/proc/}" 2>/dev/null || true
     fi
   done
-  local mnt
-  for mnt in $(awk -v r="${FS}/" 'index($2, r) == 1 {print $2}' /proc/self/mounts | sort -r); do
-    umount -l "$mnt" 2>/dev/null || true
-  done
-  if awk -v r="${FS}/" 'index($2, r) == 1 {found = 1} END {exit !found}' /proc/self/mounts; then
+  unmount_under "$FS"
+  if mounted_under "$FS"; then
     echo "fresh-machine-check: a mount under ${FS} is left; not removing it" >&2
   else
     rm -rf "$FS"
