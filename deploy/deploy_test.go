@@ -76,53 +76,34 @@ func TestPrometheusChecksRefuseABrokenConfigOrRule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// breakOnce replaces the first old in s by new, and fails the test when
-	// s has no old (the case would then prove nothing).
-	breakOnce := func(s, old, new string) string {
-		if !strings.Contains(s, old) {
-			t.Fatalf("nothing to break: no %q", old)
-		}
-		return strings.Replace(s, old, new, 1)
-	}
+	// Each case breaks one file: the first old in it becomes new.
 	for _, tc := range []struct {
-		name          string
-		config, rules func(string) string
-		want          string // in the error
+		name     string
+		inConfig bool // else in the rules
+		old, new string
+		want     string // in the error
 	}{
-		{"a rule's PromQL does not parse", nil, func(r string) string {
-			return breakOnce(r, "expr: max by (topic) (outbox_relay_lag_seconds) > 60", "expr: max by (topic) (outbox_relay_lag_seconds > 60")
-		}, "unclosed left parenthesis"},
-		{"a rule's field is misspelt", nil, func(r string) string {
-			return breakOnce(r, "        for: 5m", "        fore: 5m")
-		}, "field fore not found"},
-		{"a rule's for is no duration", nil, func(r string) string {
-			return breakOnce(r, "        for: 5m", "        for: five minutes")
-		}, "five minutes"},
-		{"an annotation's template does not parse", nil, func(r string) string {
-			return breakOnce(r, "{{ $labels.topic }}", "{{ $labels.topic ")
-		}, "annotation"},
-		{"a rule has no name", nil, func(r string) string {
-			return breakOnce(r, "alert: OutboxBacklogGrowing", "alert: \"\"")
-		}, "one of 'record' or 'alert' must be set"},
-		{"the config names a rule file that is not there", func(c string) string {
-			return breakOnce(c, "  - alerts.yml", "  - alert.yml")
-		}, nil, "does not point to an existing file"},
-		{"the config's scrape interval is no duration", func(c string) string {
-			return breakOnce(c, "scrape_interval: 5s", "scrape_interval: often")
-		}, nil, "often"},
-		{"the config has an unknown field", func(c string) string {
-			return breakOnce(c, "    metrics_path: /metrics", "    metric_path: /metrics")
-		}, nil, "field metric_path not found"},
+		{"a rule's PromQL does not parse", false, "expr: max by (topic) (outbox_relay_lag_seconds) > 60",
+			"expr: max by (topic) (outbox_relay_lag_seconds > 60", "unclosed left parenthesis"},
+		{"a rule's field is misspelt", false, "        for: 5m", "        fore: 5m", "field fore not found"},
+		{"a rule's for is no duration", false, "        for: 5m", "        for: five minutes", "five minutes"},
+		{"an annotation's template does not parse", false, "{{ $labels.topic }}", "{{ $labels.topic ", "annotation"},
+		{"a rule has no name", false, "alert: OutboxBacklogGrowing", `alert: ""`, "one of 'record' or 'alert' must be set"},
+		{"the config names a rule file that is not there", true, "  - alerts.yml", "  - alert.yml", "does not point to an existing file"},
+		{"the config's scrape interval is no duration", true, "scrape_interval: 5s", "scrape_interval: often", "often"},
+		{"the config has an unknown field", true, "    metrics_path: /metrics", "    metric_path: /metrics", "field metric_path not found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
 			cfg, rules := string(realConfig), string(realRules)
-			if tc.config != nil {
-				cfg = tc.config(cfg)
+			broken := &rules
+			if tc.inConfig {
+				broken = &cfg
 			}
-			if tc.rules != nil {
-				rules = tc.rules(rules)
+			if !strings.Contains(*broken, tc.old) {
+				t.Fatalf("nothing to break: no %q (the case would prove nothing)", tc.old)
 			}
+			*broken = strings.Replace(*broken, tc.old, tc.new, 1)
+			dir := t.TempDir()
 			cfgFile, rulesFile := path.Join(dir, "prometheus.yml"), path.Join(dir, "alerts.yml")
 			for file, content := range map[string]string{cfgFile: cfg, rulesFile: rules} {
 				if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
@@ -136,7 +117,7 @@ func TestPrometheusChecksRefuseABrokenConfigOrRule(t *testing.T) {
 				}
 			}
 			refused("the config", checkPrometheusConfig(cfgFile))
-			if tc.rules != nil {
+			if !tc.inConfig {
 				refused("the rule file", checkRuleFile(rulesFile))
 			}
 		})
