@@ -62,7 +62,9 @@ test:
 
 # The README's two commands on a fresh Debian root (debootstrap, chroot):
 # make dev as a normal user serves the tour's first charge and stops on
-# Ctrl-C; make test passes as root. Needs root, debootstrap, mvn.
+# Ctrl-C; make test passes as root. Needs root, debootstrap, mvn. CI runs
+# it as its make test (docs/decisions/0026-fresh-machine-check-in-ci.md);
+# FRESH_MACHINE_COLD=1 empties its cache first, for a cold run.
 fresh-machine-check:
 	scripts/fresh-machine-check.sh
 
