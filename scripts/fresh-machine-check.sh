@@ -69,9 +69,11 @@ cleanup() {
       kill -KILL "${proc#/proc/}" 2>/dev/null || true
     fi
   done
-  unmount_under "$FS"
-  if mounted_under "$FS"; then
-    echo "fresh-machine-check: a mount under ${FS} is left; not removing it" >&2
+  # Under WORK: the root's mounts, and those of a debootstrap that was
+  # stopped half-way (it mounts /proc in its target while it configures).
+  unmount_under "$WORK"
+  if mounted_under "$WORK"; then
+    echo "fresh-machine-check: a mount under ${WORK} is left; not removing ${FS}" >&2
   else
     rm -rf "$FS"
   fi
