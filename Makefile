@@ -53,9 +53,10 @@ compose-check:
 # First the Debian packages that Go cannot bring (chromium for the browser
 # test, gcc for -race): as root they are installed when missing; a normal
 # user without them is told the one apt line before any test runs
-# (scripts/install-test-packages.sh, shared with .ci/run). PostgreSQL and
-# promtool need no package: the tests download or build them (issue 26);
-# the PostgreSQL download is unpacked before the tests, outside -race.
+# (scripts/install-test-packages.sh, shared with .ci/run). PostgreSQL needs
+# no package: it is downloaded (issue 26), and unpacked before the tests,
+# outside -race; deploy/'s Prometheus files are checked with Prometheus's Go
+# packages, so no promtool is needed either.
 test:
 	@scripts/install-test-packages.sh
 	@$(GO) run ./internal/pgtemp/cmd/pgtemp-binaries >/dev/null
@@ -63,7 +64,9 @@ test:
 
 # The README's two commands on a fresh Debian root (debootstrap, chroot):
 # make dev as a normal user serves the tour's first charge and stops on
-# Ctrl-C; make test passes as root. Needs root, debootstrap, mvn.
+# Ctrl-C; make test passes as root. Needs root, debootstrap, mvn. CI runs
+# it as its make test (docs/decisions/0026-fresh-machine-check-in-ci.md);
+# FRESH_MACHINE_COLD=1 empties its cache first, for a cold run.
 fresh-machine-check:
 	scripts/fresh-machine-check.sh
 

@@ -1,6 +1,6 @@
 // Package deploy_test checks what deploy/ holds against the tools and the
-// service it is for: Prometheus's own promtool validates the scrape config
-// and the alert rules, the dashboard's queries are parsed by Prometheus's
+// service it is for: Prometheus's own packages validate the scrape config
+// and the alert rules as promtool does, the dashboard's queries are parsed by Prometheus's
 // PromQL parser, docker-compose.yml is checked to wire them together, and
 // every series a panel or an alert selects must be exposed by a running
 // service after traffic, so the dashboard and the alerts cannot drift from
@@ -10,11 +10,11 @@ package deploy_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path"
 	"regexp"
 	"slices"
@@ -50,17 +50,77 @@ const (
 	dashboardsFile   = "grafana/provisioning/dashboards/payment-service.yml"
 )
 
-func TestPromtoolAcceptsTheConfigAndTheRules(t *testing.T) {
+// Prometheus accepts deploy/'s config and the alert rules it loads, checked
+// as promtool checks them (checkPrometheusConfig), and the rules on their
+// own as `promtool check rules` does.
+func TestPrometheusAcceptsTheConfigAndTheRules(t *testing.T) {
 	t.Parallel()
-	tool := promtool(t)
-	for _, args := range [][]string{
-		{"check", "config", prometheusConfig}, // also checks the rule files it loads
-		{"check", "rules", alertRules},
+	if errs := checkPrometheusConfig(prometheusConfig); errs != nil {
+		t.Errorf("%s (with the rules it loads): %v", prometheusConfig, errors.Join(errs...))
+	}
+	if errs := checkRuleFile(alertRules); errs != nil {
+		t.Errorf("%v", errors.Join(errs...)) // each error names the file
+	}
+}
+
+// The checks are not vacuous: deploy/'s own config and rules, each broken
+// in one way, are refused, through the config (which loads the rules) as
+// well as through the rule file alone.
+func TestPrometheusChecksRefuseABrokenConfigOrRule(t *testing.T) {
+	t.Parallel()
+	realConfig, err := os.ReadFile(prometheusConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	realRules, err := os.ReadFile(alertRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each case breaks one file: the first old in it becomes new.
+	for _, tc := range []struct {
+		name     string
+		inConfig bool // else in the rules
+		old, new string
+		want     string // in the error
+	}{
+		{"a rule's PromQL does not parse", false, "expr: max by (topic) (outbox_relay_lag_seconds) > 60",
+			"expr: max by (topic) (outbox_relay_lag_seconds > 60", "unclosed left parenthesis"},
+		{"a rule's field is misspelt", false, "        for: 5m", "        fore: 5m", "field fore not found"},
+		{"a rule's for is no duration", false, "        for: 5m", "        for: five minutes", "five minutes"},
+		{"an annotation's template does not parse", false, "{{ $labels.topic }}", "{{ $labels.topic ", "annotation"},
+		{"a rule has no name", false, "alert: OutboxBacklogGrowing", `alert: ""`, "one of 'record' or 'alert' must be set"},
+		{"the config names a rule file that is not there", true, "  - alerts.yml", "  - alert.yml", "does not point to an existing file"},
+		{"the config's scrape interval is no duration", true, "scrape_interval: 5s", "scrape_interval: often", "often"},
+		{"the config has an unknown field", true, "    metrics_path: /metrics", "    metric_path: /metrics", "field metric_path not found"},
 	} {
-		out, err := exec.Command(tool, args...).CombinedOutput()
-		if err != nil {
-			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, rules := string(realConfig), string(realRules)
+			broken := &rules
+			if tc.inConfig {
+				broken = &cfg
+			}
+			if !strings.Contains(*broken, tc.old) {
+				t.Fatalf("nothing to break: no %q (the case would prove nothing)", tc.old)
+			}
+			*broken = strings.Replace(*broken, tc.old, tc.new, 1)
+			dir := t.TempDir()
+			cfgFile, rulesFile := path.Join(dir, "prometheus.yml"), path.Join(dir, "alerts.yml")
+			for file, content := range map[string]string{cfgFile: cfg, rulesFile: rules} {
+				if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			refused := func(what string, errs []error) {
+				t.Helper()
+				if err := errors.Join(errs...); err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("%s: want an error with %q, got %v", what, tc.want, err)
+				}
+			}
+			refused("the config", checkPrometheusConfig(cfgFile))
+			if !tc.inConfig {
+				refused("the rule file", checkRuleFile(rulesFile))
+			}
+		})
 	}
 }
 

@@ -8,26 +8,36 @@
 #      (201) and stops cleanly on Ctrl-C (SIGINT, exit 0);
 #   2. as root, `make test` passes: scripts/install-test-packages.sh installs
 #      Chromium and gcc from Debian's packages, PostgreSQL comes downloaded
-#      (internal/pgtemp), promtool built (deploy/promtool_test.go).
-# Each step prints how long it took.
+#      (internal/pgtemp).
+# Each step prints how long it took (docs/decisions/0026-fresh-machine-check-in-ci.md
+# has the measured times, cold and warm).
 #
 # What comes from outside, as on the host (whose CA certificates it trusts):
 # Debian's packages from the mirror
 # of the host's apt sources (scripts/debian-mirror.sh), Go modules through
 # the host's `go env GOPROXY`, PostgreSQL's jar from the Maven repository the
 # host's Maven uses (passed in as PGTEMP_MAVEN_REPOSITORY: the fresh root has
-# no Maven). Nothing is sent anywhere else.
+# no Maven). Nothing is sent anywhere else. Go modules are looked up first
+# in the host's module download cache, mounted read-only and named first in
+# GOPROXY (a file:// proxy, as a company's module mirror would be): Go checks
+# each against go.sum whatever proxy serves it, and a module the host lacks
+# is downloaded through the host's GOPROXY. What is proven is that nothing is
+# installed by hand, not that every byte is downloaded again.
 #
 # Cached under FRESH_MACHINE_CACHE (default ~/.cache/payment-service/fresh-machine):
-# the debootstrap root as a tar, Debian's downloaded .debs, and root's Go
-# module and build caches inside the chroot; the normal user starts with
-# nothing, as a newcomer would. Each run unpacks a new root and removes it.
+# the debootstrap root as a tar, Debian's downloaded .debs (debootstrap's
+# and apt's, one directory), and root's Go module and build caches inside
+# the chroot; the normal user starts with an empty Go cache, as a newcomer
+# would. Each run unpacks a new root and removes it. FRESH_MACHINE_COLD=1
+# empties the cache first: a cold run, as on a machine whose cache is gone.
 #
 # Needs root, debootstrap, git, go, mvn, curl. Whatever happens, it ends with
 # no process or mount of its own left.
 set -Eeuo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib/unmount-under.sh
+source "${ROOT}/scripts/lib/unmount-under.sh"
 CACHE="${FRESH_MACHINE_CACHE:-${HOME}/.cache/payment-service/fresh-machine}"
 WORK="${CACHE}/run"
 FS="${WORK}/root"
@@ -59,12 +69,11 @@ cleanup() {
       kill -KILL "${proc#/proc/}" 2>/dev/null || true
     fi
   done
-  local mnt
-  for mnt in $(awk -v r="${FS}/" 'index($2, r) == 1 {print $2}' /proc/self/mounts | sort -r); do
-    umount -l "$mnt" 2>/dev/null || true
-  done
-  if awk -v r="${FS}/" 'index($2, r) == 1 {found = 1} END {exit !found}' /proc/self/mounts; then
-    echo "fresh-machine-check: a mount under ${FS} is left; not removing it" >&2
+  # Under WORK: the root's mounts, and those of a debootstrap that was
+  # stopped half-way (it mounts /proc in its target while it configures).
+  unmount_under "$WORK"
+  if mounted_under "$WORK"; then
+    echo "fresh-machine-check: a mount under ${WORK} is left; not removing ${FS}" >&2
   else
     rm -rf "$FS"
   fi
@@ -76,7 +85,12 @@ cleanup() {
 for tool in debootstrap git go mvn curl; do
   command -v "$tool" >/dev/null || die "needs ${tool}"
 done
-mkdir -p "$CACHE" "$WORK"
+if [[ "${FRESH_MACHINE_COLD:-}" == 1 && -d "$CACHE" ]]; then
+  unmount_under "$CACHE"
+  mounted_under "$CACHE" && die "a mount under ${CACHE} is left; not emptying it"
+  rm -rf "$CACHE"
+fi
+mkdir -p "$CACHE" "$WORK" "${CACHE}/apt-archives/partial"
 # A signal ends the run as a failure: cleanup, on EXIT, reads the status.
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -90,7 +104,10 @@ if [[ ! -s "$tar" ]]; then
   [[ -n "$mirror" ]] || die "no Debian bookworm mirror in /etc/apt/sources.list*"
   log "debootstrap --variant=minbase bookworm from ${mirror} (first run only): ${PACKAGES}"
   rm -rf "${WORK}/debootstrap.tmp"
-  if ! nice -n 10 debootstrap --variant=minbase --include="$PACKAGES" bookworm "${WORK}/debootstrap.tmp" "$mirror" \
+  # --cache-dir: the .debs stay, so that a root lost from the cache is made
+  # again without downloading them (apt in the root reuses the same ones).
+  if ! nice -n 10 debootstrap --variant=minbase --include="$PACKAGES" --cache-dir="${CACHE}/apt-archives" \
+      bookworm "${WORK}/debootstrap.tmp" "$mirror" \
       >"${CACHE}/debootstrap.log" 2>&1; then
     tail -n 30 "${CACHE}/debootstrap.log" >&2
     die "debootstrap failed (${CACHE}/debootstrap.log)"
@@ -122,12 +139,16 @@ mount -t proc proc "${FS}/proc"
 mount --rbind /sys "${FS}/sys"
 mount --rbind /dev "${FS}/dev"
 # Caches that make a second run faster: Debian's .debs, root's Go caches.
-for dir in apt-archives root-go root-gocache; do mkdir -p "${CACHE}/${dir}"; done
-mkdir -p "${CACHE}/apt-archives/partial"
+for dir in root-go root-gocache; do mkdir -p "${CACHE}/${dir}"; done
 mount --bind "${CACHE}/apt-archives" "${FS}/var/cache/apt/archives"
 mkdir -p "${FS}/root/go" "${FS}/root/.cache/go-build"
 mount --bind "${CACHE}/root-go" "${FS}/root/go"
 mount --bind "${CACHE}/root-gocache" "${FS}/root/.cache/go-build"
+# The host's Go module download cache, read-only, as the first GOPROXY.
+host_modules="$(go env GOMODCACHE)/cache/download"
+mkdir -p "$host_modules" "${FS}/mnt/host-go-modules"
+mount --bind "$host_modules" "${FS}/mnt/host-go-modules"
+mount -o remount,bind,ro "${FS}/mnt/host-go-modules"
 
 maven_repository="$(cd "$WORK" && mvn -q -B help:evaluate -Dexpression='project.remoteArtifactRepositories[0].url' \
   -Doutput="${WORK}/maven-repository" >/dev/null 2>&1 && cat "${WORK}/maven-repository")" ||
@@ -136,7 +157,7 @@ maven_repository="$(cd "$WORK" && mvn -q -B help:evaluate -Dexpression='project.
 # where the registries are.
 env_for() { # user home
   echo env -i "HOME=$2" "USER=$1" "PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
-    "GOPROXY=$(go env GOPROXY)" "PGTEMP_MAVEN_REPOSITORY=${maven_repository}" LANG=C.UTF-8
+    "GOPROXY=file:///mnt/host-go-modules,$(go env GOPROXY)" "PGTEMP_MAVEN_REPOSITORY=${maven_repository}" LANG=C.UTF-8
 }
 
 # ------------------------------------------------------------ make dev

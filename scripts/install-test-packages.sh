@@ -2,9 +2,9 @@
 # The Debian packages that Go cannot bring, in one list shared by `make test`
 # and .ci/run, so that the two cannot drift (issue 26). Everything else the
 # tests need comes by itself: PostgreSQL's binaries are downloaded by
-# internal/pgtemp (docs/decisions/0023-postgresql-binaries.md), promtool is
-# built from the Prometheus Go module (deploy/promtool_test.go), the Kafka
-# broker runs in-process.
+# internal/pgtemp (docs/decisions/0023-postgresql-binaries.md), deploy/'s
+# Prometheus config and rules are checked with Prometheus's Go packages
+# (deploy/promcheck_test.go; no promtool), the Kafka broker runs in-process.
 #
 #   scripts/install-test-packages.sh       what `make test` needs
 #   scripts/install-test-packages.sh ci    that, and what .ci/run's other checks need
@@ -30,11 +30,7 @@ dockerd         docker.io       make compose-check: a Docker daemon of its own
 debootstrap     debootstrap     make compose-check and make fresh-machine-check: Debian root file systems
 jq              jq              make compose-check reads the API'"'"'s answers
 spin            spin            model-check the idempotency protocol (make model)
-promtool        prometheus      deploy/ checks the alert rules with it; built from the Go module otherwise, which takes 20 minutes or more on 2 cores
 '
-# Installed without their recommendations: of prometheus only promtool is
-# used, not the server, exporters and web UI it recommends.
-lean=' prometheus '
 
 case "${1:-}" in
 "") wanted="$make_test" ;;
@@ -71,11 +67,6 @@ if ((EUID != 0)); then
   exit 1
 fi
 echo "installing from Debian's packages: ${missing[*]}" >&2
-full=() without_recommends=()
-for p in "${missing[@]}"; do
-  if [[ "$lean" == *" $p "* ]]; then without_recommends+=("$p"); else full+=("$p"); fi
-done
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
-((${#full[@]} == 0)) || apt-get install -y -q "${full[@]}"
-((${#without_recommends[@]} == 0)) || apt-get install -y -q --no-install-recommends "${without_recommends[@]}"
+apt-get install -y -q "${missing[@]}"

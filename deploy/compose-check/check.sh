@@ -37,6 +37,8 @@ set -Eeuo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "${HERE}/../.." && pwd)"
+# shellcheck source=../../scripts/lib/unmount-under.sh
+source "${ROOT}/scripts/lib/unmount-under.sh"
 CACHE="${COMPOSE_CHECK_CACHE:-${HOME}/.cache/payment-service/compose}"
 RUN="${CACHE}/run"
 TIMEOUT="${COMPOSE_CHECK_TIMEOUT:-600}"
@@ -160,10 +162,7 @@ stop_daemon() {
     fi
   done
   # And no mount of ours may stay (overlays, debootstrap's /proc, ...).
-  local mnt
-  for mnt in $(awk -v c="${CACHE}/" 'index($2, c) == 1 {print $2}' /proc/self/mounts | sort -r); do
-    umount -l "$mnt" 2>/dev/null || true
-  done
+  unmount_under "$CACHE"
   rm -f "${RUN}/docker.sock"
 }
 
