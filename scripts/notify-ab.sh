@@ -9,6 +9,10 @@
 # seeded); run as root after it, with PG_PORT_BASE and HTTP_PORT_BASE as
 # that run had them. Everything it starts it stops, by PID. The trigger is
 # enabled again at the end.
+#
+# The trigger exists only on schemas before migration 00020 (decision
+# 0027): run it against a build of a commit before 00020 (0d7cc8b is the
+# one measured), whose run.sh cluster was migrated by that build.
 set -euo pipefail
 SBS=${SBS:-${TMPDIR:-/tmp}/sidebyside}; BIN=$SBS/bin; PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 DIR=$SBS/pg-service; PORT=${PG_PORT_BASE:-25431}; HTTP=${HTTP_PORT_BASE:-28081}; PPORT=$((HTTP + 3))
