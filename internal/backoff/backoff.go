@@ -5,6 +5,7 @@
 package backoff
 
 import (
+	"context"
 	"math/rand/v2"
 	"time"
 )
@@ -51,4 +52,17 @@ func Planned(first, max time.Duration, n int) time.Duration {
 // from a seed.
 func JitterFrom(r *rand.Rand, d time.Duration) time.Duration {
 	return d/2 + time.Duration(r.Int64N(int64(d/2)+1))
+}
+
+// Sleep pauses for d, or until ctx ends; it reports whether ctx is still
+// alive, so a loop stops when it is not.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

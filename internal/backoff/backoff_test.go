@@ -1,6 +1,7 @@
 package backoff
 
 import (
+	"context"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -62,5 +63,31 @@ func TestJitterFromIsRepeatable(t *testing.T) {
 				t.Fatalf("JitterFrom(%s) = %s and %s", d, x, y)
 			}
 		}
+	}
+}
+
+// Sleep pauses the whole of d while its context lives, and reports an
+// ended context at once, without waiting out d.
+func TestSleepEndsWithItsContext(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name  string
+		ctx   context.Context
+		d     time.Duration
+		alive bool
+	}{
+		{"a live context", context.Background(), 20 * time.Millisecond, true},
+		{"an ended context", cancelled, time.Hour, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			started := time.Now()
+			if got := Sleep(tc.ctx, tc.d); got != tc.alive {
+				t.Fatalf("Sleep = %v, want %v", got, tc.alive)
+			}
+			if tc.alive && time.Since(started) < tc.d {
+				t.Fatalf("Sleep returned after %s, before its %s", time.Since(started), tc.d)
+			}
+		})
 	}
 }

@@ -310,7 +310,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			c.logger.Warn("fetching order events failed", "err", err)
 			if len(batch) == 0 {
 				c.setState(fmt.Errorf("order events consumer: fetching: %w", err))
-				if c.sleep(ctx, backoff.Jitter(c.cfg.RetryBackoff)) != nil {
+				if !backoff.Sleep(ctx, backoff.Jitter(c.cfg.RetryBackoff)) {
 					return nil
 				}
 				continue
@@ -567,20 +567,9 @@ func (c *Consumer) retry(ctx context.Context, what string, final func(error) boo
 		c.metrics.retries.WithLabelValues(what).Inc()
 		wait := pause.Next()
 		c.logger.Warn(what+" failed; retrying", "err", err, "backoff", wait)
-		if err := c.sleep(ctx, wait); err != nil {
-			return err
+		if !backoff.Sleep(ctx, wait) {
+			return ctx.Err()
 		}
-	}
-}
-
-func (c *Consumer) sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 

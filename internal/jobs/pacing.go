@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/example/payment-service/internal/app"
+	"github.com/example/payment-service/internal/backoff"
 )
 
 // Paced wraps the purge's store so that a purge deletes at most
@@ -18,7 +19,7 @@ func Paced(store app.Retention, rowsPerSecond int) app.Retention {
 	if rowsPerSecond <= 0 {
 		return store
 	}
-	return &pacedRetention{store: store, rowsPerSecond: rowsPerSecond, now: time.Now, wait: sleep}
+	return &pacedRetention{store: store, rowsPerSecond: rowsPerSecond, now: time.Now, wait: backoff.Sleep}
 }
 
 // pacedRetention is Paced's store. now and wait are the clock and the
@@ -27,7 +28,7 @@ type pacedRetention struct {
 	store         app.Retention
 	rowsPerSecond int
 	now           func() time.Time
-	wait          func(context.Context, time.Duration)
+	wait          func(context.Context, time.Duration) bool
 }
 
 // DeleteExpiredBatch deletes one batch, then, if the batch was full (so
@@ -56,14 +57,4 @@ func (p *pacedRetention) DeleteExpiredBatch(ctx context.Context, table app.Reten
 func pauseAfter(rows int, took time.Duration, rowsPerSecond int) time.Duration {
 	share := time.Duration(rows) * time.Second / time.Duration(rowsPerSecond)
 	return max(share-took, 0)
-}
-
-// sleep pauses for d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

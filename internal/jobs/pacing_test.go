@@ -80,7 +80,7 @@ func TestPacedPurgePausesBetweenFullBatchesOnly(t *testing.T) {
 			var pauses []time.Duration
 			paced := Paced(store, 10_000).(*pacedRetention)
 			paced.now = func() time.Time { return clock }
-			paced.wait = func(_ context.Context, d time.Duration) { pauses = append(pauses, d) }
+			paced.wait = func(_ context.Context, d time.Duration) bool { pauses = append(pauses, d); return true }
 
 			uc := app.NewPurgeExpired(paced, defaultPolicyForPacing, 1000)
 			results, err := uc.Handle(context.Background(), clock)

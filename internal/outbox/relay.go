@@ -295,7 +295,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.setState(fmt.Errorf("outbox relay: stepped down: %w", err))
 			r.cfg.Logger.WarnContext(ctx, "outbox relay: stepped down", "err", err)
 		}
-		if !sleep(ctx, r.retryPause()) {
+		if !backoff.Sleep(ctx, r.retryPause()) {
 			return nil
 		}
 	}
@@ -327,7 +327,7 @@ func (r *Relay) lead(ctx context.Context, sess Session) error {
 			if errors.Is(err, idempotent.ErrFatal) || errors.Is(err, idempotent.ErrClosed) {
 				pubs.drop(pubErr.topic)
 			}
-			if !sleep(ctx, wait) {
+			if !backoff.Sleep(ctx, wait) {
 				return ctx.Err()
 			}
 			continue
@@ -503,18 +503,6 @@ func toMessage(e Event) idempotent.Message {
 		}
 	}
 	return idempotent.Message{Key: e.Key, Value: e.Payload, Headers: headers}
-}
-
-// sleep waits d or until ctx ends; it reports whether ctx is still alive.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // The idempotent producer (R-DIST-IDEM-X2) is the Publisher in production.

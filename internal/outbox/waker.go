@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/example/payment-service/internal/backoff"
 )
 
 // WakeGap is the least time between two wakes a Waker sends: the most a
@@ -62,7 +64,7 @@ func (w *Waker) Run(ctx context.Context) error {
 			// fails, and the relay's poll makes up for each.
 			w.logger.DebugContext(ctx, "outbox waker: notify failed; the relay's poll will find the rows", "err", err)
 		}
-		if !sleep(ctx, WakeGap) {
+		if !backoff.Sleep(ctx, WakeGap) {
 			return nil
 		}
 	}
