@@ -24,7 +24,14 @@ func TestMain(m *testing.M) { testdb.Main(m) }
 
 func openDB(t testing.TB) (*gorm.DB, *repository.Transactor) {
 	t.Helper()
-	db, err := repository.Open(testdb.New(t), repository.PoolConfig{MaxOpenConns: 60}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return openDBOn(t, testdb.New(t))
+}
+
+// openDBOn is openDB on the database dsn, for a test that also connects
+// to it on its own.
+func openDBOn(t testing.TB, dsn string) (*gorm.DB, *repository.Transactor) {
+	t.Helper()
+	db, err := repository.Open(dsn, repository.PoolConfig{MaxOpenConns: 60}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,6 @@ package repository_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -12,7 +10,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/shopspring/decimal"
 
 	"github.com/example/payment-service/internal/app"
 	"github.com/example/payment-service/internal/domain"
@@ -57,15 +54,7 @@ func TestAnEventIsAnnouncedAfterItsCommitNotInsideIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	db, err := repository.Open(dsn, repository.PoolConfig{MaxOpenConns: 4}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	db, _ := openDBOn(t, dsn)
 	listener, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -129,14 +118,7 @@ func TestAnEventIsAnnouncedAfterItsCommitNotInsideIt(t *testing.T) {
 // succeededEvent is a PaymentSucceeded.v1 of payment seq.
 func succeededEvent(t *testing.T, seq int64) app.PaymentEvent {
 	t.Helper()
-	money, err := domain.NewMoney(decimal.RequireFromString("10.50"), "RUB")
-	if err != nil {
-		t.Fatal(err)
-	}
-	charge, err := domain.NewCharge(domain.OrderID(seq), 42, money, "sandbox", domain.ExternalPaymentID("pi_wake"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	charge := newCharge(t, seq, "10.50", "pi_wake")
 	p := domain.Payment{ID: domain.PaymentID(seq), ClientID: "c", Charge: charge, Status: domain.PaymentSucceeded, CreatedAt: time.Now()}
 	ev, err := app.NewPaymentEvent(p, uuid.NullUUID{}, time.Now())
 	if err != nil {
