@@ -54,9 +54,9 @@ compose-check:
 # test, gcc for -race): as root they are installed when missing; a normal
 # user without them is told the one apt line before any test runs
 # (scripts/install-test-packages.sh, shared with .ci/run). PostgreSQL needs
-# no package: it is downloaded (issue 26), and unpacked before the tests,
-# outside -race; deploy/'s Prometheus files are checked with Prometheus's Go
-# packages, so no promtool is needed either.
+# no package: it is downloaded (docs/decisions/0023), and unpacked before
+# the tests, outside -race; deploy/'s Prometheus files are checked with
+# Prometheus's Go packages, so no promtool is needed either.
 test:
 	@scripts/install-test-packages.sh
 	@$(GO) run ./internal/pgtemp/cmd/pgtemp-binaries >/dev/null
@@ -162,7 +162,7 @@ bench-api:
 	$(GO) run ./cmd/bench-api -out docs/bench-api.json $(BENCH_API_FLAGS)
 	cd scripts/bench-chart && $(GO) run . -in ../../docs/bench-api.json -out ../../docs/bench-api.png
 
-# Cost as the tables grow (docs/benchmarks.md, issue 22): new charges and
+# Cost as the tables grow (docs/benchmarks.md): new charges and
 # replays at 16 clients on empty tables against tables of 1,000,000 and
 # 3,000,000 rows each, then purge cycles under load, unpaced and at the
 # default CLEANUP_ROWS_PER_SECOND in turn; then the chart. Not part of CI

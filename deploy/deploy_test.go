@@ -163,7 +163,8 @@ func mapValue(n *yaml.Node, key string) *yaml.Node {
 	return &yaml.Node{}
 }
 
-// The alerts the issue asks for are there, each with the reason it exists.
+// The alerts an operator needs (the list below) are there, each with the
+// reason it exists.
 func TestEveryAlertSaysWhyItExists(t *testing.T) {
 	t.Parallel()
 	rules := readAlertRules(t)

@@ -17,10 +17,10 @@ import (
 // dashboard's queries are parsed with): the configuration is loaded and
 // validated as Prometheus loads it, every rule file it names must exist,
 // the scrape configs must resolve, and each rule file must pass
-// checkRuleFile. Before, the tests ran the promtool binary, built from the
-// Prometheus module when none was installed: that build compiles every
-// service discovery, the Kubernetes client and three clouds' SDKs, more than
-// 20 minutes on 2 cores (docs/decisions/0026-fresh-machine-check-in-ci.md);
+// checkRuleFile. The promtool binary, built from the Prometheus module
+// when none is installed, would take a build that compiles every service
+// discovery, the Kubernetes client and three clouds' SDKs, more than 20
+// minutes on 2 cores (docs/decisions/0026-fresh-machine-check-in-ci.md);
 // these packages add a fraction of that to this test's build, and need no
 // binary, so an installed promtool of another version cannot judge instead.
 //

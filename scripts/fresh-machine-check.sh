@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # scripts/fresh-machine-check.sh (make fresh-machine-check): the README's two
-# commands on a fresh machine, proven (issue 26). A Debian bookworm root file
-# system made by debootstrap (minbase, plus git, make and CA certificates),
-# the host's Go toolchain copied in, a clone of this repository, entered with
-# chroot (which shares the host's loopback; nothing else is needed):
+# commands on a fresh machine, proven (docs/decisions/0026). A Debian
+# bookworm root file system made by debootstrap (minbase, plus git, make and
+# CA certificates), the host's Go toolchain copied in, a clone of this
+# repository, entered with chroot (which shares the host's loopback; nothing
+# else is needed):
 #   1. as a normal user, `make dev` serves the README tour's first charge
 #      (201) and stops cleanly on Ctrl-C (SIGINT, exit 0);
 #   2. as root, `make test` passes: scripts/install-test-packages.sh installs

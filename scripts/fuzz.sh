@@ -6,7 +6,7 @@
 #
 # One retry, for one failure only: Go 1.26's fuzzing coordinator can report
 # its own -fuzztime deadline as "context deadline exceeded" when a worker is
-# still busy at that instant, with no failing input (Go issue 75804, fixed in
+# still busy at that instant, with no failing input (golang/go#75804, fixed in
 # Go 1.27). A real failure always writes its input ("Failing input written
 # to ..."), and any other failure is never retried.
 set -uo pipefail
@@ -25,7 +25,7 @@ for t in "$@"; do
   echo "== $name ($pkg, $FUZZTIME)"
   if ! run "$pkg" "$name"; then
     if grep -q 'context deadline exceeded' "$log" && ! grep -q 'Failing input written' "$log"; then
-      echo "   $name: the coordinator's own deadline, no failing input (Go issue 75804); running it once more"
+      echo "   $name: the coordinator's own deadline, no failing input (golang/go#75804); running it once more"
       run "$pkg" "$name" || exit 1
     else
       exit 1

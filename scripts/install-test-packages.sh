@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Debian packages that Go cannot bring, in one list shared by `make test`
-# and .ci/run, so that the two cannot drift (issue 26). Everything else the
+# and .ci/run, so that the two cannot drift. Everything else the
 # tests need comes by itself: PostgreSQL's binaries are downloaded by
 # internal/pgtemp (docs/decisions/0023-postgresql-binaries.md), deploy/'s
 # Prometheus config and rules are checked with Prometheus's Go packages

@@ -12,7 +12,7 @@ import (
 	"github.com/example/payment-service/internal/pgtemp"
 )
 
-// The cold start (issue 21): a deploy on a new database, or on a restored
+// The cold start (docs/decisions/0017): a deploy on a new database, or on a restored
 // one whose near-empty tables have been analyzed. PostgreSQL caches a
 // prepared statement's generic plan after five executions, and a plan made
 // while payment and idempotency_record held a few rows scans them in full;

@@ -15,9 +15,10 @@ import (
 // Instruction counts (-instructions N): the service's own work per request
 // in instructions, counted by valgrind's callgrind, instead of CPU time.
 // On a shared machine the CPU time of one pass swings by a tenth or more
-// with what else runs, so a change of a few per cent (issue 20's "CPU per
-// charge within 3 %") cannot be seen in it; the number of instructions a
-// process executes for the same requests barely depends on the load.
+// with what else runs, so a change of a few per cent (the shared core's
+// goal of "CPU per charge within 3 %", docs/benchmarks.md) cannot be seen
+// in it; the number of instructions a process executes for the same
+// requests barely depends on the load.
 //
 // Each binary runs under callgrind with its defaults, as in the passes. A
 // warm-up of instructionWarmup charges and their replays fills the pools

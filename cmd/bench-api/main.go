@@ -116,7 +116,7 @@ func main() {
 	flag.IntVar(&o.coldC, "cold-c", 64, "concurrency of the cold start's new charges")
 	flag.IntVar(&o.instructions, "instructions", 0, "also count the instructions each binary executes per charge and per replay under valgrind's callgrind, over this many of each, which the machine's load barely moves (0: not at all)")
 	flag.IntVar(&o.instructionRounds, "instruction-rounds", 3, "turns each binary takes at the instruction counts; the table shows medians")
-	flag.BoolVar(&o.scale, "scale", false, "measure the cost of a charge as the tables grow instead of the passes: the schema before the newest migration against the newest, empty and -prefill'ed, and the purge under load (docs/benchmarks.md, issue 22)")
+	flag.BoolVar(&o.scale, "scale", false, "measure the cost of a charge as the tables grow instead of the passes: the schema before the newest migration against the newest, empty and -prefill'ed, and the purge under load (docs/benchmarks.md)")
 	flag.IntVar(&o.scaleC, "scale-c", 16, "concurrency of -scale's runs")
 	flag.StringVar(&prefill, "prefill", "", "with -scale, also a database per size in this comma-separated list (e.g. 1000000,3000000) whose idempotency_record, payment, outbox_event and processed_event hold that many rows each (empty: none)")
 	flag.IntVar(&o.purgeCycles, "purge-cycles", 0, "with -scale, cycles of fill and purge under load on the last database (0: none)")

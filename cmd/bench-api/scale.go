@@ -15,7 +15,7 @@ import (
 	"github.com/example/payment-service/internal/pgtemp"
 )
 
-// -scale: what a charge costs as the tables grow (issue 22). New charges
+// -scale: what a charge costs as the tables grow. New charges
 // and replays at one concurrency (-scale-c) against several databases of
 // the same cluster, in alternating passes so that each sees the same noise:
 //

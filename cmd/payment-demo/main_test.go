@@ -20,8 +20,8 @@ func TestMain(m *testing.M) { testdb.Main(m) }
 // order-not-found (nothing stored) is charged again, and so are 409
 // request-in-progress, which the service answers when the order is
 // projected while the charge runs, and 503, each after its Retry-After;
-// every attempt sends the same key and body. It used to retry only 422, so
-// `make demo` failed on a fresh stack about one run in eight.
+// every attempt sends the same key and body. A demo that retries only 422
+// fails `make demo` on a fresh stack about one run in eight.
 func TestChargeOnceOrderKnownRetriesAsAClientMust(t *testing.T) {
 	t.Parallel()
 	problem := func(status, code string) string {

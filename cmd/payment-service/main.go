@@ -73,7 +73,7 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	return svc.Run(ctx)
 }
 
-// cleanup runs the background jobs once, for operators (issue 5). It reads
+// cleanup runs the background jobs once, for operators. It reads
 // the same configuration as serve.
 func cleanup(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
 	cfg, err := config.Load(getenv)

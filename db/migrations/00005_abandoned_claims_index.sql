@@ -1,6 +1,6 @@
 -- Releases: applied before the previous release (deploy/previous-release); every release since runs against it.
 --
--- The completer job (issue 5) looks every minute for idempotency records
+-- The completer job looks every minute for idempotency records
 -- still IN_PROGRESS after their lock expired: requests whose client never
 -- came back. Almost every record is COMPLETED, so a partial index over the
 -- IN_PROGRESS ones stays tiny and spares a scan of the whole table.

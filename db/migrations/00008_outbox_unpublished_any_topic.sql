@@ -1,10 +1,10 @@
 -- Releases: applied before the previous release (deploy/previous-release); every release since runs against it.
 --
 -- The relay reads the oldest unpublished rows of every topic, and publishes
--- each to the topic stored in it (issue 10). Until now it read only the
--- configured PAYMENT_EVENTS_TOPIC's rows (WHERE topic = $1), so changing the
--- variable, or a rolling rename, stranded every unpublished row of the old
--- topic forever: lost events, which retention never deleted either.
+-- each to the topic stored in it. A relay that reads only the configured
+-- PAYMENT_EVENTS_TOPIC's rows (WHERE topic = $1) strands every unpublished
+-- row of the old topic for ever when the variable changes, or during a
+-- rolling rename: lost events, which retention never deletes either.
 --
 -- Its index follows the query: the unpublished rows by id, whatever the
 -- topic. Partial, so it stays as small as the backlog. Built CONCURRENTLY

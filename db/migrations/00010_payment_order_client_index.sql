@@ -1,9 +1,9 @@
 -- Releases: applied before the previous release (deploy/previous-release); every release since runs against it.
 --
 -- GET /orders/{orderId} shows an order only to a client that has a payment
--- for it (issue 10): EXISTS (SELECT 1 FROM payment WHERE order_id = $1 AND
--- client_id = $2). payment had no index on order_id, so every such read
--- would scan the table. CONCURRENTLY, so building it blocks no charge; that
+-- for it: EXISTS (SELECT 1 FROM payment WHERE order_id = $1 AND
+-- client_id = $2). Without an index on order_id every such read scans
+-- payment. CONCURRENTLY, so building it blocks no charge; that
 -- needs the migration to run outside a transaction.
 
 -- A build CONCURRENTLY that fails leaves an invalid index behind, which

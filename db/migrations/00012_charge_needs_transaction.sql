@@ -2,7 +2,7 @@
 --
 -- Phase 1 of a charge is one autocommit statement (claimAndReserveSQL with
 -- @atomic, internal/repository/charges.go): one round trip instead of
--- BEGIN, the statement and COMMIT (issue 11). It may only commit the usual
+-- BEGIN, the statement and COMMIT. It may only commit the usual
 -- answer, a claimed key with a PENDING payment to charge. For any other
 -- answer (the key is held, the order does not match, a payment is in the
 -- way) the statement calls this function, and its error rolls the whole

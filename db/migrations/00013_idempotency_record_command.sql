@@ -1,16 +1,17 @@
 -- Releases: runs under the previous release and this one (expand only); with 00017, applied in the same rollout, the previous release's jobs leave other commands' records alone.
 --
--- idempotency_record.command: which command a record belongs to (issue 20).
+-- idempotency_record.command: which command a record belongs to.
 --
 -- The style guide's table has no such column: its key, command hash and
 -- response are enough while one command exists. This service's jobs read
--- more than that. The completer and the TTL purge took an IN_PROGRESS
--- record with payment_id NULL for "a charge that reserved nothing" and
--- deleted it; a second command (a refund) keeps its recovery point
--- elsewhere, so its unfinished record looked exactly like that, and was
--- deleted while its provider call may have moved money. With the column,
--- each job acts on IN_PROGRESS records only of the commands it knows, and
--- leaves every other one alone (docs/decisions/0016).
+-- more than that. A completer and a TTL purge that know only the charge
+-- take an IN_PROGRESS record with payment_id NULL for "a charge that
+-- reserved nothing" and delete it; a second command (a refund) keeps its
+-- recovery point elsewhere, so its unfinished record looks exactly like
+-- that, and would be deleted while its provider call may have moved
+-- money. With the column, each job acts on IN_PROGRESS records only of
+-- the commands it knows, and leaves every other one alone
+-- (docs/decisions/0016).
 --
 --   * text, NOT NULL, the command's name as the Go code declares it
 --     (app.CommandCharge is 'charge'). The claim writes it; the takeover

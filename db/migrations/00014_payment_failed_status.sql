@@ -1,8 +1,8 @@
 -- Releases: runs under the previous release and this one (expand only).
 --
 -- A payment the provider refused for good, with no charge under its key,
--- ends as FAILED (issue 21: such a payment used to stay PENDING for ever,
--- its key answering 503 outcome-unknown and its order blocked). FAILED is
+-- ends as FAILED (without it such a payment stays PENDING for ever, its
+-- key answering 503 outcome-unknown and its order blocked). FAILED is
 -- final like DECLINED and, like it, not live: the third layer's index
 -- (00006) counts PENDING and SUCCEEDED only, so the order is free for a new
 -- attempt.

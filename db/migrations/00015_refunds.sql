@@ -1,6 +1,6 @@
 -- Releases: runs under the previous release and this one (expand only).
 --
--- Refunds (issue 20): the refund table, and the refund total of each
+-- Refunds: the refund table, and the refund total of each
 -- payment kept by the database, so that the refunds of a payment that are
 -- not declined never add up to more than it charged, under any
 -- concurrency, without check-then-act in the application.

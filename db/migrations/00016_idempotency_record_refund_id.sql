@@ -1,7 +1,6 @@
 -- Releases: runs under the previous release and this one (expand only); with 00017, applied in the same rollout, the previous release's jobs leave refund records alone.
 --
--- idempotency_record.refund_id: the recovery point of a refund's record
--- (issue 20).
+-- idempotency_record.refund_id: the recovery point of a refund's record.
 --
 -- A command's reservation is linked to its key in the claim statement
 -- itself (docs/adding-a-command.md, "The recovery point"), and the link is
@@ -39,7 +38,8 @@ ALTER TABLE idempotency_record ADD COLUMN refund_id bigint REFERENCES refund (id
 -- +goose Down
 -- Without the column a refund's record in progress loses its recovery
 -- point, and the completer could no longer tell that its refund may be at
--- the provider (the hazard of issue 20). Refuse while such a record
+-- the provider: it would release the record as a charge's that reserved
+-- nothing (the hazard 00013 describes). Refuse while such a record
 -- exists: finish it first (the completer does) or remove it knowingly.
 -- A completed record keeps its stored answer and needs no link.
 -- +goose StatementBegin

@@ -1,20 +1,21 @@
 -- Releases: runs under the previous release and this one (expand only); it is what lets the previous release run beside refunds at all.
 --
 -- A refund's unfinished idempotency record names the payment it refunds
--- (issue 27, docs/decisions/0022).
+-- (docs/decisions/0022).
 --
 -- The previous release (deploy/previous-release: migrations up to 00012)
 -- knows one command. Its completer lists every IN_PROGRESS record whose
 -- lock has expired and deletes the ones with payment_id NULL as "a charge
 -- that reserved nothing"; its TTL purge deletes them too (retention.go at
--- that release). A refund's record used to leave payment_id NULL (00016),
--- so during a rolling deploy, while an old replica is the jobs' leader (or
--- an old `payment-service cleanup` runs, which takes no leadership), an
--- abandoned refund's record was deleted although its provider call may
--- have moved money: the refund stayed PENDING with its amount reserved,
--- and nothing would ever finish it.
+-- that release). A refund's record with payment_id NULL (all that 00016
+-- asks of it) is one of those, so during a rolling deploy, while an old
+-- replica is the jobs' leader (or an old `payment-service cleanup` runs,
+-- which takes no leadership), an abandoned refund's record would be
+-- deleted although its provider call may have moved money: the refund
+-- would stay PENDING with its amount reserved, and nothing would ever
+-- finish it.
 --
--- So a refund's record now names its payment in payment_id as soon as it
+-- So a refund's record names its payment in payment_id as soon as it
 -- has a refund (the claim writes both, internal/repository/
 -- command_clauses.go), and this CHECK makes that a rule of the table: a
 -- record with a refund_id has a payment_id. The old statements then never

@@ -3,7 +3,7 @@
 -- and never names the two new indexes; a rollback of the binary needs no
 -- rollback of this migration.
 --
--- Provider events (webhooks, issue 24, decision 0021).
+-- Provider events (webhooks, docs/decisions/0021).
 --
 -- provider_event_contradiction keeps every provider event that contradicts
 -- what the service recorded (a declined event for a SUCCEEDED payment,

@@ -1,7 +1,7 @@
 -- Releases: runs under the previous release and this one (expand only); its first ALTER rewrites payment under an exclusive lock, so on a large table it needs a quiet window (below).
 --
 -- What a charge costs the database, and what the purge leaves behind
--- (issue 22).
+-- (docs/decisions/0024).
 --
 -- A charge's PENDING to SUCCEEDED update of payment becomes a HOT update:
 -- the new row version goes on the same page and no index gets a new

@@ -28,7 +28,7 @@ func eventWithAmount(amount string) []byte {
 
 // Decoding an event whose amount is hostile does no more work than decoding
 // a valid one: the amount's text is bounded (length, exponent digits) before
-// any decimal arithmetic. A batch of 500 such events used to stall the
+// any decimal arithmetic. Unbounded, a batch of 500 such events stalls the
 // consumer for about a minute (110 ms each). The measure is allocations,
 // which the big-number work makes per digit; BenchmarkDecodeHostileAmount
 // shows the time.

@@ -196,7 +196,8 @@ func (d decoder) decode(value []byte) (app.OrderCreated, error) {
 		return app.OrderCreated{}, poison(ReasonInvalidTime, "occurredAt %s is before %s", occurred, earliestOccurredAt.Format(time.DateOnly))
 	}
 	// PostgreSQL keeps microseconds; comparing versions at any finer
-	// precision in Go would disagree with the stored row (migration 00003).
+	// precision in Go would disagree with the stored row (the projection's
+	// last_event_at, which the upsert compares).
 	e.OccurredAt = at.UTC().Truncate(time.Microsecond)
 	return e, nil
 }

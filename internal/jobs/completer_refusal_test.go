@@ -6,12 +6,12 @@ import (
 	"testing"
 )
 
-// Issue 21's stuck payment: the first provider call never charged and its
-// answer was lost; every later request is refused for good. The completer
-// used to ask again on every run and keep the payment PENDING for ever. It
-// now looks the charge up by its provider key, finds none, and ends the
-// payment FAILED on its first run: one event, the key's final answer
-// stored, the order free.
+// A payment that would stay stuck: the first provider call never charged
+// and its answer was lost; every later request is refused for good. A
+// completer that only asks again would do so on every run and keep the
+// payment PENDING for ever. It looks the charge up by its provider key,
+// finds none, and ends the payment FAILED on its first run: one event, the
+// key's final answer stored, the order free.
 func TestCompleterEndsARefusedChargeWithNoChargeAtTheProvider(t *testing.T) {
 	t.Parallel()
 	lost := loseTheAnswer(t, "busyrefuse_stuck", "stuck-1")

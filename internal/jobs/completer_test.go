@@ -226,11 +226,11 @@ func TestCompleterResolvesALostProviderAnswer(t *testing.T) {
 	}
 }
 
-// Issue 20: only for a charge does an unfinished record with payment_id
-// NULL mean "nothing reserved". A refund whose provider answer was lost
-// keeps its recovery point elsewhere, and when the completer released its
-// record every retry of its key met a fresh claim, 409 request-in-progress,
-// while the refund stayed PENDING. Each job, on its own, must leave the
+// Only for a charge does an unfinished record with payment_id NULL mean
+// "nothing reserved". A refund whose provider answer was lost keeps its
+// recovery point elsewhere; a completer that released its record would
+// leave every retry of its key to meet a fresh claim, 409
+// request-in-progress, while the refund stays PENDING. Each job, on its own, must leave the
 // unfinished records of a command it does not know exactly as they are,
 // however old and expired, while it still does its work on the charge's.
 // Finished records go after the TTL whatever their command.

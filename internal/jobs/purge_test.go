@@ -35,7 +35,8 @@ func insertRecord(t testing.TB, db *pgxpool.Pool, now time.Time, r record) {
 	var paymentID *int64
 	if r.withPayment {
 		// Each payment its own order: an order has one live payment at most
-		// (the third layer, migration 00006).
+		// (the third layer, the partial unique index on order_id over live
+		// payments).
 		var id int64
 		err := db.QueryRow(context.Background(), `
 			INSERT INTO payment (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status)

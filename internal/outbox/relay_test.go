@@ -258,9 +258,9 @@ func TestRelayReplacesFencedProducer(t *testing.T) {
 
 // A publish that fails but leaves the producer usable (here the broker
 // refuses the batch five times) keeps the producer: no new producer, no new
-// producer id per failure. During a long outage the relay used to build a
-// new producer, and ask the broker for a new producer id, after every
-// failed publish, pausing at most a second: thousands of producer ids, each
+// producer id per failure. A relay that builds a new producer, and asks
+// the broker for a new producer id, after every failed publish, pausing at
+// most a second, leaves thousands of producer ids in a long outage, each
 // held in the broker's memory. Every row is still published once.
 func TestRelayReusesItsProducerAcrossFailedPublishes(t *testing.T) {
 	t.Parallel()
@@ -296,8 +296,8 @@ func TestRelayReusesItsProducerAcrossFailedPublishes(t *testing.T) {
 // PAYMENT_EVENTS_TOPIC changed (or a rolling rename: some replicas still
 // write to the old topic): rows already written for the old topic are
 // published to it, the stored topic, and rows for the new one to the new
-// one. The relay used to read only the configured topic's rows, so the old
-// ones stayed unpublished forever and retention never deleted them.
+// one. A relay that reads only the configured topic's rows leaves the old
+// ones unpublished for ever, and retention never deletes them.
 func TestRelayPublishesEachRowToItsStoredTopic(t *testing.T) {
 	t.Parallel()
 	old := newEnv(t, 1)

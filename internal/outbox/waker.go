@@ -16,15 +16,15 @@ const WakeGap = 10 * time.Millisecond
 // after their commit; Run sends one notification (NOTIFY outbox_event) for
 // every burst of Wake calls, at most one per WakeGap.
 //
-// Until migration 00020 a trigger on outbox_event sent that notification
-// inside every writing transaction. PostgreSQL serializes the commits of
-// all transactions that notify, through their WAL flush, on one lock, so
-// every charge's phase 3 waited in line for the one before it: one WAL
+// The notification is not sent inside the writing transaction (as a
+// trigger on outbox_event would send it): PostgreSQL serializes the commits
+// of all transactions that notify, through their WAL flush, on one lock, so
+// every charge's phase 3 would wait in line for the one before it: one WAL
 // flush per commit where group commit shares one among many, and a third
 // of the throughput (docs/benchmarks.md, "CPU per charge beside the
 // peers"). Sent after the commit, from one goroutine per replica, the
 // notification is one small transaction per burst, and the charges'
-// commits no longer wait for each other.
+// commits do not wait for each other.
 //
 // A wake is only a hint: a lost one (a crash after the commit, a failed
 // notify) costs the relay's poll interval, never an event.

@@ -12,7 +12,7 @@ import (
 	"github.com/example/payment-service/internal/telemetry"
 )
 
-// newOrderConsumer builds the order-projection consumer (issue 3), or
+// newOrderConsumer builds the order-projection consumer, or
 // returns nil when KAFKA_BROKERS is not set: the service then serves the
 // projection as it is, which is how the dev stack and the HTTP tests run.
 func newOrderConsumer(cfg config.Config, tx app.Transactor, reg prometheus.Registerer, tracing *telemetry.Tracing, logger *slog.Logger) (*consumer.Consumer, error) {

@@ -109,9 +109,9 @@ func TestShutdownNeverClosesThePoolUnderARunningCharge(t *testing.T) {
 	if !errors.Is(runErr, context.DeadlineExceeded) {
 		t.Errorf("Run = %v, want the HTTP shutdown's deadline error", runErr)
 	}
-	// The handler returned before Run did, so its answer is on its way;
-	// before the fix it was still waiting for the provider, under a pool
-	// Run had closed.
+	// The handler returned before Run did, so its answer is on its way
+	// rather than still waiting for the provider under a pool Run has
+	// closed.
 	select {
 	case r := <-answered:
 		if r.at.Before(returned) {
@@ -174,12 +174,12 @@ func withEnv(env map[string]string, name, value string) map[string]string {
 
 // The relay has a shutdown bound of its own, after every writer stopped: an
 // HTTP drain stuck until its bound (a charge whose provider answers late)
-// no longer leaves the relay no time to publish an event committed before
-// the shutdown. Here the broker refuses the event until the drain has run out
-// of its 1s; the relay then publishes it within its own bound, and Run
-// returns. Before, the relay was cancelled as soon as the drain's shared
-// deadline had passed, and the event waited in the outbox for the next
-// start.
+// does not leave the relay without time to publish an event committed
+// before the shutdown. Here the broker refuses the event until the drain
+// has run out of its 1s; the relay then publishes it within its own bound,
+// and Run returns. A relay that shared the drain's deadline would be
+// cancelled as soon as it passed, and the event would wait in the outbox
+// for the next start.
 func TestAStuckDrainLeavesTheRelayItsOwnTimeToPublish(t *testing.T) {
 	t.Parallel()
 	dsn := testdb.New(t)

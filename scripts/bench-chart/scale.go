@@ -113,7 +113,7 @@ func runScale(in, out string) error {
 }
 
 // scalePanels are the chart's two panels: requests/s and p99, each with
-// the goal as a dashed line.
+// its cost-at-scale goal as a dashed line (docs/benchmarks.md).
 var scalePanels = []struct {
 	title, goalName string
 	goal            float64

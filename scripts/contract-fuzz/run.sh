@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make contract-fuzz: Schemathesis against the real service on a throwaway
-# database (issue 25). It starts cmd/payment-dev (the service, a throwaway
+# database. It starts cmd/payment-dev (the service, a throwaway
 # PostgreSQL, the in-process broker and the sandbox provider, as `make dev`
 # does) on free loopback ports with an API key of its own, waits for
 # /readyz, runs Schemathesis with every check and a fixed seed, and stops

@@ -2,7 +2,7 @@
 
 package fault
 
-// Rolling deploys (issue 27, docs/deploying.md): the previous release and
+// Rolling deploys (docs/deploying.md): the previous release and
 // this one side by side, behind the same clients, through this tree's
 // migrations.
 
@@ -39,14 +39,15 @@ const previousSchema = 12
 
 // The previous release's completer deletes an unfinished record with
 // payment_id NULL as "a charge that reserved nothing", and so does its TTL
-// purge; a refund's record used to have payment_id NULL. Here a refund's
-// answer is lost (the provider refunds, too late for the service) and its
-// replica is killed, so its record is abandoned with the lock run out; the
-// record is aged past every TTL; then the previous release runs its jobs
-// (`payment-service cleanup`, which takes no leadership, so no fence of
-// leadership could stop it). It must try (its completer reports the record
-// as one it cannot rebuild) and change nothing. Then the current release
-// finishes the refund: one refund at the provider, SUCCEEDED, its event.
+// purge; a refund's record names its payment so that neither matches it.
+// Here a refund's answer is lost (the provider refunds, too late for the
+// service) and its replica is killed, so its record is abandoned with the
+// lock run out; the record is aged past every TTL; then the previous
+// release runs its jobs (`payment-service cleanup`, which takes no
+// leadership, so no fence of leadership could stop it). It must try (its
+// completer reports the record as one it cannot rebuild) and change
+// nothing. Then the current release finishes the refund: one refund at the
+// provider, SUCCEEDED, its event.
 func TestPreviousReleaseLeavesARefundInProgressAlone(t *testing.T) {
 	previous := previousRelease(t)
 	s := newStack(t, stackOptions{replicas: 1})

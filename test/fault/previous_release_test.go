@@ -2,7 +2,7 @@
 
 package fault
 
-// The previous release beside this one (issue 27, docs/deploying.md): its
+// The previous release beside this one (docs/deploying.md): its
 // binary, built from the commit deploy/previous-release names, and the
 // replicas that run it.
 
