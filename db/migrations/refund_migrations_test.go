@@ -109,8 +109,8 @@ func TestRefundMigrationsOverEarlierRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	taken, err := repository.NewChargeStore(gdb, outbox, nil).ClaimAndReserve(ctx, app.ChargeClaim{
-		Scope: app.IdempotencyScope{ClientID: "c", Key: "lost"}, CommandHash: "h-lost", Token: uuid.New(), LockFor: time.Minute, Charge: lostCharge})
+	taken, err := repository.NewTransactor(gdb, repository.WithOutbox(outbox)).AutoCommit().Charges.Claim(ctx, app.KeyClaim{
+		Scope: app.IdempotencyScope{ClientID: "c", Key: "lost"}, CommandHash: "h-lost", Token: uuid.New(), LockFor: time.Minute}, lostCharge)
 	if err != nil || !taken.Claimed || taken.Reserved || taken.Payment == nil || taken.Payment.ID != 2 {
 		t.Fatalf("the charge's takeover of an earlier record: %+v, %v; want its payment 2", taken, err)
 	}
@@ -122,9 +122,9 @@ func TestRefundMigrationsOverEarlierRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := repository.NewRefundStore(gdb, outbox, nil).ClaimAndReserveRefund(ctx, app.RefundClaim{
-		KeyClaim: app.KeyClaim{Scope: app.IdempotencyScope{ClientID: "c", Key: "refund-after"}, CommandHash: "h-after", Token: uuid.New(), LockFor: time.Minute},
-		Refund:   refund})
+	res, err := repository.NewTransactor(gdb, repository.WithOutbox(outbox)).AutoCommit().Refunds.Claim(ctx,
+		app.KeyClaim{Scope: app.IdempotencyScope{ClientID: "c", Key: "refund-after"}, CommandHash: "h-after", Token: uuid.New(), LockFor: time.Minute},
+		refund)
 	if err != nil || !res.Claimed || !res.Reserved || res.Refund == nil {
 		t.Fatalf("a refund's claim after 00016: %+v, %v", res, err)
 	}

@@ -52,19 +52,6 @@ func (v EventVersion) After(o EventVersion) bool {
 	return bytes.Compare(v.EventID[:], o.EventID[:]) > 0
 }
 
-// OrderProjection is one row of the order projection, as GET /orders shows it.
-type OrderProjection struct {
-	// Order is the order: customer, amount and currency.
-	Order domain.Order
-	// SagaID is the order's saga, when its event named one.
-	SagaID uuid.NullUUID
-	// LastEvent is the version of the event the row was last written from;
-	// nil for a row no event wrote (seeded data).
-	LastEvent *EventVersion
-	// UpdatedAt is when the row was last written.
-	UpdatedAt time.Time
-}
-
 // ProcessedEvents is the processed_event table of R-DIST-IDEM-2.
 type ProcessedEvents interface {
 	// MarkProcessed records ids as processed by consumer with one
@@ -76,19 +63,6 @@ type ProcessedEvents interface {
 	// it, so two members of one consumer can never both see an id as new.
 	// ids must be distinct.
 	MarkProcessed(ctx context.Context, consumer string, ids []uuid.UUID) (map[uuid.UUID]bool, error)
-}
-
-// OrderProjections writes and reads the order projection.
-type OrderProjections interface {
-	// UpsertNewer writes each order unless its stored row was written from a
-	// newer event (or the same one), and returns how many rows it wrote.
-	// events must name distinct orders.
-	UpsertNewer(ctx context.Context, events []OrderCreated) (written int, err error)
-	// GetVisibleTo returns the projection row if client may see it: the
-	// client has a payment for the order (any status). Otherwise, and when
-	// there is no such row, domain.ErrOrderNotFound, so the two cannot be
-	// told apart.
-	GetVisibleTo(ctx context.Context, id domain.OrderID, client domain.ClientID) (OrderProjection, error)
 }
 
 // ApplyOrderEvents projects a batch of order events into order_projection,
@@ -105,14 +79,14 @@ type OrderProjections interface {
 // That makes the result the same as applying the events one by one in
 // partition order, whatever the order of delivery.
 type ApplyOrderEvents struct {
-	tx       Transactor
+	db       Transactor
 	consumer string
 }
 
 // NewApplyOrderEvents builds the use case. consumer is the name recorded in
 // processed_event.consumer_name (the consumer group).
-func NewApplyOrderEvents(tx Transactor, consumer string) *ApplyOrderEvents {
-	return &ApplyOrderEvents{tx: tx, consumer: consumer}
+func NewApplyOrderEvents(db Transactor, consumer string) *ApplyOrderEvents {
+	return &ApplyOrderEvents{db: db, consumer: consumer}
 }
 
 // ApplyResult counts what a batch did. Every event is in exactly one of
@@ -152,7 +126,7 @@ func (uc *ApplyOrderEvents) Handle(ctx context.Context, events []OrderCreated) (
 	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 
 	var inTx ApplyResult
-	err := uc.tx.Transact(ctx, func(ctx context.Context, r Repos) error {
+	err := uc.db.Transact(ctx, func(ctx context.Context, r Repos) error {
 		inTx = ApplyResult{}
 		fresh, err := r.ProcessedEvents.MarkProcessed(ctx, uc.consumer, ids)
 		if err != nil {
@@ -180,7 +154,7 @@ func (uc *ApplyOrderEvents) Handle(ctx context.Context, events []OrderCreated) (
 			winners = append(winners, e)
 		}
 		slices.SortFunc(winners, func(a, b OrderCreated) int { return cmp.Compare(a.Order.ID, b.Order.ID) })
-		written, err := r.OrderProjections.UpsertNewer(ctx, winners)
+		written, err := r.Orders.UpsertNewer(ctx, winners)
 		if err != nil {
 			return err
 		}

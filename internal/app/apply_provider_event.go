@@ -70,7 +70,7 @@ const (
 	EventAgreed ProviderEventResult = "agreed"
 	// EventContradicts: the event contradicts what the service recorded
 	// (another decision, amount or currency); nothing changed, and the
-	// event is kept for an operator (migration 00018).
+	// event is kept for an operator (provider_event_contradiction).
 	EventContradicts ProviderEventResult = "contradiction"
 )
 
@@ -137,42 +137,27 @@ type Contradiction struct {
 	Reason string
 }
 
-// reported is what reportedSteps find for an event: the reservation's
-// status and amount, the claim it is recorded under, and how to record a
-// settlement for it (phase 3's own statement over the reservation, inside
-// the event's transaction, so that its processed_event row commits with
-// it).
-type reported struct {
-	status domain.PaymentStatus
-	amount domain.Money
-	claim  *IdempotencyRecord
-	record func(ctx context.Context, k KeyClaim, s Settlement) error
+// Report is a command's reservation as a provider's event about it finds
+// it: its status and amount, and the claim it is recorded under.
+type Report[T any] struct {
+	// Reservation is the command's reservation, for its phase 3.
+	Reservation T
+	// Status is the reservation's status.
+	Status domain.PaymentStatus
+	// Amount is what the reservation is for.
+	Amount domain.Money
+	// Claim is the IN_PROGRESS record whose recovery point the
+	// reservation is; nil when the key is completed (or purged).
+	Claim *IdempotencyRecord
 }
 
-// reportedSteps are what a command adds to its CommandSteps so that a
-// provider's event about it can be applied.
-type reportedSteps interface {
-	// Reported finds the event's object in r's transaction; found is false
-	// when the service holds none.
-	Reported(ctx context.Context, r Repos, ev ProviderEvent) (rep reported, found bool, err error)
-}
-
-// reportedBy is Reported for a command whose objects a provider key names
-// by an external id: parse reads the id from the key (false: not one of
-// the command's keys), find reads the object, view makes it the command's.
-func reportedBy[X, R any](ctx context.Context, ev ProviderEvent,
-	parse func(domain.ProviderName, string) (X, bool),
-	find func(context.Context, domain.ProviderName, X) (R, bool, error),
-	view func(R) reported) (reported, bool, error) {
-	external, ok := parse(ev.Provider, ev.ProviderKey)
-	if !ok {
-		return reported{}, false, nil
-	}
-	rep, found, err := find(ctx, ev.Provider, external)
-	if err != nil || !found {
-		return reported{}, false, err
-	}
-	return view(rep), true, nil
+// ReportedSteps are what a command adds to its steps so that a provider's
+// events about it are applied: the reservation the event names, found by
+// its provider key in the event's transaction.
+type ReportedSteps[T any] interface {
+	// Reported finds the event's reservation in r's transaction; found is
+	// false when the service holds none.
+	Reported(ctx context.Context, r Repos, ev ProviderEvent) (rep Report[T], found bool, err error)
 }
 
 // reportAttempts bounds the reads and records of one event whose key
@@ -182,18 +167,21 @@ const reportAttempts = 3
 
 // applyReported applies a provider's decision about one of the command's
 // reservations, in r's transaction. A PENDING reservation is recorded by
-// phase 3's own statement, fenced by the token of the claim that holds its
-// key (a live request, or an abandoned one): whichever of the event and
-// the claim's own phase 3 commits first records the decision, and the
-// other's statement matches nothing (ErrLockLost) and sees the result. A
-// final reservation is never changed: the event agrees with it or
-// contradicts it.
+// the command's own phase 3 (CommandSteps.Record), fenced by the token of
+// the claim that holds its key (a live request, or an abandoned one):
+// whichever of the event and the claim's own phase 3 commits first records
+// the decision, and the other's statement matches nothing (ErrLockLost)
+// and sees the result. A final reservation is never changed: the event
+// agrees with it or contradicts it.
 func (uc *IdempotentCommand[C, T]) applyReported(ctx context.Context, r Repos, ev ProviderEvent) (ProviderEventResult, domain.PaymentStatus, string, error) {
-	steps, ok := uc.steps.(reportedSteps)
+	steps, ok := uc.steps.(ReportedSteps[T])
 	if !ok {
-		return "", "", "", fmt.Errorf("the %s command does not take provider events", uc.steps.Name())
+		return "", "", "", fmt.Errorf("the %s command does not take provider events", uc.name)
 	}
-	settlement := settlementOf(ev.Decision)
+	settlement := SettledApproved
+	if ev.Decision == ProviderDeclined {
+		settlement = SettledDeclined
+	}
 	for range reportAttempts {
 		rep, found, err := steps.Reported(ctx, r, ev)
 		switch {
@@ -201,21 +189,21 @@ func (uc *IdempotentCommand[C, T]) applyReported(ctx context.Context, r Repos, e
 			return "", "", "", err
 		case !found:
 			return "", "", "", ErrUnknownProviderObject
-		case !rep.amount.Amount().Equal(ev.Amount) || string(rep.amount.Currency()) != ev.Currency:
-			return EventContradicts, rep.status, fmt.Sprintf("the provider decided on %s %s, the service holds %s %s",
-				ev.Amount, ev.Currency, rep.amount.AmountString(), rep.amount.Currency()), nil
-		case rep.status == settlement.Status():
-			return EventAgreed, rep.status, "", nil
-		case rep.status.Final():
+		case !rep.Amount.Amount().Equal(ev.Amount) || string(rep.Amount.Currency()) != ev.Currency:
+			return EventContradicts, rep.Status, fmt.Sprintf("the provider decided on %s %s, the service holds %s %s",
+				ev.Amount, ev.Currency, rep.Amount.AmountString(), rep.Amount.Currency()), nil
+		case rep.Status == settlement.Status():
+			return EventAgreed, rep.Status, "", nil
+		case rep.Status.Final():
 			// A later event never undoes a final state.
-			return EventContradicts, rep.status, fmt.Sprintf("the provider reports %s, the service recorded %s", ev.Decision, rep.status), nil
-		case rep.claim == nil:
+			return EventContradicts, rep.Status, fmt.Sprintf("the provider reports %s, the service recorded %s", ev.Decision, rep.Status), nil
+		case rep.Claim == nil:
 			// Phase 1 writes a reservation with its claim, and phase 3 ends
 			// both at once: only a manual repair leaves one without the other.
-			return "", "", "", fmt.Errorf("%s %s is PENDING without a claim in progress", uc.steps.Name(), ev.ProviderKey)
+			return "", "", "", fmt.Errorf("%s %s is PENDING without a claim in progress", uc.name, ev.ProviderKey)
 		}
-		k := KeyClaim{Scope: rep.claim.Scope, CommandHash: rep.claim.CommandHash, Token: rep.claim.LockToken}
-		err = rep.record(ctx, k, settlement)
+		k := KeyClaim{Scope: rep.Claim.Scope, CommandHash: rep.Claim.CommandHash, Token: rep.Claim.LockToken}
+		_, err = uc.steps.Record(ctx, r, k, rep.Reservation, settlement)
 		if errors.Is(err, ErrLockLost) {
 			// The claim's own phase 3 (or a takeover) committed between the
 			// read and the record: read what it left.
@@ -234,7 +222,7 @@ func (uc *IdempotentCommand[C, T]) applyReported(ctx context.Context, r Repos, e
 // processed_event under the consumer's name in the transaction that
 // applies it, so a redelivery, however often it comes, changes nothing.
 type ApplyProviderEvent struct {
-	tx       Transactor
+	db       Transactor
 	consumer string
 	charges  *IdempotentCommand[ChargeCommand, chargeReservation]
 	refunds  *IdempotentCommand[RefundCommand, refundReservation]
@@ -245,7 +233,7 @@ type ApplyProviderEvent struct {
 // objects the events report. consumer names it in processed_event
 // ("webhook:sandbox").
 func NewApplyProviderEvent(charges *ChargePayment, refunds *RefundPayment, consumer string, logger *slog.Logger) *ApplyProviderEvent {
-	return &ApplyProviderEvent{tx: charges.tx, consumer: consumer, charges: charges.run, refunds: refunds.run, logger: logger}
+	return &ApplyProviderEvent{db: charges.db, consumer: consumer, charges: charges.run, refunds: refunds.run, logger: logger}
 }
 
 // providerEventNamespace makes a provider's event id (any string, such as
@@ -268,7 +256,7 @@ func (uc *ApplyProviderEvent) Handle(ctx context.Context, ev ProviderEvent) (Pro
 		reason   string
 	)
 	id := eventUUID(ev)
-	err := uc.tx.Transact(ctx, func(ctx context.Context, r Repos) (err error) {
+	err := uc.db.Transact(ctx, func(ctx context.Context, r Repos) (err error) {
 		fresh, err := r.ProcessedEvents.MarkProcessed(ctx, uc.consumer, []uuid.UUID{id})
 		if err != nil {
 			return err

@@ -3,67 +3,284 @@ package app
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
-	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/example/payment-service/internal/domain"
 )
 
+// OperationChargePayment is the Operation of a charge made through POST
+// /payments. It is part of the command hash, so the completer uses the
+// very string the HTTP adapter uses.
+const OperationChargePayment = "POST /payments"
+
+// CommandCharge names a charge's idempotency records; the claim statement
+// writes it as the literal 'charge' (internal/repository).
+const CommandCharge CommandName = "charge"
+
+// ChargeCommand is a client's request to charge, with its idempotency key.
+type ChargeCommand struct {
+	// Scope is the client and the idempotency key the command came with.
+	Scope IdempotencyScope
+	// Charge is the validated charge: order, customer, amount, currency,
+	// provider and external payment.
+	Charge domain.Charge
+	// Operation names the endpoint, such as "POST /payments": one key
+	// cannot be shared between endpoints.
+	Operation string
+}
+
+// IdempotencyKey is the client and key the charge came with.
+func (c ChargeCommand) IdempotencyKey() IdempotencyScope { return c.Scope }
+
+// Hash is SHA-256 over a canonical form of the validated command, built
+// from parsed values, not from the request bytes: reordered JSON keys,
+// whitespace or "100.5" versus "100.50" are the same command.
+func (c ChargeCommand) Hash() string {
+	return canonicalHash(
+		"v1",
+		c.Operation,
+		strconv.FormatInt(int64(c.Charge.OrderID), 10),
+		strconv.FormatInt(int64(c.Charge.CustomerID), 10),
+		c.Charge.Amount.Amount().String(), // canonical: no trailing zeros
+		string(c.Charge.Amount.Currency()),
+		string(c.Charge.Provider),
+		string(c.Charge.ExternalPaymentID),
+	)
+}
+
+// ChargeStore is the payment table: the second layer of R-DIST-IDEM-4
+// (one row per provider and external payment) and the third (at most one
+// PENDING or SUCCEEDED payment per order), and a charge's statements.
+type ChargeStore interface {
+	// Claim is phase 1 in one statement: a PENDING payment reserved for c
+	// (unless a unique index says no, or the order does not match) and
+	// the key claimed, linked to it; or the takeover of an IN_PROGRESS
+	// record of the same command whose lock expired, which keeps the
+	// record's own payment. On the pool it commits only a claimed key with
+	// a PENDING payment, and returns ErrClaimNeedsTransaction otherwise.
+	Claim(ctx context.Context, k KeyClaim, c domain.Charge) (ChargeClaimed, error)
+	// Reserve is phase 1's rare path, after a claim that met a payment in
+	// the way: it reserves the payment (and links k's record to it) or
+	// returns the payment that stands in the way.
+	Reserve(ctx context.Context, k KeyClaim, c domain.Charge) (ChargeReservation, error)
+	// Record is phase 3 in one statement: the key completed with the
+	// response, fenced by the token; the payment's final status (the
+	// event's payment's); the event appended to the outbox. ErrLockLost if
+	// the token no longer owns the key.
+	Record(ctx context.Context, rec ChargeRecord) error
+	// Release deletes the claim and its PENDING payment, fenced by the
+	// token; ErrLockLost if the token no longer owns the key.
+	Release(ctx context.Context, k KeyClaim, payment domain.PaymentID) error
+	// Get reads a payment; domain.ErrPaymentNotFound if there is none.
+	Get(ctx context.Context, id domain.PaymentID) (domain.Payment, error)
+}
+
+// ChargeClaimed is what the charge's phase 1 statement did.
+type ChargeClaimed struct {
+	// Claimed: the key is this attempt's now (new, or taken over).
+	Claimed bool
+	// Reserved: a new PENDING payment was inserted, the claim's recovery
+	// point.
+	Reserved bool
+	// OrderMatches: the projection holds the order, with the charge's
+	// customer, amount and currency.
+	OrderMatches bool
+	// SagaID is the order's saga, for the payment's event.
+	SagaID uuid.NullUUID
+	// Payment is the reserved payment or, after a takeover, the recovery
+	// point's; nil when neither.
+	Payment *domain.Payment
+}
+
+// ChargeReservationKind says what Reserve did.
+type ChargeReservationKind int
+
+const (
+	// ChargeReserved: a new PENDING payment was inserted.
+	ChargeReserved ChargeReservationKind = iota + 1
+	// ChargeExternalPaymentExists: a payment with the same provider and
+	// external payment id exists (the second layer).
+	ChargeExternalPaymentExists
+	// ChargeOrderHasLivePayment: the order has a PENDING or SUCCEEDED
+	// payment under another external payment (the third layer).
+	ChargeOrderHasLivePayment
+)
+
+// ChargeReservation is Reserve's answer: the new payment, or the one in
+// the way.
+type ChargeReservation struct {
+	// Kind says whether Payment is new or the row in the way.
+	Kind ChargeReservationKind
+	// Payment is the reserved payment, or the one that stood in the way.
+	Payment domain.Payment
+}
+
+// ChargeRecord is what the charge's phase 3 writes.
+type ChargeRecord struct {
+	// Key is the claim whose token fences the write.
+	Key KeyClaim
+	// Response is the answer stored for the key.
+	Response StoredResponse
+	// Event carries the payment with its final status.
+	Event PaymentEvent
+}
+
+// ProviderCharge is one charge request to a payment provider.
+type ProviderCharge struct {
+	// IdempotencyKey is derived from the business operation, so the
+	// provider charges a payment once however often it is asked.
+	IdempotencyKey string
+	// Charge is what to charge.
+	Charge domain.Charge
+}
+
+// ChargeProvider charges money on the other side of a network. Its
+// answers are a decision or one of the errors of outcome.go.
+type ChargeProvider interface {
+	// Charge asks the provider to charge req under req.IdempotencyKey.
+	Charge(ctx context.Context, req ProviderCharge) (ProviderDecision, error)
+	// LookupCharge asks, without charging, what the provider holds under
+	// an idempotency key (ErrNoProviderCharge: nothing, and nothing being
+	// made; any other error: it cannot be known now).
+	LookupCharge(ctx context.Context, idempotencyKey string) (ProviderDecision, error)
+}
+
+// ChargeOutcomeKind says what a charge ended in.
+type ChargeOutcomeKind int
+
+const (
+	// ChargeSucceeded: a new payment, approved by the provider.
+	ChargeSucceeded ChargeOutcomeKind = iota + 1
+	// ChargeDeclined: a new payment, declined by the provider.
+	ChargeDeclined
+	// ChargeFailed: a new payment that the provider refused for good, with
+	// no charge under its key; it is recorded FAILED.
+	ChargeFailed
+	// ChargeAlreadyRecorded: a new key for an external payment recorded as
+	// the same charge; the existing payment is the answer.
+	ChargeAlreadyRecorded
+	// ChargeExternalPaymentConflict: the external payment is recorded as
+	// another charge (or another client's).
+	ChargeExternalPaymentConflict
+	// ChargeOrderAlreadyPaid: the order is paid under another external
+	// payment; nothing was sent to the provider.
+	ChargeOrderAlreadyPaid
+)
+
+// ChargeOutcome is what a charge ended in, before it is rendered.
+type ChargeOutcome struct {
+	// Kind is what it ended in.
+	Kind ChargeOutcomeKind
+	// Payment is the payment the answer shows; empty for the conflicts,
+	// which reveal no payment.
+	Payment domain.Payment
+}
+
+// ChargeResponses renders a charge's outcome into the response stored for
+// the key and sent to the client (the HTTP adapter implements it), so the
+// use case stores the exact reply with the payment without knowing HTTP.
+type ChargeResponses interface {
+	// EncodeChargeOutcome returns the status and body bytes that answer
+	// the outcome, now and on every replay.
+	EncodeChargeOutcome(ChargeOutcome) (StoredResponse, error)
+}
+
+// Payment event types. The suffix is the payload's version: a change that
+// is not backward compatible gets a new type.
+const (
+	// EventPaymentSucceeded announces a payment the provider charged.
+	EventPaymentSucceeded = "PaymentSucceeded.v1"
+	// EventPaymentDeclined announces a payment the provider declined.
+	EventPaymentDeclined = "PaymentDeclined.v1"
+	// EventPaymentFailed announces a payment the provider refused for good.
+	EventPaymentFailed = "PaymentFailed.v1"
+)
+
+// PaymentEvent announces a payment's outcome to other services. It is
+// appended to the outbox by the statement that records the outcome and
+// published by the relay after the commit.
+type PaymentEvent struct {
+	// ID is the eventId of R-DIST-IDEM-1, a UUID v7 made once: every
+	// publication of the event carries it, so consumers dedup on it.
+	ID uuid.UUID
+	// Type is EventPaymentSucceeded, EventPaymentDeclined or EventPaymentFailed.
+	Type string
+	// SagaID is the order's saga; not Valid when the order named none.
+	SagaID uuid.NullUUID
+	// Payment is the payment with its final status.
+	Payment domain.Payment
+	// OccurredAt is when the outcome was recorded, in UTC.
+	OccurredAt time.Time
+}
+
+var paymentEventTypes = map[domain.PaymentStatus]string{
+	domain.PaymentSucceeded: EventPaymentSucceeded,
+	domain.PaymentDeclined:  EventPaymentDeclined,
+	domain.PaymentFailed:    EventPaymentFailed,
+}
+
+// NewPaymentEvent builds the event of a payment that has just reached its
+// final status.
+func NewPaymentEvent(p domain.Payment, saga uuid.NullUUID, occurredAt time.Time) (PaymentEvent, error) {
+	typ, ok := paymentEventTypes[p.Status]
+	if !ok {
+		return PaymentEvent{}, fmt.Errorf("payment %d is %s: only a final status is an event", p.ID, p.Status)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return PaymentEvent{}, fmt.Errorf("event id: %w", err)
+	}
+	return PaymentEvent{ID: id, Type: typ, SagaID: saga, Payment: p, OccurredAt: occurredAt.UTC()}, nil
+}
+
 // ChargePayment charges an order through a payment provider, exactly once
-// per idempotency key, per external payment and per order.
-//
-// It runs on the core that every money-moving command shares
-// (IdempotentCommand, idempotent_command.go: the read, the three phases,
-// the outcome model, tracing and the shutdown drain). What is the charge's
-// own is here, as chargeSteps:
+// per idempotency key, per external payment and per order. It runs on the
+// core (idempotent_command.go); what is the charge's own is chargeSteps:
 //
 //   - its reservation is a PENDING payment, reserved in the claim's own
-//     statement and linked to the key as its recovery point (decision
-//     0013), after checking the order;
+//     statement after checking the order (decision 0013);
 //   - the claim's rare answers are the second layer (the external payment
 //     is recorded: the same charge gets it, another gets a conflict) and
-//     the third (one paid order is paid once), answered without a provider
-//     call;
-//   - the provider call is PaymentProvider.Charge with a provider key
-//     derived from the external payment, and the lookup LookupCharge;
+//     the third (one paid order is paid once), answered without a call;
+//   - the call is ChargeProvider.Charge with a provider key derived from
+//     the external payment, and the lookup LookupCharge;
 //   - the record sets the payment's final status and appends its
 //     PaymentSucceeded/Declined/Failed event.
-//
-// The provider's answer can be lost (PaymentProvider lists the cases). Only
-// a "not charged for now" answer to a payment this request reserved itself
-// gives the key back, and only a refusal for good that the provider's own
-// record confirms ends a payment FAILED; every other failure after the call
-// keeps the claim and its PENDING payment, ends the lock early and answers
-// OutcomeUnknownError: the next retry with the key, or the completer, asks
-// the provider again with the same provider key and records its answer.
 type ChargePayment struct {
-	tx        Transactor
-	providers map[domain.ProviderName]PaymentProvider
+	db        Transactor
+	providers map[domain.ProviderName]ChargeProvider
 	run       *IdempotentCommand[ChargeCommand, chargeReservation]
 }
 
 // NewChargePayment builds the use case on core.
-func NewChargePayment(core *Core, store ChargeStore, providers map[domain.ProviderName]PaymentProvider, encoder ResponseEncoder) *ChargePayment {
-	return &ChargePayment{tx: core.tx, providers: providers, run: NewIdempotentCommand(core, &chargeSteps{
-		tx: core.tx, store: store, providers: providers, encoder: encoder,
-	})}
+func NewChargePayment(core *Core, providers map[domain.ProviderName]ChargeProvider, responses ChargeResponses) *ChargePayment {
+	return &ChargePayment{db: core.db, providers: providers,
+		run: NewIdempotentCommand(core, CommandCharge, &chargeSteps{providers: providers, responses: responses})}
 }
 
-// Resume implements Resumable: the completer's retry of an abandoned
-// charge, rebuilt from its PENDING payment. The hash must be the stored
-// one; a record that does not match its payment is left for the client's
-// own retry rather than guessed at.
+// Handle runs the charge. Errors are the core's (IdempotentCommand.Handle),
+// ErrUnknownProvider, domain.ErrOrderNotFound and domain.ErrOrderMismatch.
+func (uc *ChargePayment) Handle(ctx context.Context, cmd ChargeCommand) (CommandResult, error) {
+	if _, ok := uc.providers[cmd.Charge.Provider]; !ok {
+		// Before the claim: an invalid command stores nothing, so the
+		// client can fix it and retry with the same key.
+		return CommandResult{}, ErrUnknownProvider
+	}
+	return uc.run.Handle(ctx, cmd)
+}
+
+// Resume is the completer's retry of an abandoned charge, rebuilt from its
+// PENDING payment. A record that does not match its payment is left for
+// the client's own retry rather than guessed at.
 func (uc *ChargePayment) Resume(ctx context.Context, rec IdempotencyRecord) error {
 	if rec.PaymentID == nil {
 		return ErrNothingReserved
 	}
-	var payment domain.Payment
-	err := uc.tx.Transact(ctx, func(ctx context.Context, r Repos) (err error) {
-		payment, err = r.Payments.Get(ctx, *rec.PaymentID)
-		return err
-	})
+	payment, err := uc.db.AutoCommit().Charges.Get(ctx, *rec.PaymentID)
 	if err != nil {
 		return fmt.Errorf("read payment %d: %w", *rec.PaymentID, err)
 	}
@@ -75,22 +292,6 @@ func (uc *ChargePayment) Resume(ctx context.Context, rec IdempotencyRecord) erro
 	return err
 }
 
-// ChargeResult is the reply for the client.
-type ChargeResult = CommandResult
-
-// Handle runs the command. Errors are ErrKeyReused, *InProgressError,
-// *OutcomeUnknownError, ErrUnknownProvider, ErrProviderUnavailable,
-// domain.ErrOrderNotFound, domain.ErrOrderMismatch, ErrStoreUnavailable (only
-// before the provider is called), or unexpected ones.
-func (uc *ChargePayment) Handle(ctx context.Context, cmd ChargeCommand) (ChargeResult, error) {
-	if _, ok := uc.providers[cmd.Charge.Provider]; !ok {
-		// Checked before the claim: an invalid command stores nothing, so
-		// the client can fix it and retry with the same key.
-		return ChargeResult{}, ErrUnknownProvider
-	}
-	return uc.run.Handle(ctx, cmd)
-}
-
 // chargeReservation is the charge's recovery point: the PENDING payment,
 // with the order's saga for its event.
 type chargeReservation struct {
@@ -98,84 +299,43 @@ type chargeReservation struct {
 	saga    uuid.NullUUID
 }
 
+// LogValue names the reservation in log lines.
+func (t chargeReservation) LogValue() slog.Value {
+	return slog.GroupValue(slog.Int64("payment_id", int64(t.payment.ID)), slog.String("provider", string(t.payment.Charge.Provider)))
+}
+
 // chargeSteps are the charge's own parts of the core's protocol.
 type chargeSteps struct {
-	tx        Transactor
-	store     ChargeStore
-	providers map[domain.ProviderName]PaymentProvider
-	encoder   ResponseEncoder
+	providers map[domain.ProviderName]ChargeProvider
+	responses ChargeResponses
 }
 
-var _ CommandSteps[ChargeCommand, chargeReservation] = (*chargeSteps)(nil)
-
-// Name implements CommandSteps.
-func (*chargeSteps) Name() string { return "charge" }
-
-// Key implements CommandSteps.
-func (*chargeSteps) Key(cmd ChargeCommand) (IdempotencyScope, string) { return cmd.Scope, cmd.Hash() }
-
-// SpanAttributes implements CommandSteps.
-func (*chargeSteps) SpanAttributes(cmd ChargeCommand) []attribute.KeyValue {
-	return []attribute.KeyValue{
-		attribute.Int64("payment.order_id", int64(cmd.Charge.OrderID)),
-		attribute.String("payment.provider", string(cmd.Charge.Provider)),
-	}
-}
-
-// LogAttrs implements CommandSteps.
-func (*chargeSteps) LogAttrs(t chargeReservation) []any {
-	return []any{"payment_id", t.payment.ID, "provider", t.payment.Charge.Provider}
-}
-
-// chargeClaim is phase 1's statement's input.
-func chargeClaim(cmd ChargeCommand, k KeyClaim) ChargeClaim {
-	return ChargeClaim{Scope: k.Scope, CommandHash: k.CommandHash, Token: k.Token, LockFor: k.LockFor, Charge: cmd.Charge}
-}
-
-// ClaimAtOnce implements CommandSteps: phase 1 in one round trip. The
-// statement commits on its own when its answer is the usual one, the key
-// claimed with a PENDING payment to charge (reserved now, or resumed after a
-// takeover). Every other answer is ErrClaimNeedsTransaction, with nothing
-// committed.
-func (s *chargeSteps) ClaimAtOnce(ctx context.Context, cmd ChargeCommand, k KeyClaim) (Claimed[chargeReservation], error) {
-	res, err := s.store.ClaimAndReserve(ctx, chargeClaim(cmd, k))
-	if err != nil {
-		return Claimed[chargeReservation]{}, err
-	}
-	if !res.Claimed || res.Payment == nil {
-		return Claimed[chargeReservation]{}, fmt.Errorf("phase 1 committed without a payment to charge (claimed %v)", res.Claimed)
-	}
-	return Claimed[chargeReservation]{Reservation: chargeReservation{payment: *res.Payment, saga: res.SagaID}, Resumed: !res.Reserved}, nil
-}
-
-// Claim implements CommandSteps: phase 1 inside the core's transaction,
-// for the answers ClaimAtOnce does not commit.
+// Claim: phase 1. On the pool only the usual answer comes back: a fresh
+// or resumed PENDING payment.
 func (s *chargeSteps) Claim(ctx context.Context, r Repos, cmd ChargeCommand, k KeyClaim) (Claimed[chargeReservation], error) {
-	res, err := r.Charges.ClaimAndReserve(ctx, chargeClaim(cmd, k))
+	res, err := r.Charges.Claim(ctx, k, cmd.Charge)
 	if err != nil {
 		return Claimed[chargeReservation]{}, err
 	}
 	switch {
 	case !res.Claimed:
-		// Another request holds the key, or it holds another command.
-		return Claimed[chargeReservation]{KeyHeld: true}, nil
+		return Claimed[chargeReservation]{Kind: ClaimKeyHeld}, nil
 	case res.Reserved:
-		return reserved(*res.Payment, res.SagaID, false), nil
+		return claimedPayment(ClaimFresh, *res.Payment, res.SagaID), nil
 	case res.Payment != nil && !res.Payment.Status.Final():
-		// A takeover: an earlier request crashed, or lost the provider's
+		// A takeover: an earlier attempt crashed, or lost the provider's
 		// answer, after reserving the payment.
-		return reserved(*res.Payment, res.SagaID, true), nil
+		return claimedPayment(ClaimResumed, *res.Payment, res.SagaID), nil
 	case res.Payment != nil:
-		// A final payment under a claim still in progress: phase 3 sets the
-		// status and completes the record in one statement, so this only
-		// happens after a manual repair of the tables. The provider has
-		// answered; record that answer without asking again (and without a
-		// second event: the status transition already wrote one).
-		return s.completeWith(ctx, r, k, *res.Payment, OutcomeCharged)
+		// A final payment under a claim still in progress: phase 3 ends
+		// both in one statement, so only a manual repair of the tables
+		// gets here. The provider has answered: store that answer, with
+		// no second event.
+		return s.answer(ctx, r, k, *res.Payment, ChargeSucceeded)
 	case !res.OrderMatches:
-		// Returning an error rolls the claim back: an unknown or
-		// mismatching order is not stored as the key's outcome, so a retry
-		// after the order arrives succeeds.
+		// An error rolls the claim back: an unknown or mismatching order
+		// is not the key's outcome, so a retry after the order arrives
+		// succeeds.
 		order, err := r.Orders.Get(ctx, cmd.Charge.OrderID)
 		if err != nil {
 			return Claimed[chargeReservation]{}, err
@@ -186,76 +346,61 @@ func (s *chargeSteps) Claim(ctx context.Context, r Repos, cmd ChargeCommand, k K
 		// The order changed between the statements: let the retry see it.
 		return Claimed[chargeReservation]{}, ErrReserveContended
 	}
-
 	// Claimed, the order matches, and a payment stood in the way of the
-	// reservation. Reserve reads which (or reserves, if it has gone since).
-	in, err := r.Payments.Reserve(ctx, cmd.Scope.ClientID, cmd.Charge)
+	// reservation. Reserve says which (or reserves, if it has gone since).
+	in, err := r.Charges.Reserve(ctx, k, cmd.Charge)
 	if err != nil {
 		return Claimed[chargeReservation]{}, err
 	}
 	switch in.Kind {
-	case Reserved:
-		return reserved(in.Payment, res.SagaID, false), r.Idempotency.SetRecoveryPoint(ctx, k.Scope, k.Token, in.Payment.ID)
-	case ExternalPaymentExists:
-		return s.secondLayer(ctx, r, cmd, k, in.Payment)
-	case OrderHasLivePayment:
-		return s.thirdLayer(ctx, r, k, in.Payment)
+	case ChargeReserved:
+		return claimedPayment(ClaimFresh, in.Payment, res.SagaID), nil
+	case ChargeExternalPaymentExists:
+		// The second layer (R-DIST-IDEM-4): the same charge gets the
+		// existing payment, any other charge a conflict; neither reaches
+		// the provider.
+		if !in.Payment.IsSameCharge(cmd.Scope.ClientID, cmd.Charge) {
+			return s.answer(ctx, r, k, domain.Payment{}, ChargeExternalPaymentConflict)
+		}
+		if !in.Payment.Status.Final() {
+			// The same charge is being made under another key right now.
+			// Roll back: nothing is stored, and the retry finds it done.
+			return Claimed[chargeReservation]{}, &InProgressError{RetryAfter: minRetryAfter}
+		}
+		return s.answer(ctx, r, k, in.Payment, ChargeAlreadyRecorded)
+	case ChargeOrderHasLivePayment:
+		// The third layer: one paid order is paid once, whatever keys and
+		// external payments the client makes up (R-DIST-IDEM-X3).
+		if in.Payment.Status == domain.PaymentPending {
+			// Another payment for the order is in flight, or its outcome
+			// unknown. Roll back: if it is declined, this one may go ahead.
+			return Claimed[chargeReservation]{}, &InProgressError{RetryAfter: minRetryAfter}
+		}
+		return s.answer(ctx, r, k, domain.Payment{}, ChargeOrderAlreadyPaid)
 	default:
 		return Claimed[chargeReservation]{}, fmt.Errorf("reserve payment: unknown reservation kind %d", in.Kind)
 	}
 }
 
-// reserved is a claim with a payment to charge.
-func reserved(p domain.Payment, saga uuid.NullUUID, resumed bool) Claimed[chargeReservation] {
-	return Claimed[chargeReservation]{Reservation: chargeReservation{payment: p, saga: saga}, Resumed: resumed}
+// claimedPayment is a claim with a payment to charge.
+func claimedPayment(kind ClaimKind, p domain.Payment, saga uuid.NullUUID) Claimed[chargeReservation] {
+	return Claimed[chargeReservation]{Kind: kind, Reservation: chargeReservation{payment: p, saga: saga}}
 }
 
-// secondLayer answers a new key for an external payment that is already
-// recorded (R-DIST-IDEM-4): the same charge gets the existing payment, any
-// other charge a conflict; neither reaches the provider.
-func (s *chargeSteps) secondLayer(ctx context.Context, r Repos, cmd ChargeCommand, k KeyClaim, existing domain.Payment) (Claimed[chargeReservation], error) {
-	if !existing.IsSameCharge(cmd.Scope.ClientID, cmd.Charge) {
-		return s.completeWith(ctx, r, k, domain.Payment{}, OutcomeExternalPaymentConflict)
-	}
-	if !existing.Status.Final() {
-		// The same charge is being made right now under another key. Roll
-		// back: nothing is stored, and the retry finds it finished.
-		return Claimed[chargeReservation]{}, &InProgressError{RetryAfter: inProgressRetryAfter}
-	}
-	return s.completeWith(ctx, r, k, existing, OutcomeAlreadyRecorded)
-}
-
-// thirdLayer answers a charge for an order that already has a live payment
-// under another external payment: one paid order is paid once, whatever
-// keys and external payments the client makes up (R-DIST-IDEM-X3's careless
-// client, or a new provider payment intent per attempt).
-func (s *chargeSteps) thirdLayer(ctx context.Context, r Repos, k KeyClaim, live domain.Payment) (Claimed[chargeReservation], error) {
-	if live.Status == domain.PaymentPending {
-		// Another payment for the order is in flight (or its outcome is
-		// unknown). Roll back: the retry sees how it ended. If it is
-		// declined, this charge may go ahead.
-		return Claimed[chargeReservation]{}, &InProgressError{RetryAfter: inProgressRetryAfter}
-	}
-	return s.completeWith(ctx, r, k, domain.Payment{}, OutcomeOrderAlreadyPaid)
-}
-
-// completeWith stores an answer that needs no provider call as the key's
-// outcome, in phase 1's transaction.
-func (s *chargeSteps) completeWith(ctx context.Context, r Repos, k KeyClaim, p domain.Payment, kind OutcomeKind) (Claimed[chargeReservation], error) {
+// answer stores an answer that needs no provider call as the key's
+// outcome. A declined or failed payment is shown as such.
+func (s *chargeSteps) answer(ctx context.Context, r Repos, k KeyClaim, p domain.Payment, kind ChargeOutcomeKind) (Claimed[chargeReservation], error) {
 	switch p.Status {
 	case domain.PaymentDeclined:
-		kind = OutcomeDeclined
+		kind = ChargeDeclined
 	case domain.PaymentFailed:
-		kind = OutcomeFailed
+		kind = ChargeFailed
 	}
-	resp, err := s.encoder.EncodeChargeOutcome(ChargeOutcome{Kind: kind, Payment: p})
-	if err != nil {
-		return Claimed[chargeReservation]{}, err
-	}
-	return Claimed[chargeReservation]{Response: &resp}, r.Idempotency.Complete(ctx, k.Scope, k.Token, resp)
+	resp, err := s.responses.EncodeChargeOutcome(ChargeOutcome{Kind: kind, Payment: p})
+	return storeAnswer[chargeReservation](ctx, r, k, resp, err)
 }
 
-// Call implements CommandSteps: phase 2, the charge at the provider.
+// Call: phase 2, the charge at the provider.
 func (s *chargeSteps) Call(ctx context.Context, t chargeReservation) (ProviderDecision, error) {
 	return s.providers[t.payment.Charge.Provider].Charge(ctx, ProviderCharge{
 		IdempotencyKey: t.payment.Charge.ProviderIdempotencyKey(),
@@ -263,75 +408,55 @@ func (s *chargeSteps) Call(ctx context.Context, t chargeReservation) (ProviderDe
 	})
 }
 
-// Lookup implements CommandSteps: what the provider holds under the
-// payment's provider key.
+// Lookup: what the provider holds under the payment's provider key.
 func (s *chargeSteps) Lookup(ctx context.Context, t chargeReservation) (ProviderDecision, error) {
 	return s.providers[t.payment.Charge.Provider].LookupCharge(ctx, t.payment.Charge.ProviderIdempotencyKey())
 }
 
 // chargeOutcomes are the answer each settlement of a new payment records.
-var chargeOutcomes = map[Settlement]OutcomeKind{
-	SettledApproved: OutcomeCharged,
-	SettledDeclined: OutcomeDeclined,
-	SettledFailed:   OutcomeFailed,
+var chargeOutcomes = map[Settlement]ChargeOutcomeKind{
+	SettledApproved: ChargeSucceeded,
+	SettledDeclined: ChargeDeclined,
+	SettledFailed:   ChargeFailed,
 }
 
-// Record implements CommandSteps: phase 3, the payment's final status, the
-// stored response and the outbox event, in one statement fenced by the lock
-// token.
-func (s *chargeSteps) Record(ctx context.Context, k KeyClaim, t chargeReservation, settled Settlement) (StoredResponse, error) {
-	return s.record(ctx, s.store, k, t, settled)
-}
-
-// Reported implements reportedSteps: the payment an event's provider key
-// names, recorded, if it is PENDING, by Record's statement in r's
-// transaction.
-func (s *chargeSteps) Reported(ctx context.Context, r Repos, ev ProviderEvent) (reported, bool, error) {
-	return reportedBy(ctx, ev, domain.ExternalPaymentOfProviderKey, r.ProviderReports.Charge, func(rep ReportedCharge) reported {
-		t := chargeReservation{payment: rep.Payment, saga: rep.Saga}
-		return reported{status: rep.Payment.Status, amount: rep.Payment.Charge.Amount, claim: rep.Claim,
-			record: func(ctx context.Context, k KeyClaim, settled Settlement) error {
-				_, err := s.record(ctx, r.ChargeStatements, k, t, settled)
-				return err
-			}}
-	})
-}
-
-// record is phase 3 through store: the pool's, or a transaction's.
-func (s *chargeSteps) record(ctx context.Context, store ChargeStore, k KeyClaim, t chargeReservation, settled Settlement) (StoredResponse, error) {
+// Record: phase 3. Exactly one event per payment outcome: only this
+// statement appends one, it writes only for the claim that still owns the
+// payment's record, and a payment is linked to one record (its recovery
+// point). Replays and the phase 1 answers store a response without a
+// transition, so they append nothing.
+func (s *chargeSteps) Record(ctx context.Context, r Repos, k KeyClaim, t chargeReservation, settled Settlement) (StoredResponse, error) {
 	outcome := ChargeOutcome{Kind: chargeOutcomes[settled], Payment: t.payment}
 	outcome.Payment.Status = settled.Status()
-	resp, err := s.encoder.EncodeChargeOutcome(outcome)
+	resp, err := s.responses.EncodeChargeOutcome(outcome)
 	if err != nil {
 		return StoredResponse{}, err
 	}
-	// Exactly one event per payment outcome: only phase 3 appends one, and
-	// it commits at most once per payment. The payment is linked to one
-	// idempotency record (its recovery point), and the statement writes
-	// only for the claim that still owns that record; an owner whose lock
-	// was taken over gets ErrLockLost and writes nothing, event included.
-	// Replays, the second and third layers and the repair path in Claim
-	// store a response without a transition, so they append nothing.
 	event, err := NewPaymentEvent(outcome.Payment, t.saga, time.Now())
 	if err != nil {
 		return StoredResponse{}, err
 	}
-	err = store.RecordOutcome(ctx, OutcomeRecord{Scope: k.Scope, Token: k.Token, Response: resp, Event: event})
-	return resp, err
+	return resp, r.Charges.Record(ctx, ChargeRecord{Key: k, Response: resp, Event: event})
 }
 
-// LockParents implements CommandSteps: the charge's claim locks no row
-// before its key. It inserts its payment, and an insert that meets an
-// existing payment takes no lock on it.
-func (s *chargeSteps) LockParents(context.Context, Repos, chargeReservation) error { return nil }
-
-// GiveBack implements CommandSteps: the PENDING payment goes with the
-// released key, since the provider did not charge it.
-func (s *chargeSteps) GiveBack(ctx context.Context, r Repos, t chargeReservation) error {
-	return r.Payments.DeletePending(ctx, t.payment.ID)
+// Release: the claim and its PENDING payment go, since the provider did
+// not charge. The charge's claim locks no row before its key (its insert
+// locks no existing payment), so the key goes first.
+func (s *chargeSteps) Release(ctx context.Context, r Repos, k KeyClaim, t chargeReservation) error {
+	return r.Charges.Release(ctx, k, t.payment.ID)
 }
 
-var (
-	_ Resumable     = (*ChargePayment)(nil)
-	_ reportedSteps = (*chargeSteps)(nil)
-)
+// Reported finds the payment a provider's event names by its provider key,
+// in r's transaction.
+func (s *chargeSteps) Reported(ctx context.Context, r Repos, ev ProviderEvent) (Report[chargeReservation], bool, error) {
+	external, ok := domain.ExternalPaymentOfProviderKey(ev.Provider, ev.ProviderKey)
+	if !ok {
+		return Report[chargeReservation]{}, false, nil
+	}
+	rep, found, err := r.ProviderReports.Charge(ctx, ev.Provider, external)
+	if err != nil || !found {
+		return Report[chargeReservation]{}, false, err
+	}
+	return Report[chargeReservation]{Reservation: chargeReservation{payment: rep.Payment, saga: rep.Saga},
+		Status: rep.Payment.Status, Amount: rep.Payment.Charge.Amount, Claim: rep.Claim}, true, nil
+}

@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -53,10 +52,10 @@ func (p *gatedProvider) LookupCharge(context.Context, string) (app.ProviderDecis
 // taken over meanwhile, gets "not charged" for its own call. Releasing the
 // key then loses the fence: the new owner holds it and has resumed the
 // payment. The old request must not say "nothing was recorded for this
-// key" (it would be false: the key is charged by the new owner); it says
-// "in progress", and the retry gets the key's answer. Found by the model
-// checker (docs/model.md, property P6).
-func TestReleaseThatLosesTheFenceAnswersInProgress(t *testing.T) {
+// key" (it would be false: the key is charged by the new owner; found by
+// the model checker, docs/model.md, property P6): it answers what the key
+// holds, the new owner's 201.
+func TestReleaseThatLosesTheFenceAnswersWhatTheKeyHolds(t *testing.T) {
 	t.Parallel()
 	dsn := testdb.New(t)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -78,9 +77,8 @@ func TestReleaseThatLosesTheFenceAnswersInProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	provider := &gatedProvider{called: make(chan struct{}), release: make(chan struct{})}
-	store := repository.NewChargeStore(db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}, nil)
-	uc := app.NewChargePayment(app.NewCore(repository.NewTransactor(db), store, 30*time.Second, logger), store,
-		map[domain.ProviderName]app.PaymentProvider{"sandbox": provider}, httpapi.ResponseEncoder{})
+	uc := app.NewChargePayment(app.NewCore(repository.NewTransactor(db), 30*time.Second, logger),
+		map[domain.ProviderName]app.ChargeProvider{"sandbox": provider}, httpapi.ResponseEncoder{})
 	money, err := domain.NewMoney(decimal.RequireFromString("10"), "RUB")
 	if err != nil {
 		t.Fatal(err)
@@ -91,11 +89,12 @@ func TestReleaseThatLosesTheFenceAnswersInProgress(t *testing.T) {
 	}
 	cmd := app.ChargeCommand{Scope: app.IdempotencyScope{ClientID: "c", Key: "k"}, Charge: charge, Operation: app.OperationChargePayment}
 
-	var first error
+	var first app.CommandResult
+	var firstErr error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, first = uc.Handle(context.Background(), cmd)
+		first, firstErr = uc.Handle(context.Background(), cmd)
 	}()
 	<-provider.called
 	// The first request's lock runs out while its call is in flight, and
@@ -110,9 +109,9 @@ func TestReleaseThatLosesTheFenceAnswersInProgress(t *testing.T) {
 	close(provider.release)
 	<-done
 
-	var inProgress *app.InProgressError
-	if !errors.As(first, &inProgress) || errors.Is(first, app.ErrProviderUnavailable) {
-		t.Fatalf("the old owner answered %v; want in progress, never provider-unavailable (nothing was recorded)", first)
+	if firstErr != nil || first.Response.StatusCode != 201 || string(first.Response.Body) != string(second.Response.Body) {
+		t.Fatalf("the old owner answered %d %s, %v; want the new owner's stored 201, never provider-unavailable (nothing was recorded)",
+			first.Response.StatusCode, first.Response.Body, firstErr)
 	}
 	var status, payment string
 	if err := pool.QueryRow(context.Background(), `SELECT r.status, p.status FROM idempotency_record r JOIN payment p ON p.id = r.payment_id`).Scan(&status, &payment); err != nil {

@@ -9,20 +9,6 @@ import (
 	"time"
 )
 
-// OperationChargePayment is the Operation of a ChargeCommand made through
-// POST /payments. It is part of the command hash, so the completer must use
-// the very string the HTTP adapter uses.
-const OperationChargePayment = "POST /payments"
-
-// CommandName names the command an idempotency record belongs to, in its
-// command column (migration 00013).
-type CommandName string
-
-// CommandCharge is the name of a ChargeCommand's records. claimAndReserveSQL
-// writes it, and the TTL purge reads it, as the literal 'charge'
-// (internal/repository).
-const CommandCharge CommandName = "charge"
-
 // AbandonedCharges finds idempotency records whose request went away
 // between claiming the key and recording the outcome. Both methods act only
 // on records of the commands they are given: what a record's payment_id

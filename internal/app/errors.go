@@ -12,22 +12,47 @@ var (
 	ErrKeyReused = errors.New("idempotency key reused for a different command")
 	// ErrUnknownProvider: no adapter for the named payment provider.
 	ErrUnknownProvider = errors.New("unknown payment provider")
-	// ErrProviderUnavailable: the provider did not charge (it said so, or
-	// the request never reached it); the key was released, so a retry with
-	// the same key runs the command again.
+	// ErrProviderUnavailable: the provider did not act (it said so, or the
+	// request never reached it); the key was released, so a retry with the
+	// same key runs the command again.
 	ErrProviderUnavailable = errors.New("payment provider unavailable")
 )
 
-// OutcomeUnknownError: the provider was called, and whether it charged is
-// not known here (its answer was lost, or it answered and the answer could
-// not be recorded). Nothing was deleted: the key stays claimed with its
-// PENDING payment, and a retry with the same key and body, after
-// RetryAfter, asks the provider again with the same provider idempotency
-// key and records what it says. A retry with a new key or a new external
-// payment is what must never happen.
+// Errors the ports return, which the use cases act on.
+var (
+	// ErrLockLost: the token no longer owns the key: its lock ran out and
+	// another attempt took the key over, or a provider's event completed it.
+	ErrLockLost = errors.New("idempotency lock lost")
+	// ErrClaimNeedsTransaction: phase 1's statement on its own found an
+	// answer other than "claimed, with a reservation to call for", and
+	// committed nothing.
+	ErrClaimNeedsTransaction = errors.New("phase 1 needs a transaction")
+	// ErrReserveContended: the rows that blocked a reservation kept
+	// disappearing between the insert and the read. Retryable.
+	ErrReserveContended = errors.New("reservation contended")
+	// ErrStoreUnavailable wraps database errors that mean the database
+	// cannot be reached. The service fails closed on them: 503, never a
+	// charge without its record.
+	ErrStoreUnavailable = errors.New("store unavailable")
+	// ErrDataRejected wraps database errors that reject the data itself: a
+	// value out of range or of the wrong form (SQLSTATE class 22), a broken
+	// constraint (class 23). Unlike every other failure, which is about the
+	// system and may pass, the same data is rejected again however often it
+	// is retried: the order consumer dead-letters one event on it instead
+	// of stalling its partition.
+	ErrDataRejected = errors.New("data rejected by the store")
+)
+
+// OutcomeUnknownError: the provider was called, and whether it acted is not
+// known here (its answer was lost, or it answered and the answer could not
+// be recorded). Nothing was deleted: the key stays claimed with its PENDING
+// reservation, and a retry with the same key and body, after RetryAfter,
+// asks the provider again with the same provider idempotency key and
+// records what it says. A retry with a new key or a new external id is
+// what must never happen.
 type OutcomeUnknownError struct {
-	// RetryAfter is when the retry can take the claim over: at once (1s)
-	// after the lock was ended early, or what is left of the lock.
+	// RetryAfter is when the retry can take the claim over: a second when
+	// the lock was ended early, else what is left of the lock.
 	RetryAfter time.Duration
 	// Err is the cause, for the log.
 	Err error
@@ -41,12 +66,11 @@ func (e *OutcomeUnknownError) Error() string {
 // Unwrap returns the cause.
 func (e *OutcomeUnknownError) Unwrap() error { return e.Err }
 
-// InProgressError: another request holds the key (or the external payment)
-// right now. Retry after RetryAfter.
+// InProgressError: another request holds the key (or the same external
+// payment, or the order's live payment) right now. Retry after RetryAfter.
 type InProgressError struct {
-	// RetryAfter is how long to wait before the retry: what is left of the
-	// claim's lock (at least a second), or a second when there is no lock
-	// to measure (the same charge under another key).
+	// RetryAfter is how long to wait: a second while the attempt holding
+	// the key may still answer, else what is left of its lock.
 	RetryAfter time.Duration
 }
 

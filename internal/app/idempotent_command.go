@@ -2,9 +2,13 @@ package app
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -16,86 +20,130 @@ import (
 	"github.com/example/payment-service/internal/domain"
 )
 
-// This file is the core that every command that moves money through a
-// provider shares: the charge today, a refund next. It runs a command in
-// three atomic phases (the Stripe-style design), so that no provider call
-// ever happens inside a database transaction:
+// The core every command that moves money through a provider runs on: the
+// charge, the refund, and whatever a team adds (docs/adding-a-command.md).
+// Handle runs a command as a read and three atomic phases, Stripe-style,
+// so that no provider call ever happens inside a database transaction:
 //
-//  0. read: the key's record, with no lock and no transaction. A replay of
-//     a completed key, a reused key and a duplicate meeting a live lock are
-//     answered from that one read, and write nothing.
+//  0. read: the key's record, with no lock and no transaction. A replay, a
+//     reused key and a duplicate meeting a live claim are answered from
+//     it, and write nothing.
 //  1. claim: the key is claimed (insert-if-absent, never find-then-save)
 //     together with the command's reservation, its recovery point, in one
-//     statement committed on its own. The rare answers (the key is held,
-//     the reservation meets another row) roll that statement back and run
-//     again in a transaction, where they take further statements.
-//  2. call: the provider is called with an idempotency key of its own,
-//     derived from the command's business identity, so calling it again is
-//     safe.
-//  3. record: one statement, atomic on its own, sets the reservation's final
-//     status, stores the response fenced by the claim's lock token, and
-//     appends the outcome event to the outbox.
+//     statement that commits on its own. The rare answers (the key is
+//     held, the reservation meets another row) roll it back and run again
+//     in a transaction, where they take further statements.
+//  2. call: the provider, with an idempotency key of its own derived from
+//     the command's business identity, so calling again is safe.
+//  3. record: one statement, fenced by the claim's lock token, sets the
+//     reservation's final status, stores the response and appends the
+//     outcome event to the outbox.
 //
-// A call that brings no decision is settled by the outcome model
-// (settleFailedCall): refused for good, not charged for now, or unknown;
-// an unknown outcome never deletes anything. A crash between the phases
-// leaves an IN_PROGRESS record whose lock expires; the next retry with the
-// key, or the completer, takes it over, finds the reservation and resumes
-// from phase 2.
-//
-// A command supplies only what is its own (CommandSteps): its scope and
-// hash, its claim and reservation, its provider call and lookup, its
-// record, and how to give its reservation back. docs/adding-a-command.md
-// says how to write one.
+// Between 2 and 3 the outcome model (Settle, outcome.go) decides what a
+// call's answer means. A crash between the phases leaves an IN_PROGRESS
+// record whose lock expires; the retry with the key, or the completer,
+// takes it over, finds the reservation and resumes from phase 2.
 
-// CommandSteps are the parts of a money-moving command that are its own.
-// C is the validated command; T is its reservation, the recovery point that
-// phase 1 writes with the claim and phases 2 and 3 act on (a payment for a
-// charge).
-type CommandSteps[C, T any] interface {
-	// Name names the command in spans ("charge claim") and logs.
-	Name() string
-	// Key is the command's idempotency scope and its command hash.
-	Key(cmd C) (IdempotencyScope, string)
-	// SpanAttributes describe the command on each phase's span.
-	SpanAttributes(cmd C) []attribute.KeyValue
-
-	// ClaimAtOnce is phase 1 as one statement committed on its own. It
-	// commits only the usual answer, the key claimed with a reservation to
-	// call the provider for (new, or a takeover's), and returns
-	// ErrClaimNeedsTransaction, with nothing committed, for any other.
-	ClaimAtOnce(ctx context.Context, cmd C, k KeyClaim) (Claimed[T], error)
-	// Claim is phase 1 inside the core's transaction, for the answers
-	// ClaimAtOnce does not commit. An error rolls the claim back with
-	// everything the statement reserved.
-	Claim(ctx context.Context, r Repos, cmd C, k KeyClaim) (Claimed[T], error)
-
-	// Call asks the provider to carry the reservation out (phase 2). Its
-	// errors are PaymentProvider's cases.
-	Call(ctx context.Context, t T) (ProviderDecision, error)
-	// Lookup asks the provider what it holds under the reservation's
-	// provider key, without acting (PaymentProvider.LookupCharge's cases).
-	Lookup(ctx context.Context, t T) (ProviderDecision, error)
-	// Record is phase 3: the reservation's final status, the response
-	// stored for the key and the outcome event, in one statement fenced by
-	// k.Token. ErrLockLost if the token no longer owns the key.
-	Record(ctx context.Context, k KeyClaim, t T, s Settlement) (StoredResponse, error)
-	// LockParents locks, first in the core's transaction that releases the
-	// key, the rows the command's claim statement locks before it claims
-	// the key (docs/adding-a-command.md, "Lock order"). Without it the
-	// release would hold the key and wait for them while a claim of the
-	// same key held them and waited for the key: a deadlock. A command
-	// whose claim locks no row before its key locks nothing here.
-	LockParents(ctx context.Context, r Repos, t T) error
-	// GiveBack deletes the reservation, in the core's transaction that
-	// releases the key: the provider did not act on it, for now.
-	GiveBack(ctx context.Context, r Repos, t T) error
-	// LogAttrs name the reservation in log lines.
-	LogAttrs(t T) []any
+// IdempotencyScope names one idempotency record: keys are per client.
+type IdempotencyScope struct {
+	// ClientID is the authenticated API client that sent the key.
+	ClientID domain.ClientID
+	// Key is the client's Idempotency-Key.
+	Key string
 }
 
-// KeyClaim is one attempt's claim of a key: what phase 1 writes and every
-// later write is fenced by.
+// StoredResponse is the reply kept for a key (R-DIST-IDEM-3): the status
+// and the exact body bytes, replayed as they are.
+type StoredResponse struct {
+	// StatusCode is the HTTP status the first answer had.
+	StatusCode int
+	// Body is the first answer's body, byte for byte.
+	Body []byte
+}
+
+// RecordStatus is where an idempotency record stands.
+type RecordStatus string
+
+const (
+	// RecordInProgress: the key is claimed and its command has not ended;
+	// the record carries a lock token and a lock expiry.
+	RecordInProgress RecordStatus = "IN_PROGRESS"
+	// RecordCompleted: the command's answer is stored and is replayed to
+	// every request with the same key and command.
+	RecordCompleted RecordStatus = "COMPLETED"
+)
+
+// CommandName names the command an idempotency record belongs to: the
+// jobs act only on records of the commands they know.
+type CommandName string
+
+// IdempotencyRecord is a key's stored state.
+type IdempotencyRecord struct {
+	// Scope is the client and key the record belongs to.
+	Scope IdempotencyScope
+	// CommandHash is the hash of the command that claimed the key.
+	CommandHash string
+	// Command names the command. The jobs read it; phase 0's read leaves
+	// it empty, since the hash already tells one command from another.
+	Command CommandName
+	// Status is IN_PROGRESS or COMPLETED.
+	Status RecordStatus
+	// Response is the stored answer, once COMPLETED.
+	Response StoredResponse
+	// PaymentID is a charge's recovery point, the payment reserved for it
+	// (a refund's record names its refund's payment too). Nil if none.
+	PaymentID *domain.PaymentID
+	// RefundID is a refund's recovery point. Read where the jobs need it,
+	// not on the hot path.
+	RefundID *domain.RefundID
+	// LockToken is the current owner's token while IN_PROGRESS; every
+	// write after the claim is fenced by it.
+	LockToken uuid.UUID
+	// LockedUntil is when the claim's lock runs out (database clock);
+	// after it a retry may take the claim over.
+	LockedUntil time.Time
+	// CreatedAt starts the record's retention (R-DIST-IDEM-5).
+	CreatedAt time.Time
+}
+
+// KeyStore is the idempotency_record table: the first layer.
+type KeyStore interface {
+	// Lookup reads a key's record without locking or writing anything.
+	Lookup(ctx context.Context, scope IdempotencyScope) (rec IdempotencyRecord, found bool, err error)
+	// Complete stores an answer that needs no provider call and ends the
+	// claim; ErrLockLost if token no longer owns the record.
+	Complete(ctx context.Context, scope IdempotencyScope, token uuid.UUID, resp StoredResponse) error
+	// ExpireLock ends token's lock now but keeps the claim IN_PROGRESS with
+	// its recovery point, so that the next retry takes it over at once;
+	// ErrLockLost if token no longer owns the record.
+	ExpireLock(ctx context.Context, scope IdempotencyScope, token uuid.UUID) error
+}
+
+// Command is a validated command that moves money.
+type Command interface {
+	// IdempotencyKey is the client and key the command came with.
+	IdempotencyKey() IdempotencyScope
+	// Hash is the command_hash of R-DIST-IDEM-3: the same for the same
+	// command however it was written, different for any other.
+	Hash() string
+}
+
+// canonicalHash is SHA-256 over fields, each length-prefixed, so that no
+// two different lists of fields give the same form. Every command hashes
+// through it; each starts its fields with a version tag of its own.
+func canonicalHash(fields ...string) string {
+	var b strings.Builder
+	for _, f := range fields {
+		b.WriteString(strconv.Itoa(len(f)))
+		b.WriteByte(':')
+		b.WriteString(f)
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:])
+}
+
+// KeyClaim is one attempt's claim of a key: what phase 1 writes, and what
+// fences every later write.
 type KeyClaim struct {
 	// Scope is the key to claim.
 	Scope IdempotencyScope
@@ -107,54 +155,62 @@ type KeyClaim struct {
 	LockFor time.Duration
 }
 
-// Claimed is what phase 1 decided: the key completed at once by an answer
-// that needs no provider call, claimed with a reservation to call the
-// provider for, or held by another record, which the core answers from.
-type Claimed[T any] struct {
-	// Response is the key's answer when phase 1 completed it at once.
-	Response *StoredResponse
-	// Reservation is what to call the provider for, when Response is nil.
-	Reservation T
-	// Resumed: an earlier attempt made the reservation (a takeover), and it
-	// may have reached the provider.
-	Resumed bool
-	// KeyHeld: another record holds the key (Claim only); nothing of the
-	// statement may stay.
-	KeyHeld bool
-}
-
-// Settlement is how a provider call ended, for phase 3 to record.
-type Settlement string
+// ClaimKind is what phase 1 decided.
+type ClaimKind int
 
 const (
-	// SettledApproved: the provider carried the command out.
-	SettledApproved Settlement = "APPROVED"
-	// SettledDeclined: the provider decided, and declined.
-	SettledDeclined Settlement = "DECLINED"
-	// SettledFailed: the provider refused for good and holds nothing under
-	// the provider key: nothing happened, and asking again changes nothing.
-	SettledFailed Settlement = "FAILED"
+	// ClaimFresh: the key is this attempt's, with a reservation it made
+	// itself, so no earlier request used the reservation's provider key.
+	ClaimFresh ClaimKind = iota + 1
+	// ClaimResumed: the key was taken over with its reservation, which an
+	// earlier attempt may have sent to the provider.
+	ClaimResumed
+	// ClaimAnswered: phase 1 stored the key's answer; nothing to call.
+	ClaimAnswered
+	// ClaimKeyHeld: another record holds the key; nothing of the statement
+	// may stay.
+	ClaimKeyHeld
 )
 
-// Status is the final status a settlement records on the command's
-// reservation: a payment and a refund end in the same statuses.
-func (s Settlement) Status() domain.PaymentStatus {
-	switch s {
-	case SettledDeclined:
-		return domain.PaymentDeclined
-	case SettledFailed:
-		return domain.PaymentFailed
-	default:
-		return domain.PaymentSucceeded
-	}
+// Claimed is phase 1's answer.
+type Claimed[T any] struct {
+	// Kind says which of the four it is.
+	Kind ClaimKind
+	// Reservation is what to call the provider for (fresh or resumed).
+	Reservation T
+	// Response is the answer phase 1 stored (answered).
+	Response StoredResponse
 }
 
-// settlementOf is the settlement a provider decision records.
-func settlementOf(d ProviderDecision) Settlement {
-	if d == ProviderDeclined {
-		return SettledDeclined
-	}
-	return SettledApproved
+// CommandSteps are the parts of a command that are its own. C is the
+// command; T is its reservation, the recovery point phase 1 writes with
+// the claim and phases 2 and 3 act on (a PENDING payment for a charge).
+//
+// r is the repositories on the pool (Transactor.AutoCommit), where each
+// statement commits on its own, or inside one transaction.
+type CommandSteps[C Command, T any] interface {
+	// Claim is phase 1: the reservation and the key's claim in one
+	// statement. On the pool that statement commits only the usual answer
+	// (the key claimed with a PENDING reservation) and returns
+	// ErrClaimNeedsTransaction for any other, having committed nothing;
+	// the core then runs Claim again in a transaction, which an error
+	// rolls back.
+	Claim(ctx context.Context, r Repos, cmd C, k KeyClaim) (Claimed[T], error)
+	// Call is phase 2: the provider asked to carry the reservation out.
+	Call(ctx context.Context, t T) (ProviderDecision, error)
+	// Lookup asks the provider what it holds under the reservation's
+	// provider key, without acting (ErrNoProviderCharge: nothing).
+	Lookup(ctx context.Context, t T) (ProviderDecision, error)
+	// Record is phase 3: the reservation's final status, the response
+	// stored for the key and the outcome event, in one statement fenced
+	// by k.Token; ErrLockLost if the token no longer owns the key.
+	Record(ctx context.Context, r Repos, k KeyClaim, t T, s Settlement) (StoredResponse, error)
+	// Release gives the key and the reservation back, in one statement
+	// fenced by k.Token, in the lock order of the claim (the reservation's
+	// parents first, then the key): the provider did not act on a
+	// reservation no earlier request used. ErrLockLost if the token no
+	// longer owns the key.
+	Release(ctx context.Context, r Repos, k KeyClaim, t T) error
 }
 
 // CommandResult is the reply for the client.
@@ -165,36 +221,25 @@ type CommandResult struct {
 	Replayed bool
 }
 
-// IdempotentCommand runs one kind of command through the core.
-type IdempotentCommand[C, T any] struct {
-	core  *Core
-	steps CommandSteps[C, T]
-}
-
-// Core is what the commands of one process share: the transaction
-// boundary, the lock timeout, the logger, the tracer, and the set of
-// commands in flight that a shutdown drains.
+// Core is what the commands of one process share: the database, the
+// lock timeout and the bounds the answers are timed by, the logger, the
+// tracer, and the commands in flight that a shutdown drains.
 type Core struct {
-	tx          Transactor
-	keys        KeyReader
-	lockTimeout time.Duration
-	logger      *slog.Logger
-	tracer      trace.Tracer
-	running     *runningCommands
-}
-
-// KeyReader reads a key's record in one statement, with no lock and no
-// transaction: phase 0, on every request.
-type KeyReader interface {
-	// LookupKey reads a key's record without locking or writing anything.
-	LookupKey(ctx context.Context, scope IdempotencyScope) (rec IdempotencyRecord, found bool, err error)
+	db           Transactor
+	lockTimeout  time.Duration
+	answerBound  time.Duration
+	requestBound time.Duration
+	logger       *slog.Logger
+	tracer       trace.Tracer
+	running      *runningCommands
 }
 
 // NewCore builds the shared core. lockTimeout is how long a claim holds a
 // key before a retry may take it over; it must exceed the slowest provider
-// call. Without WithTracer the spans go to a no-op tracer.
-func NewCore(tx Transactor, keys KeyReader, lockTimeout time.Duration, logger *slog.Logger, opts ...CoreOption) *Core {
-	c := &Core{tx: tx, keys: keys, lockTimeout: lockTimeout, logger: logger, tracer: noop.NewTracerProvider().Tracer(""), running: newRunningCommands()}
+// call and the wait for earlier requests (WithRequestBound).
+func NewCore(db Transactor, lockTimeout time.Duration, logger *slog.Logger, opts ...CoreOption) *Core {
+	c := &Core{db: db, lockTimeout: lockTimeout, answerBound: lockTimeout, logger: logger,
+		tracer: noop.NewTracerProvider().Tracer(""), running: newRunningCommands()}
 	for _, opt := range opts {
 		opt(c)
 	}
@@ -204,28 +249,50 @@ func NewCore(tx Transactor, keys KeyReader, lockTimeout time.Duration, logger *s
 // CoreOption configures the Core.
 type CoreOption func(*Core)
 
-// WithTracer makes each database phase a span of its own ("charge claim",
-// "charge record", "charge settle failed call"), so a trace shows where a
-// command spent its time; the provider call is the provider adapter's span.
+// WithTracer makes each phase a span of its own ("charge claim", "charge
+// settle", "charge record"); the provider call is its adapter's span.
 func WithTracer(t trace.Tracer) CoreOption {
 	return func(c *Core) { c.tracer = t }
 }
 
-// NewIdempotentCommand binds a command's steps to the core.
-func NewIdempotentCommand[C, T any](core *Core, steps CommandSteps[C, T]) *IdempotentCommand[C, T] {
-	return &IdempotentCommand[C, T]{core: core, steps: steps}
+// WithAnswerBound says how long after its claim a live attempt has
+// answered: its provider call's bound (PROVIDER_TIMEOUT) and its waits.
+// A duplicate that meets a claim younger than that is told to come back
+// in a second; after it, when the lock runs out (retryAfterFor).
+func WithAnswerBound(d time.Duration) CoreOption {
+	return func(c *Core) { c.answerBound = d }
 }
 
-// inProgressRetryAfter is what a duplicate is told to wait when there is no
-// lock to measure (the same business operation under another key), and the
-// least it is ever told. A command usually finishes within a second.
-const inProgressRetryAfter = time.Second
+// WithRequestBound is the provider's request bound (PROVIDER_MAX_REQUEST_AGE):
+// the provider acts on a request only within it of its sending. Every
+// attempt sends while its lock is live, and a takeover comes only after
+// the lock it takes over ended, so from the bound after a claim on, no
+// earlier attempt's request can still reach the provider. Zero: no
+// earlier request is waited for.
+func WithRequestBound(d time.Duration) CoreOption {
+	return func(c *Core) { c.requestBound = d }
+}
 
-// finishTimeout bounds the database work after the provider call (record,
-// release, lock expiry). It is detached from the lock's deadline on purpose:
-// a provider that answered just before the lock ran out still gets its
-// answer recorded, and the lock token's fence turns the write away if
-// another request has taken the key over meanwhile.
+// IdempotentCommand runs one kind of command through the core.
+type IdempotentCommand[C Command, T any] struct {
+	core  *Core
+	name  CommandName
+	steps CommandSteps[C, T]
+}
+
+// NewIdempotentCommand binds a command's steps to the core.
+func NewIdempotentCommand[C Command, T any](core *Core, name CommandName, steps CommandSteps[C, T]) *IdempotentCommand[C, T] {
+	return &IdempotentCommand[C, T]{core: core, name: name, steps: steps}
+}
+
+// minRetryAfter is the least a client is ever told to wait, and what it is
+// told while a live attempt may answer any moment: a replay read is cheap.
+const minRetryAfter = time.Second
+
+// finishTimeout bounds the database work after the provider call. It is
+// detached from the lock's deadline on purpose: an answer that arrived
+// just before the lock ran out is still recorded, and the lock token's
+// fence turns the write away if another attempt took the key over.
 const finishTimeout = 10 * time.Second
 
 // Handle runs the command. Errors are ErrKeyReused, *InProgressError,
@@ -233,215 +300,264 @@ const finishTimeout = 10 * time.Second
 // before the provider is called), the steps' own errors from phase 1 (such
 // as domain.ErrOrderNotFound), or unexpected ones.
 func (uc *IdempotentCommand[C, T]) Handle(ctx context.Context, cmd C) (CommandResult, error) {
-	scope, hash := uc.steps.Key(cmd)
-	// Once the key is claimed the work must run to a recorded end even if
-	// the client goes away: a cancelled request would otherwise leave the
-	// key locked until it expires. The lock timeout bounds the provider call,
-	// and a shutdown that runs out of time aborts it (Drain); the work after
-	// the call (finishCtx) is detached from both, so an answer that arrived
-	// is still recorded.
+	scope, hash := cmd.IdempotencyKey(), cmd.Hash()
+	// Once the key is claimed the work runs to a recorded end even if the
+	// client goes away: the lock timeout bounds it, a shutdown that runs
+	// out of time aborts it (Drain), and what follows the call (finish) is
+	// detached from both, so an answer that arrived is still recorded.
 	detached := context.WithoutCancel(ctx)
 	ctx, done := uc.core.running.start(detached, scope, uc.core.lockTimeout)
 	defer done()
+	pool := uc.core.db.AutoCommit()
 
-	rec, found, err := uc.core.keys.LookupKey(ctx, scope)
+	// Phase 0: read.
+	rec, found, err := pool.Keys.Lookup(ctx, scope)
 	if err != nil {
 		return CommandResult{}, err
 	}
 	if found && !takeable(rec, hash) {
-		return answerExisting(rec, hash)
+		return uc.answerFrom(rec, hash)
 	}
 
+	// Phase 1: claim.
 	k := KeyClaim{Scope: scope, CommandHash: hash, Token: uuid.New(), LockFor: uc.core.lockTimeout}
-	claimedAt := time.Now()
-	claimCtx, span := uc.startPhase(ctx, "claim", cmd)
-	claimed, err := uc.claim(claimCtx, cmd, k)
-	endPhase(span, err)
-	var held *keyHeldError
+	claimStarted := time.Now()
+	claimed, err := uc.claim(ctx, cmd, k)
 	switch {
-	case errors.As(err, &held):
-		return answerExisting(held.rec, hash)
+	case errors.Is(err, errKeyHeld):
+		return uc.answerFromKey(ctx, k, false)
 	case errors.Is(err, ErrReserveContended):
-		return CommandResult{}, &InProgressError{RetryAfter: inProgressRetryAfter}
+		return CommandResult{}, &InProgressError{RetryAfter: minRetryAfter}
 	case err != nil:
 		return CommandResult{}, err
-	case claimed.Response != nil:
-		return CommandResult{Response: *claimed.Response}, nil
+	case claimed.Kind == ClaimAnswered:
+		return CommandResult{Response: claimed.Response}, nil
 	}
+	t := claimed.Reservation
+	lockEnds := claimStarted.Add(uc.core.lockTimeout)
+	earlierLanded := time.Now().Add(uc.core.requestBound)
 
-	decision, callErr := uc.steps.Call(ctx, claimed.Reservation)
+	// Phase 2: call.
+	decision, callErr := uc.steps.Call(ctx, t)
 
-	finishCtx, finishCancel := context.WithTimeout(detached, finishTimeout)
-	defer finishCancel()
-	settlement := settlementOf(decision)
-	if callErr != nil {
-		settleCtx, span := uc.startPhase(finishCtx, "settle failed call", cmd)
-		settlement, err = uc.settleFailedCall(settleCtx, k, claimed, claimedAt, callErr)
-		endPhase(span, err)
-		if err != nil {
-			return CommandResult{}, err
+	// The outcome model decides what the answer means (outcome.go); a
+	// refusal of a resumed reservation asks the provider's record, and
+	// waits for requests that may still land, before it is final.
+	finish, cancel := context.WithTimeout(detached, finishTimeout)
+	defer cancel()
+	settleCtx, span := uc.startPhase(ctx, "settle")
+	answers := CallAnswers{Call: AnswerOf(decision, callErr), Resumed: claimed.Kind == ClaimResumed}
+	for {
+		verdict := Settle(answers)
+		switch verdict.Action {
+		case RecordSettlement:
+			endPhase(span, nil)
+			// Phase 3: record.
+			return uc.record(finish, k, t, verdict.Settlement, lockEnds)
+		case LookUpKey:
+			answers.Lookup = AnswerOf(uc.steps.Lookup(settleCtx, t))
+			answers.EarlierMayLand = time.Now().Before(earlierLanded)
+		case WaitForEarlier:
+			if !sleepUntil(settleCtx, earlierLanded) {
+				answers.Lookup = AnswerUnknown // the lock ends first
+				continue
+			}
+			answers.Lookup = AnswerNotAsked
+		case ReleaseKey:
+			res, err := uc.release(finish, k, t, callErr, lockEnds)
+			endPhase(span, err)
+			return res, err
+		default:
+			uc.logFor(t).WarnContext(ctx, "provider outcome unknown; the reservation stays PENDING for the retry or the completer",
+				"call", answers.Call, "lookup", answers.Lookup, "resumed", answers.Resumed, "err", callErr)
+			res, err := uc.keepUnknown(finish, k, callErr, lockEnds)
+			endPhase(span, err)
+			return res, err
 		}
 	}
-	recordCtx, span := uc.startPhase(finishCtx, "record", cmd)
-	resp, err := uc.steps.Record(recordCtx, k, claimed.Reservation, settlement)
-	endPhase(span, err)
-	switch {
-	case errors.Is(err, ErrLockLost):
-		// The provider's own event recorded its decision for the key first
-		// (ApplyProviderEvent, fenced by our token): that answer is this
-		// request's too. Otherwise our lock expired and another request
-		// took the key over; it will record the same provider decision, and
-		// the client's retry replays it.
-		if rec, found, err := uc.core.keys.LookupKey(finishCtx, k.Scope); err == nil && found &&
-			rec.Status == RecordCompleted && rec.CommandHash == hash {
-			return CommandResult{Response: rec.Response}, nil
-		}
-		return CommandResult{}, &InProgressError{RetryAfter: inProgressRetryAfter}
-	case err != nil:
-		// The provider has answered, so "nothing happened" would be a lie.
-		// The claim is still ours until its lock runs out; then a retry
-		// takes it over and asks the provider, which answers the same.
-		uc.core.logger.ErrorContext(ctx, "recording the provider's answer failed; the outcome is unknown to the client",
-			append(uc.steps.LogAttrs(claimed.Reservation), "settlement", settlement, "err", err)...)
-		return CommandResult{}, &OutcomeUnknownError{RetryAfter: lockRetryAfter(claimedAt.Add(uc.core.lockTimeout), time.Now()), Err: err}
-	}
-	return CommandResult{Response: resp}, nil
 }
+
+// errKeyHeld: phase 1 found the key held by another record, and rolled
+// back whatever its statement reserved.
+var errKeyHeld = errors.New("idempotency key held")
 
 // claim is phase 1: on its own in one round trip for the usual answer, in
 // a transaction for the rare ones.
-func (uc *IdempotentCommand[C, T]) claim(ctx context.Context, cmd C, k KeyClaim) (Claimed[T], error) {
-	claimed, err := uc.steps.ClaimAtOnce(ctx, cmd, k)
+func (uc *IdempotentCommand[C, T]) claim(ctx context.Context, cmd C, k KeyClaim) (claimed Claimed[T], err error) {
+	ctx, span := uc.startPhase(ctx, "claim")
+	defer func() { endPhase(span, err) }()
+	claimed, err = uc.steps.Claim(ctx, uc.core.db.AutoCommit(), cmd, k)
 	if !errors.Is(err, ErrClaimNeedsTransaction) {
+		if err == nil && claimed.Kind == ClaimKeyHeld {
+			err = errKeyHeld
+		}
 		return claimed, err
 	}
 	// A rare answer: the statement rolled back. It runs again in a
 	// transaction, where that answer takes further statements.
-	err = uc.core.tx.Transact(ctx, func(ctx context.Context, r Repos) (err error) {
+	err = uc.core.db.Transact(ctx, func(ctx context.Context, r Repos) (err error) {
 		claimed, err = uc.steps.Claim(ctx, r, cmd, k)
-		if err != nil || !claimed.KeyHeld {
-			return err
+		if err == nil && claimed.Kind == ClaimKeyHeld {
+			return errKeyHeld // rolls back whatever the statement reserved
 		}
-		// Another request holds the key, or it holds another command. A new
-		// statement sees the record as committed now.
-		rec, found, err := r.Idempotency.Get(ctx, k.Scope)
-		switch {
-		case err != nil:
-			return err
-		case !found: // gone between the two statements (released, purged)
-			return ErrReserveContended
-		default:
-			return &keyHeldError{rec: rec}
-		}
+		return err
 	})
 	return claimed, err
 }
 
-// settleFailedCall decides what a provider call that brought no decision
-// leaves behind: a settlement for phase 3 to record, or an error for the
-// client with the claim released or kept.
-//
-// A refusal speaks for this request only. For a reservation this very
-// request made, no earlier request used its provider key, so a refusal is
-// the whole truth: refused for good, it is recorded FAILED (a final
-// answer); refused for now, the key and the reservation are given back for
-// a retry. A resumed reservation was handed to the provider by an earlier
-// attempt whose answer never arrived, and a provider refuses a retry before
-// it looks at the key, so the provider's record under the key settles it:
-// what it holds is recorded as any decision; nothing, after a refusal for
-// good, is FAILED. Everything else is unknown, and an unknown outcome never
-// deletes anything: the claim stays with its reservation, and the lock ends
-// now so that the client's retry resumes at once.
-func (uc *IdempotentCommand[C, T]) settleFailedCall(ctx context.Context, k KeyClaim, claimed Claimed[T], claimedAt time.Time, callErr error) (Settlement, error) {
-	log := uc.core.logger.With(append(uc.steps.LogAttrs(claimed.Reservation), "err", callErr)...)
-	refusedForGood := errors.Is(callErr, ErrProviderRefused)
+// record is phase 3, and the answer it leaves.
+func (uc *IdempotentCommand[C, T]) record(ctx context.Context, k KeyClaim, t T, s Settlement, lockEnds time.Time) (_ CommandResult, err error) {
+	ctx, span := uc.startPhase(ctx, "record")
+	defer func() { endPhase(span, err) }()
+	resp, err := uc.steps.Record(ctx, uc.core.db.AutoCommit(), k, t, s)
 	switch {
-	case !errors.Is(callErr, ErrProviderNotCharged):
-		// Unknown: below.
-	case !claimed.Resumed && refusedForGood:
-		log.WarnContext(ctx, "the provider refused for good; recording it FAILED")
-		return SettledFailed, nil
-	case !claimed.Resumed:
-		log.WarnContext(ctx, "the provider did not act, for now; releasing the key for a retry")
-		return "", uc.releaseForRetry(ctx, k, claimed.Reservation, claimedAt, callErr)
-	default:
-		decision, err := uc.steps.Lookup(ctx, claimed.Reservation)
-		switch {
-		case err == nil:
-			log.InfoContext(ctx, "a resumed command was refused; the provider holds its decision under the key", "decision", decision)
-			return settlementOf(decision), nil
-		case errors.Is(err, ErrNoProviderCharge) && refusedForGood:
-			log.WarnContext(ctx, "a resumed command was refused for good and the provider holds nothing under its key; recording it FAILED")
-			return SettledFailed, nil
-		case !errors.Is(err, ErrNoProviderCharge):
-			log = log.With("lookup_err", err)
-		}
+	case errors.Is(err, ErrLockLost):
+		return uc.answerFromKey(ctx, k, true)
+	case err != nil:
+		// The provider has answered, so "nothing happened" would be a lie.
+		// The claim is ours until its lock runs out; then a retry takes it
+		// over and asks the provider, which answers the same.
+		uc.logFor(t).ErrorContext(ctx, "recording the provider's answer failed; the outcome is unknown to the client",
+			"settlement", s, "err", err)
+		return CommandResult{}, &OutcomeUnknownError{RetryAfter: untilLockEnds(lockEnds), Err: err}
 	}
-
-	log.WarnContext(ctx, "provider outcome unknown; the reservation stays PENDING for the retry or the completer",
-		"resumed", claimed.Resumed)
-	retryAfter := inProgressRetryAfter
-	err := uc.core.tx.Transact(ctx, func(ctx context.Context, r Repos) error {
-		return r.Idempotency.ExpireLock(ctx, k.Scope, k.Token)
-	})
-	if err != nil {
-		// The lock runs out on its own; until then a retry is in progress.
-		retryAfter = lockRetryAfter(claimedAt.Add(uc.core.lockTimeout), time.Now())
-		if !errors.Is(err, ErrLockLost) {
-			uc.core.logger.ErrorContext(ctx, "ending the lock early failed", "err", err)
-		}
-	}
-	return "", &OutcomeUnknownError{RetryAfter: retryAfter, Err: callErr}
+	return CommandResult{Response: resp}, nil
 }
 
-// releaseForRetry gives the key and the reservation back after the provider
-// said it did not act, for now, on a reservation this request made:
-// nothing can have happened for it, ever, so the retry may run the command
-// afresh. Both go in one transaction, only if we still own the claim (a new
-// owner needs the reservation as its recovery point), in the lock order
-// every claim follows: the reservation's parents, then the key. The key is
-// deleted before the reservation, which its recovery point references.
-func (uc *IdempotentCommand[C, T]) releaseForRetry(ctx context.Context, k KeyClaim, t T, claimedAt time.Time, callErr error) error {
-	err := uc.core.tx.Transact(ctx, func(ctx context.Context, r Repos) error {
-		if err := uc.steps.LockParents(ctx, r, t); err != nil {
-			return err
-		}
-		if err := r.Idempotency.Release(ctx, k.Scope, k.Token); err != nil {
-			return err
-		}
-		return uc.steps.GiveBack(ctx, r, t)
-	})
+// release gives the key and the reservation back after the provider said
+// it did not act, for now, on a reservation this attempt made: nothing can
+// have happened for it, so the retry may run the command afresh.
+func (uc *IdempotentCommand[C, T]) release(ctx context.Context, k KeyClaim, t T, callErr error, lockEnds time.Time) (CommandResult, error) {
+	err := uc.steps.Release(ctx, uc.core.db.AutoCommit(), k, t)
 	switch {
 	case err == nil:
-		return fmt.Errorf("%w: %v", ErrProviderUnavailable, callErr)
+		uc.logFor(t).WarnContext(ctx, "the provider did not act, for now; the key is released for a retry", "err", callErr)
+		return CommandResult{}, fmt.Errorf("%w: %v", ErrProviderUnavailable, callErr)
 	case errors.Is(err, ErrLockLost):
-		// Our lock ran out during the call and another request took the
-		// key over: it resumed the reservation and asks the provider
-		// itself. Its answer is the key's, so "nothing was recorded" would
-		// be false; the retry gets that answer.
-		return &InProgressError{RetryAfter: inProgressRetryAfter}
+		// The lock ran out during the call and another attempt took the
+		// key over with the reservation: its answer is the key's, so
+		// "nothing was recorded" would be false.
+		return uc.answerFromKey(ctx, k, true)
 	default:
 		// The claim and its reservation stay until the lock runs out; the
 		// retry then takes the key over and asks the provider again.
-		uc.core.logger.ErrorContext(ctx, "releasing the key failed", "err", err)
-		return &InProgressError{RetryAfter: lockRetryAfter(claimedAt.Add(uc.core.lockTimeout), time.Now())}
+		uc.logFor(t).ErrorContext(ctx, "releasing the key failed", "err", err)
+		return CommandResult{}, &InProgressError{RetryAfter: untilLockEnds(lockEnds)}
+	}
+}
+
+// keepUnknown keeps the claim and its reservation after an answer that
+// says nothing for sure, and ends the lock now, so the client's retry
+// resumes at once. An unknown outcome never deletes anything.
+func (uc *IdempotentCommand[C, T]) keepUnknown(ctx context.Context, k KeyClaim, callErr error, lockEnds time.Time) (CommandResult, error) {
+	err := uc.core.db.AutoCommit().Keys.ExpireLock(ctx, k.Scope, k.Token)
+	switch {
+	case err == nil:
+		return CommandResult{}, &OutcomeUnknownError{RetryAfter: minRetryAfter, Err: callErr}
+	case errors.Is(err, ErrLockLost):
+		// The provider's event recorded the decision under this claim
+		// (ApplyProviderEvent), or another attempt took the key over:
+		// the key says which.
+		return uc.answerFromKey(ctx, k, true)
+	default:
+		uc.core.logger.ErrorContext(ctx, "ending the lock early failed; it runs out by itself", "err", err)
+		return CommandResult{}, &OutcomeUnknownError{RetryAfter: untilLockEnds(lockEnds), Err: callErr}
+	}
+}
+
+// answerFromKey answers an attempt that lost its claim after the call
+// (claimed) or never got it, from the key as it stands now. A key
+// completed for this command is the answer: after a lost claim, this
+// attempt's own (a provider's event recorded the decision under its claim,
+// or the attempt that took the key over recorded the provider's answer);
+// otherwise a replay. A key held by a live claim is in progress.
+func (uc *IdempotentCommand[C, T]) answerFromKey(ctx context.Context, k KeyClaim, claimed bool) (CommandResult, error) {
+	rec, found, err := uc.core.db.AutoCommit().Keys.Lookup(ctx, k.Scope)
+	switch {
+	case err != nil || !found:
+		// Gone meanwhile (released, purged): the retry runs afresh, and the
+		// second layer answers it if the money moved.
+		return CommandResult{}, &InProgressError{RetryAfter: minRetryAfter}
+	case claimed && rec.CommandHash == k.CommandHash && rec.Status == RecordCompleted:
+		return CommandResult{Response: rec.Response}, nil
+	}
+	return uc.answerFrom(rec, k.CommandHash)
+}
+
+// answerFrom answers from a record the attempt could not claim.
+func (uc *IdempotentCommand[C, T]) answerFrom(rec IdempotencyRecord, hash string) (CommandResult, error) {
+	switch {
+	case rec.CommandHash != hash:
+		return CommandResult{}, ErrKeyReused
+	case rec.Status == RecordCompleted:
+		return CommandResult{Response: rec.Response, Replayed: true}, nil
+	default:
+		return CommandResult{}, &InProgressError{RetryAfter: uc.core.retryAfterFor(rec.LockedUntil, time.Now())}
+	}
+}
+
+// retryAfterFor is what a duplicate that meets a live claim is told to
+// wait. While the claim's owner may still answer (within the answer bound
+// of its claim), a second: it may finish any moment, and a replay read is
+// cheap. After that the owner has answered or gone, and the retry can only
+// take the claim over once the lock runs out: what the lock has left. The
+// claim's start is its lock's end less this replica's lock timeout;
+// locked_until is set by the database clock, and a skew between it and
+// ours makes a retry meet the lock once more and be told the rest.
+func (c *Core) retryAfterFor(lockedUntil, now time.Time) time.Duration {
+	if now.Before(lockedUntil.Add(-c.lockTimeout).Add(c.answerBound)) {
+		return minRetryAfter
+	}
+	return max(lockedUntil.Sub(now), minRetryAfter)
+}
+
+// untilLockEnds is what is left of this attempt's own lock: the earliest a
+// retry can take the claim over when the lock could not be ended early.
+func untilLockEnds(lockEnds time.Time) time.Duration {
+	return max(time.Until(lockEnds), minRetryAfter)
+}
+
+// takeable reports whether a claim could take the record over: an
+// IN_PROGRESS claim of the same command whose lock has run out, by this
+// process's clock. The claim statement decides by the database's; this
+// only spares it the records it would certainly refuse.
+func takeable(rec IdempotencyRecord, hash string) bool {
+	return rec.CommandHash == hash && rec.Status == RecordInProgress && !rec.LockedUntil.After(time.Now())
+}
+
+// sleepUntil waits until t, and reports false without waiting when ctx
+// ends first.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	wait := time.Until(t)
+	if deadline, ok := ctx.Deadline(); ok && deadline.Before(t) {
+		return false
+	}
+	if wait <= 0 {
+		return true
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
 // rebuilt checks a command the completer rebuilt from an abandoned
-// record's recovery point (Resumable): only a command whose hash is the
-// record's is the one the key was claimed for, and may run as its client's
-// retry.
+// record's recovery point: only a command whose hash is the record's is
+// the one the key was claimed for, and may run as its client's retry.
 func (uc *IdempotentCommand[C, T]) rebuilt(rec IdempotencyRecord, cmd C) error {
-	if _, hash := uc.steps.Key(cmd); hash != rec.CommandHash {
-		return fmt.Errorf("the %s rebuilt from the record's recovery point does not match the record; left for the client's retry", uc.steps.Name())
+	if cmd.Hash() != rec.CommandHash {
+		return fmt.Errorf("the %s rebuilt from the record's recovery point does not match the record; left for the client's retry", uc.name)
 	}
 	return nil
 }
 
 // startPhase starts the span of one phase, named after the command.
-func (uc *IdempotentCommand[C, T]) startPhase(ctx context.Context, phase string, cmd C) (context.Context, trace.Span) {
-	return uc.core.tracer.Start(ctx, uc.steps.Name()+" "+phase, trace.WithAttributes(uc.steps.SpanAttributes(cmd)...))
+func (uc *IdempotentCommand[C, T]) startPhase(ctx context.Context, phase string) (context.Context, trace.Span) {
+	return uc.core.tracer.Start(ctx, string(uc.name)+" "+phase, trace.WithAttributes(attribute.String("idempotency.command", string(uc.name))))
 }
 
 // endPhase ends a phase's span, marking it failed if err is set.
@@ -453,40 +569,16 @@ func endPhase(span trace.Span, err error) {
 	span.End()
 }
 
-// keyHeldError: the key was not claimed; answer from its record. It rolls
-// phase 1 back, with whatever the statement reserved.
-type keyHeldError struct{ rec IdempotencyRecord }
-
-func (e *keyHeldError) Error() string { return "idempotency key held" }
-
-// takeable reports whether a claim could take the record over: an
-// IN_PROGRESS claim of the same command whose lock has run out, by this
-// process's clock. The claim statement decides by the database's; this
-// only spares it the records it would certainly refuse.
-func takeable(rec IdempotencyRecord, hash string) bool {
-	return rec.CommandHash == hash && rec.Status == RecordInProgress && !rec.LockedUntil.After(time.Now())
+// logFor is the core's logger with the command and its reservation.
+func (uc *IdempotentCommand[C, T]) logFor(t T) *slog.Logger {
+	return uc.core.logger.With("command", uc.name, "reservation", t)
 }
 
-// answerExisting answers a request whose key is held by a record it could
-// not claim.
-func answerExisting(rec IdempotencyRecord, hash string) (CommandResult, error) {
-	switch {
-	case rec.CommandHash != hash:
-		return CommandResult{}, ErrKeyReused
-	case rec.Status == RecordCompleted:
-		return CommandResult{Response: rec.Response, Replayed: true}, nil
-	default:
-		return CommandResult{}, &InProgressError{RetryAfter: lockRetryAfter(rec.LockedUntil, time.Now())}
+// storeAnswer completes the key with an answer that needs no provider
+// call, in phase 1's transaction.
+func storeAnswer[T any](ctx context.Context, r Repos, k KeyClaim, resp StoredResponse, err error) (Claimed[T], error) {
+	if err != nil {
+		return Claimed[T]{}, err
 	}
-}
-
-// lockRetryAfter is what a duplicate that meets a live claim is told to
-// wait: the time the lock has left, at least inProgressRetryAfter (the
-// HTTP layer rounds it up to whole seconds). Before that the retry can only
-// meet the same lock, whether its owner is working or crashed; after it the
-// retry gets the stored answer or takes the claim over. locked_until is set
-// by the database clock; a skew between it and ours makes a retry meet the
-// lock once more and be told the rest.
-func lockRetryAfter(lockedUntil, now time.Time) time.Duration {
-	return max(lockedUntil.Sub(now), inProgressRetryAfter)
+	return Claimed[T]{Kind: ClaimAnswered, Response: resp}, r.Keys.Complete(ctx, k.Scope, k.Token, resp)
 }

@@ -4,21 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
-	"go.opentelemetry.io/otel/attribute"
+	"github.com/shopspring/decimal"
 
 	"github.com/example/payment-service/internal/domain"
 )
 
-// OperationRefundPayment is the Operation of a RefundCommand made through
-// POST /payments/{id}/refunds. It is part of the command hash, so the
-// completer must use the very string the HTTP adapter uses.
+// OperationRefundPayment is the Operation of a refund made through POST
+// /payments/{id}/refunds; the completer uses the very string the HTTP
+// adapter uses.
 const OperationRefundPayment = "POST /payments/{id}/refunds"
 
-// CommandRefund is the name of a RefundCommand's records; the refund's
-// claim statement writes it as the literal 'refund' (internal/repository).
+// CommandRefund names a refund's idempotency records; the claim statement
+// writes it as the literal 'refund' (internal/repository).
 const CommandRefund CommandName = "refund"
 
 // Errors of a refund that are answered without storing anything: each
@@ -33,60 +35,288 @@ var (
 	ErrRefundExceedsPayment = errors.New("refund exceeds what the payment has left")
 )
 
+// RefundCommand is a client's request to refund part or all of one of its
+// payments, with its idempotency key.
+type RefundCommand struct {
+	// Scope is the client and the idempotency key the command came with.
+	Scope IdempotencyScope
+	// PaymentID is the payment to refund (the path's id).
+	PaymentID domain.PaymentID
+	// Amount is how much to give back, in the payment's currency; the
+	// request carries no currency of its own.
+	Amount decimal.Decimal
+	// ExternalRefundID is the client's id for this refund: the second layer.
+	ExternalRefundID domain.ExternalRefundID
+	// Operation names the endpoint, OperationRefundPayment.
+	Operation string
+}
+
+// IdempotencyKey is the client and key the refund came with.
+func (c RefundCommand) IdempotencyKey() IdempotencyScope { return c.Scope }
+
+// Hash is the refund's command_hash, over the same canonical form as a
+// charge's, with a version tag of its own.
+func (c RefundCommand) Hash() string {
+	return canonicalHash(
+		"refund-v1",
+		c.Operation,
+		strconv.FormatInt(int64(c.PaymentID), 10),
+		c.Amount.String(), // canonical: no trailing zeros
+		string(c.ExternalRefundID),
+	)
+}
+
+// RefundStore is the refund table and a refund's statements. Every
+// statement that writes a refund locks its payment first, then the refund,
+// then the key (docs/adding-a-command.md, "Lock order").
+type RefundStore interface {
+	// Claim is phase 1 in one statement: a PENDING refund reserved against
+	// its payment's refund total (only for a refundable payment with room
+	// for it) and the key claimed, linked to it; or a takeover, which keeps
+	// the record's own refund. On the pool it commits only a claimed key
+	// with a PENDING refund, and returns ErrClaimNeedsTransaction otherwise.
+	Claim(ctx context.Context, k KeyClaim, r domain.Refund) (RefundClaimed, error)
+	// Reserve is phase 1's rare path: it reserves the refund (and links k's
+	// record to it) or says what stands in the way.
+	Reserve(ctx context.Context, k KeyClaim, r domain.Refund) (RefundReservation, error)
+	// Record is phase 3 in one statement: the key completed, fenced by the
+	// token; the refund's final status (DECLINED and FAILED give the
+	// amount back); the event appended. ErrLockLost if the token no longer
+	// owns the key.
+	Record(ctx context.Context, rec RefundRecord) error
+	// Release deletes the claim and its PENDING refund, giving the amount
+	// back, fenced by the token; ErrLockLost if it no longer owns the key.
+	Release(ctx context.Context, k KeyClaim, refund domain.RefundID) error
+	// Get reads a refund; an error if there is none.
+	Get(ctx context.Context, id domain.RefundID) (domain.Refund, error)
+	// List lists a payment's refunds, oldest first.
+	List(ctx context.Context, payment domain.PaymentID) ([]domain.Refund, error)
+}
+
+// RefundClaimed is what the refund's phase 1 statement did.
+type RefundClaimed struct {
+	// Claimed: the key is this attempt's now (new, or taken over).
+	Claimed bool
+	// Reserved: a new PENDING refund was inserted, the recovery point.
+	Reserved bool
+	// SagaID is the payment's order's saga, for the refund's event.
+	SagaID uuid.NullUUID
+	// Refund is the reserved refund or, after a takeover, the recovery
+	// point's; nil when neither.
+	Refund *domain.Refund
+}
+
+// RefundReservationKind says what Reserve did.
+type RefundReservationKind int
+
+const (
+	// RefundReserved: a new PENDING refund was inserted and its amount
+	// added to the payment's refund total.
+	RefundReserved RefundReservationKind = iota + 1
+	// RefundPaymentNotFound: no payment with the id belongs to the client.
+	RefundPaymentNotFound
+	// RefundPaymentNotRefundable: the payment is not SUCCEEDED, or is in
+	// another currency or at another provider than the refund.
+	RefundPaymentNotRefundable
+	// RefundExternalRefundExists: a refund with the same provider and
+	// external refund id is recorded (Refund is that one, whoever's it is).
+	RefundExternalRefundExists
+	// RefundOverTheAmount: the refund would take the payment's refund total
+	// beyond the amount charged.
+	RefundOverTheAmount
+)
+
+// String names the kind, for messages and test failures.
+func (k RefundReservationKind) String() string {
+	switch k {
+	case RefundReserved:
+		return "reserved"
+	case RefundPaymentNotFound:
+		return "payment not found"
+	case RefundPaymentNotRefundable:
+		return "payment not refundable"
+	case RefundExternalRefundExists:
+		return "external refund exists"
+	case RefundOverTheAmount:
+		return "over the amount"
+	default:
+		return fmt.Sprintf("RefundReservationKind(%d)", int(k))
+	}
+}
+
+// RefundReservation is Reserve's answer.
+type RefundReservation struct {
+	// Kind is what happened.
+	Kind RefundReservationKind
+	// Refund is the new refund (RefundReserved) or the existing one
+	// (RefundExternalRefundExists); zero otherwise.
+	Refund domain.Refund
+	// ClientID is Refund's client.
+	ClientID domain.ClientID
+	// RefundReserved is the payment's refund total after the statement,
+	// when the client's payment was found.
+	RefundReserved decimal.Decimal
+}
+
+// RefundRecord is what a refund's phase 3 writes.
+type RefundRecord struct {
+	// Key is the claim whose token fences the write.
+	Key KeyClaim
+	// Response is the answer stored for the key.
+	Response StoredResponse
+	// Event carries the refund with its final status.
+	Event RefundEvent
+}
+
+// ProviderRefund is one refund request to a payment provider.
+type ProviderRefund struct {
+	// IdempotencyKey is the refund's own provider key
+	// (domain.Refund.ProviderIdempotencyKey).
+	IdempotencyKey string
+	// ChargeKey is the provider key the refunded payment was charged under:
+	// how the provider knows the charge.
+	ChargeKey string
+	// Refund is what to refund.
+	Refund domain.Refund
+}
+
+// RefundProvider gives money back on the other side of a network. Its
+// answers are ChargeProvider's, read for a refund (ErrProviderRefused
+// among others for a refund beyond what the charge has left).
+type RefundProvider interface {
+	// Refund asks the provider to refund req under req.IdempotencyKey.
+	Refund(ctx context.Context, req ProviderRefund) (ProviderDecision, error)
+	// LookupRefund asks, without refunding, what the provider holds under
+	// an idempotency key.
+	LookupRefund(ctx context.Context, idempotencyKey string) (ProviderDecision, error)
+}
+
+// RefundOutcomeKind says what a refund ended in.
+type RefundOutcomeKind int
+
+const (
+	// RefundSucceeded: a new refund, made by the provider.
+	RefundSucceeded RefundOutcomeKind = iota + 1
+	// RefundDeclined: a new refund, declined; its amount was given back.
+	RefundDeclined
+	// RefundFailed: a new refund the provider refused for good; its amount
+	// was given back.
+	RefundFailed
+	// RefundAlreadyRecorded: a new key for an external refund recorded as
+	// the same refund; the existing refund is the answer.
+	RefundAlreadyRecorded
+	// RefundExternalRefundConflict: the external refund is recorded as
+	// another refund (or another client's).
+	RefundExternalRefundConflict
+)
+
+// RefundOutcome is what a refund ended in, before it is rendered.
+type RefundOutcome struct {
+	// Kind is what it ended in.
+	Kind RefundOutcomeKind
+	// Refund is the refund the answer shows; empty for the conflict.
+	Refund domain.Refund
+}
+
+// RefundResponses renders a refund's outcome into the response stored for
+// the key (the HTTP adapter implements it).
+type RefundResponses interface {
+	// EncodeRefundOutcome returns the status and body bytes that answer the
+	// outcome, now and on every replay.
+	EncodeRefundOutcome(RefundOutcome) (StoredResponse, error)
+}
+
+// Refund event types, on the payment events topic.
+const (
+	// EventPaymentRefunded announces a refund the provider made.
+	EventPaymentRefunded = "PaymentRefunded.v1"
+	// EventRefundDeclined announces a refund the provider declined.
+	EventRefundDeclined = "RefundDeclined.v1"
+	// EventRefundFailed announces a refund the provider refused for good.
+	EventRefundFailed = "RefundFailed.v1"
+)
+
+// RefundEvent announces a refund's outcome, through the outbox like a
+// PaymentEvent, keyed by the refunded payment's order.
+type RefundEvent struct {
+	// ID is the eventId (R-DIST-IDEM-1), a UUID v7.
+	ID uuid.UUID
+	// Type is EventPaymentRefunded, EventRefundDeclined or EventRefundFailed.
+	Type string
+	// SagaID is the order's saga; not Valid when unknown.
+	SagaID uuid.NullUUID
+	// OrderID is the refunded payment's order: the message key.
+	OrderID domain.OrderID
+	// Refund is the refund with its final status.
+	Refund domain.Refund
+	// OccurredAt is when the outcome was recorded, in UTC.
+	OccurredAt time.Time
+}
+
+var refundEventTypes = map[domain.RefundStatus]string{
+	domain.RefundSucceeded: EventPaymentRefunded,
+	domain.RefundDeclined:  EventRefundDeclined,
+	domain.RefundFailed:    EventRefundFailed,
+}
+
+// NewRefundEvent builds the event of a refund that has just reached its
+// final status.
+func NewRefundEvent(r domain.Refund, order domain.OrderID, saga uuid.NullUUID, occurredAt time.Time) (RefundEvent, error) {
+	typ, ok := refundEventTypes[r.Status]
+	if !ok {
+		return RefundEvent{}, fmt.Errorf("refund %d is %s: only a final status is an event", r.ID, r.Status)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return RefundEvent{}, fmt.Errorf("event id: %w", err)
+	}
+	return RefundEvent{ID: id, Type: typ, SagaID: saga, OrderID: order, Refund: r, OccurredAt: occurredAt.UTC()}, nil
+}
+
 // RefundPayment refunds part or all of a payment through the provider that
 // charged it, exactly once per idempotency key and per external refund,
-// and never beyond the payment's amount under any concurrency.
+// and never beyond the payment's amount under any concurrency. It runs on
+// the core; what is the refund's own is refundSteps:
 //
-// It runs on the core every money-moving command shares (IdempotentCommand);
-// what is the refund's own is refundSteps:
-//
-//   - before the core, the payment is read: unknown or another client's is
-//     domain.ErrPaymentNotFound, not SUCCEEDED ErrPaymentNotRefundable,
-//     neither stored (the command needs the payment's currency and provider,
-//     which the request does not carry);
+//   - before the claim, the payment is read (the command needs its currency
+//     and provider, which the request does not carry): unknown or another
+//     client's is domain.ErrPaymentNotFound, not SUCCEEDED
+//     ErrPaymentNotRefundable, neither stored;
 //   - its reservation is a PENDING refund, reserved against the payment's
-//     refund total (migration 00015) in the claim's own statement and linked
-//     to the key as its recovery point (refund_id, migration 00016);
+//     refund total in the claim's own statement and linked to the key;
 //   - the claim's rare answers: a refund over what the payment has left
-//     (ErrRefundExceedsPayment, rolled back, not stored) and the second layer
-//     (the external refund is recorded: the same refund gets it, another
-//     refund a stored conflict);
-//   - the provider call is RefundProvider.Refund with the refund's provider
-//     key, and the lookup LookupRefund;
-//   - the record sets the refund's final status (a DECLINED or FAILED refund
-//     gives its amount back), completes the key and appends its
-//     PaymentRefunded/RefundDeclined/RefundFailed event, in one statement.
+//     (ErrRefundExceedsPayment, not stored) and the second layer (the
+//     external refund is recorded: the same refund gets it, another a
+//     stored conflict);
+//   - the call is RefundProvider.Refund with the refund's provider key, and
+//     the lookup LookupRefund;
+//   - the record sets the refund's final status (a DECLINED or FAILED
+//     refund gives its amount back) and appends its event.
 type RefundPayment struct {
-	tx  Transactor
+	db  Transactor
 	run *IdempotentCommand[RefundCommand, refundReservation]
 }
 
-// NewRefundPayment builds the use case on core, the charge's: one drain
-// for both.
-func NewRefundPayment(core *Core, store RefundStore, provider RefundProvider, encoder RefundResponseEncoder) *RefundPayment {
-	return &RefundPayment{tx: core.tx, run: NewIdempotentCommand(core, &refundSteps{
-		store: store, provider: provider, encoder: encoder,
-	})}
+// NewRefundPayment builds the use case on core.
+func NewRefundPayment(core *Core, provider RefundProvider, responses RefundResponses) *RefundPayment {
+	return &RefundPayment{db: core.db,
+		run: NewIdempotentCommand(core, CommandRefund, &refundSteps{provider: provider, responses: responses})}
 }
 
-// Handle runs the command. Errors are domain.ErrPaymentNotFound,
-// ErrPaymentNotRefundable, ErrRefundExceedsPayment, and the core's
-// (IdempotentCommand.Handle).
+// Handle runs the refund. Errors are the core's (IdempotentCommand.Handle),
+// domain.ErrPaymentNotFound, ErrPaymentNotRefundable and
+// ErrRefundExceedsPayment.
 func (uc *RefundPayment) Handle(ctx context.Context, cmd RefundCommand) (CommandResult, error) {
 	return uc.run.Handle(ctx, cmd)
 }
 
-// Resume implements Resumable: the completer's retry of an abandoned
-// refund, rebuilt from its PENDING refund row.
+// Resume is the completer's retry of an abandoned refund, rebuilt from its
+// PENDING refund.
 func (uc *RefundPayment) Resume(ctx context.Context, rec IdempotencyRecord) error {
 	if rec.RefundID == nil {
 		return ErrNothingReserved
 	}
-	var refund domain.Refund
-	err := uc.tx.Transact(ctx, func(ctx context.Context, r Repos) (err error) {
-		refund, err = r.Refunds.GetRefund(ctx, *rec.RefundID)
-		return err
-	})
+	refund, err := uc.db.AutoCommit().Refunds.Get(ctx, *rec.RefundID)
 	if err != nil {
 		return fmt.Errorf("read refund %d: %w", *rec.RefundID, err)
 	}
@@ -99,40 +329,27 @@ func (uc *RefundPayment) Resume(ctx context.Context, rec IdempotencyRecord) erro
 	return err
 }
 
-var _ Resumable = (*RefundPayment)(nil)
-
 // ListRefunds lists the refunds of one of the client's payments.
 type ListRefunds struct {
-	tx Transactor
+	db Transactor
 }
 
 // NewListRefunds builds the query.
-func NewListRefunds(tx Transactor) *ListRefunds { return &ListRefunds{tx: tx} }
+func NewListRefunds(db Transactor) *ListRefunds { return &ListRefunds{db: db} }
 
 // Handle returns the payment's refunds, oldest first; domain.ErrPaymentNotFound
 // for a payment that does not exist or is another client's.
 func (uc *ListRefunds) Handle(ctx context.Context, client domain.ClientID, id domain.PaymentID) ([]domain.Refund, error) {
 	var refunds []domain.Refund
-	err := uc.tx.Transact(ctx, func(ctx context.Context, r Repos) error {
+	err := uc.db.Transact(ctx, func(ctx context.Context, r Repos) error {
 		if _, err := clientPayment(ctx, r, client, id); err != nil {
 			return err
 		}
 		var err error
-		refunds, err = r.Refunds.ListRefunds(ctx, id)
+		refunds, err = r.Refunds.List(ctx, id)
 		return err
 	})
 	return refunds, err
-}
-
-// clientPayment reads payment id if it is client's, and otherwise answers
-// domain.ErrPaymentNotFound, so a client cannot probe for other clients'
-// payments.
-func clientPayment(ctx context.Context, r Repos, client domain.ClientID, id domain.PaymentID) (domain.Payment, error) {
-	p, err := r.Payments.Get(ctx, id)
-	if err == nil && p.ClientID != client {
-		err = domain.ErrPaymentNotFound
-	}
-	return p, err
 }
 
 // refundReservation is the refund's recovery point: the PENDING refund,
@@ -144,119 +361,55 @@ type refundReservation struct {
 	saga      uuid.NullUUID
 }
 
+// LogValue names the reservation in log lines.
+func (t refundReservation) LogValue() slog.Value {
+	return slog.GroupValue(slog.Int64("refund_id", int64(t.refund.ID)), slog.Int64("payment_id", int64(t.refund.PaymentID)))
+}
+
 // refundSteps are the refund's own parts of the core's protocol.
 type refundSteps struct {
-	store    RefundStore
-	provider RefundProvider
-	encoder  RefundResponseEncoder
+	provider  RefundProvider
+	responses RefundResponses
 }
 
-var (
-	_ CommandSteps[RefundCommand, refundReservation] = (*refundSteps)(nil)
-	_ reportedSteps                                  = (*refundSteps)(nil)
-)
-
-// Name implements CommandSteps.
-func (*refundSteps) Name() string { return "refund" }
-
-// Key implements CommandSteps.
-func (*refundSteps) Key(cmd RefundCommand) (IdempotencyScope, string) { return cmd.Scope, cmd.Hash() }
-
-// SpanAttributes implements CommandSteps.
-func (*refundSteps) SpanAttributes(cmd RefundCommand) []attribute.KeyValue {
-	return []attribute.KeyValue{attribute.Int64("refund.payment_id", int64(cmd.PaymentID))}
-}
-
-// LogAttrs implements CommandSteps.
-func (*refundSteps) LogAttrs(t refundReservation) []any {
-	return []any{"refund_id", t.refund.ID, "payment_id", t.refund.PaymentID}
-}
-
-// readPayment reads the payment the command refunds, for what the request
-// does not carry (the currency and the provider): one statement of its
-// own, without a transaction around it, whose BEGIN and COMMIT would be
-// two more round trips (TestRefundRoundTrips). A SUCCEEDED payment never
-// changes again, so the read cannot go stale before the claim.
-func (s *refundSteps) readPayment(ctx context.Context, cmd RefundCommand) (domain.Payment, error) {
-	return s.store.ClientPayment(ctx, cmd.Scope.ClientID, cmd.PaymentID)
-}
-
-// refundClaim is phase 1's input: the command checked against its payment.
-func refundClaim(cmd RefundCommand, k KeyClaim, p domain.Payment) (RefundClaim, error) {
-	if p.Status != domain.PaymentSucceeded {
-		return RefundClaim{}, ErrPaymentNotRefundable
-	}
-	if cmd.Amount.GreaterThan(p.Charge.Amount.Amount()) {
-		return RefundClaim{}, ErrRefundExceedsPayment
-	}
-	amount, err := domain.NewMoney(cmd.Amount, p.Charge.Amount.Currency())
-	if err != nil {
-		return RefundClaim{}, err
-	}
-	refund, err := domain.NewRefund(p, amount, cmd.ExternalRefundID)
-	if err != nil {
-		return RefundClaim{}, err
-	}
-	return RefundClaim{KeyClaim: k, Refund: refund}, nil
-}
-
-// ClaimAtOnce implements CommandSteps: phase 1 in one round trip, which
-// commits only a claimed key with a PENDING refund to make.
-func (s *refundSteps) ClaimAtOnce(ctx context.Context, cmd RefundCommand, k KeyClaim) (Claimed[refundReservation], error) {
-	p, err := s.readPayment(ctx, cmd)
-	if err != nil {
-		return Claimed[refundReservation]{}, err
-	}
-	c, err := refundClaim(cmd, k, p)
-	if err != nil {
-		return Claimed[refundReservation]{}, err
-	}
-	res, err := s.store.ClaimAndReserveRefund(ctx, c)
-	if err != nil {
-		return Claimed[refundReservation]{}, err
-	}
-	if !res.Claimed || res.Refund == nil {
-		return Claimed[refundReservation]{}, fmt.Errorf("phase 1 committed without a refund to make (claimed %v)", res.Claimed)
-	}
-	return refundReserved(p, *res.Refund, res.SagaID, !res.Reserved), nil
-}
-
-// Claim implements CommandSteps: phase 1 inside the core's transaction,
-// for the answers ClaimAtOnce does not commit.
+// Claim: phase 1, after the payment's read. On the pool both are
+// statements of their own, with no transaction around them (a SUCCEEDED
+// payment never changes again, so the read cannot go stale before the
+// claim); in the transaction, both use its connection.
 func (s *refundSteps) Claim(ctx context.Context, r Repos, cmd RefundCommand, k KeyClaim) (Claimed[refundReservation], error) {
-	// In the transaction's own connection: a second one from the pool
-	// while this one is held could wait on itself.
 	p, err := clientPayment(ctx, r, cmd.Scope.ClientID, cmd.PaymentID)
 	if err != nil {
 		return Claimed[refundReservation]{}, err
 	}
-	c, err := refundClaim(cmd, k, p)
+	want, err := refundOf(cmd, p)
 	if err != nil {
 		return Claimed[refundReservation]{}, err
 	}
-	res, err := r.Refunds.ClaimAndReserveRefund(ctx, c)
+	res, err := r.Refunds.Claim(ctx, k, want)
 	switch {
 	case err != nil:
 		return Claimed[refundReservation]{}, err
 	case !res.Claimed:
-		return Claimed[refundReservation]{KeyHeld: true}, nil
+		return Claimed[refundReservation]{Kind: ClaimKeyHeld}, nil
+	case res.Reserved:
+		return claimedRefund(ClaimFresh, p, *res.Refund, res.SagaID), nil
 	case res.Refund != nil && !res.Refund.Status.Final():
-		return refundReserved(p, *res.Refund, res.SagaID, !res.Reserved), nil
+		return claimedRefund(ClaimResumed, p, *res.Refund, res.SagaID), nil
 	case res.Refund != nil:
 		// A final refund under a claim still in progress: only after a
-		// manual repair (phase 3 is one statement). Record what it says,
+		// manual repair (phase 3 is one statement). Store what it says,
 		// without a second event.
-		return s.completeWith(ctx, r, k, *res.Refund, RefundOutcomeRefunded)
+		return s.answer(ctx, r, k, *res.Refund, RefundSucceeded)
 	}
-	// Claimed, and nothing reserved: ReserveRefund says why (or reserves,
-	// if what stood in the way has gone since).
-	in, err := r.Refunds.ReserveRefund(ctx, cmd.Scope.ClientID, c.Refund)
+	// Claimed, and nothing reserved: Reserve says why (or reserves, if what
+	// stood in the way has gone since).
+	in, err := r.Refunds.Reserve(ctx, k, want)
 	if err != nil {
 		return Claimed[refundReservation]{}, err
 	}
 	switch in.Kind {
 	case RefundReserved:
-		return refundReserved(p, in.Refund, res.SagaID, false), r.Idempotency.SetRefundRecoveryPoint(ctx, k.Scope, k.Token, in.Refund.ID)
+		return claimedRefund(ClaimFresh, p, in.Refund, res.SagaID), nil
 	case RefundPaymentNotFound:
 		return Claimed[refundReservation]{}, domain.ErrPaymentNotFound
 	case RefundPaymentNotRefundable:
@@ -266,50 +419,68 @@ func (s *refundSteps) Claim(ctx context.Context, r Repos, cmd RefundCommand, k K
 		// declined, and then this very refund fits.
 		return Claimed[refundReservation]{}, ErrRefundExceedsPayment
 	case RefundExternalRefundExists:
-		return s.secondLayer(ctx, r, cmd, k, c.Refund, in)
+		// The second layer for refunds: the same refund of the same client
+		// gets it, anything else a conflict; neither reaches the provider.
+		if in.ClientID != cmd.Scope.ClientID || !in.Refund.IsSameRefund(want) {
+			return s.answer(ctx, r, k, domain.Refund{}, RefundExternalRefundConflict)
+		}
+		if !in.Refund.Status.Final() {
+			// The same refund is being made under another key right now.
+			return Claimed[refundReservation]{}, &InProgressError{RetryAfter: minRetryAfter}
+		}
+		return s.answer(ctx, r, k, in.Refund, RefundAlreadyRecorded)
 	default:
 		return Claimed[refundReservation]{}, fmt.Errorf("reserve refund: unknown reservation kind %s", in.Kind)
 	}
 }
 
-// refundReserved is a claim with a refund to make.
-func refundReserved(p domain.Payment, refund domain.Refund, saga uuid.NullUUID, resumed bool) Claimed[refundReservation] {
-	return Claimed[refundReservation]{Reservation: refundReservation{
+// clientPayment reads payment id if it is client's, and otherwise answers
+// domain.ErrPaymentNotFound, so a client cannot probe for other clients'
+// payments.
+func clientPayment(ctx context.Context, r Repos, client domain.ClientID, id domain.PaymentID) (domain.Payment, error) {
+	p, err := r.Charges.Get(ctx, id)
+	if err == nil && p.ClientID != client {
+		err = domain.ErrPaymentNotFound
+	}
+	return p, err
+}
+
+// refundOf is the refund the command asks for, checked against its payment.
+func refundOf(cmd RefundCommand, p domain.Payment) (domain.Refund, error) {
+	if p.Status != domain.PaymentSucceeded {
+		return domain.Refund{}, ErrPaymentNotRefundable
+	}
+	if cmd.Amount.GreaterThan(p.Charge.Amount.Amount()) {
+		return domain.Refund{}, ErrRefundExceedsPayment
+	}
+	amount, err := domain.NewMoney(cmd.Amount, p.Charge.Amount.Currency())
+	if err != nil {
+		return domain.Refund{}, err
+	}
+	return domain.NewRefund(p, amount, cmd.ExternalRefundID)
+}
+
+// claimedRefund is a claim with a refund to make.
+func claimedRefund(kind ClaimKind, p domain.Payment, refund domain.Refund, saga uuid.NullUUID) Claimed[refundReservation] {
+	return Claimed[refundReservation]{Kind: kind, Reservation: refundReservation{
 		refund: refund, chargeKey: p.Charge.ProviderIdempotencyKey(), orderID: p.Charge.OrderID, saga: saga,
-	}, Resumed: resumed}
+	}}
 }
 
-// secondLayer answers a new key for an external refund that is already
-// recorded (R-DIST-IDEM-4 for refunds): the same refund of the same client
-// gets it, anything else a conflict; neither reaches the provider.
-func (s *refundSteps) secondLayer(ctx context.Context, r Repos, cmd RefundCommand, k KeyClaim, want domain.Refund, in RefundReservation) (Claimed[refundReservation], error) {
-	if in.ClientID != cmd.Scope.ClientID || !in.Refund.IsSameRefund(want) {
-		return s.completeWith(ctx, r, k, domain.Refund{}, RefundOutcomeExternalRefundConflict)
-	}
-	if !in.Refund.Status.Final() {
-		// The same refund is being made right now under another key.
-		return Claimed[refundReservation]{}, &InProgressError{RetryAfter: inProgressRetryAfter}
-	}
-	return s.completeWith(ctx, r, k, in.Refund, RefundOutcomeAlreadyRecorded)
-}
-
-// completeWith stores an answer that needs no provider call, in phase 1's
-// transaction. A declined or failed refund is shown as such.
-func (s *refundSteps) completeWith(ctx context.Context, r Repos, k KeyClaim, refund domain.Refund, kind RefundOutcomeKind) (Claimed[refundReservation], error) {
+// answer stores an answer that needs no provider call. A declined or
+// failed refund is shown as such.
+func (s *refundSteps) answer(ctx context.Context, r Repos, k KeyClaim, refund domain.Refund, kind RefundOutcomeKind) (Claimed[refundReservation], error) {
 	switch refund.Status {
 	case domain.RefundDeclined:
-		kind = RefundOutcomeDeclined
+		kind = RefundDeclined
 	case domain.RefundFailed:
-		kind = RefundOutcomeFailed
+		kind = RefundFailed
 	}
-	resp, err := s.encoder.EncodeRefundOutcome(RefundOutcome{Kind: kind, Refund: refund})
-	if err != nil {
-		return Claimed[refundReservation]{}, err
-	}
-	return Claimed[refundReservation]{Response: &resp}, r.Idempotency.Complete(ctx, k.Scope, k.Token, resp)
+	resp, err := s.responses.EncodeRefundOutcome(RefundOutcome{Kind: kind, Refund: refund})
+	return storeAnswer[refundReservation](ctx, r, k, resp, err)
 }
 
-// Call implements CommandSteps: phase 2, the refund at the provider.
+// Call: phase 2, the refund at the provider.
 func (s *refundSteps) Call(ctx context.Context, t refundReservation) (ProviderDecision, error) {
 	return s.provider.Refund(ctx, ProviderRefund{
 		IdempotencyKey: t.refund.ProviderIdempotencyKey(),
@@ -318,47 +489,23 @@ func (s *refundSteps) Call(ctx context.Context, t refundReservation) (ProviderDe
 	})
 }
 
-// Lookup implements CommandSteps: what the provider holds under the
-// refund's provider key.
+// Lookup: what the provider holds under the refund's provider key.
 func (s *refundSteps) Lookup(ctx context.Context, t refundReservation) (ProviderDecision, error) {
 	return s.provider.LookupRefund(ctx, t.refund.ProviderIdempotencyKey())
 }
 
 // refundOutcomes are the answer each settlement of a new refund records.
 var refundOutcomes = map[Settlement]RefundOutcomeKind{
-	SettledApproved: RefundOutcomeRefunded,
-	SettledDeclined: RefundOutcomeDeclined,
-	SettledFailed:   RefundOutcomeFailed,
+	SettledApproved: RefundSucceeded,
+	SettledDeclined: RefundDeclined,
+	SettledFailed:   RefundFailed,
 }
 
-// Record implements CommandSteps: phase 3, the refund's final status (its
-// amount given back unless SUCCEEDED), the stored response and the outbox
-// event, in one statement fenced by the lock token. As for the charge,
-// exactly one event per refund outcome: only this statement appends one,
-// and only for the claim that still owns the refund's record.
-func (s *refundSteps) Record(ctx context.Context, k KeyClaim, t refundReservation, settled Settlement) (StoredResponse, error) {
-	return s.record(ctx, s.store, k, t, settled)
-}
-
-// Reported implements reportedSteps: the refund an event's provider key
-// names, recorded, if it is PENDING, by Record's statement in r's
-// transaction.
-func (s *refundSteps) Reported(ctx context.Context, r Repos, ev ProviderEvent) (reported, bool, error) {
-	return reportedBy(ctx, ev, domain.ExternalRefundOfProviderKey, r.ProviderReports.Refund, func(rep ReportedRefund) reported {
-		t := refundReserved(rep.Payment, rep.Refund, rep.Saga, true).Reservation
-		return reported{status: rep.Refund.Status, amount: rep.Refund.Amount, claim: rep.Claim,
-			record: func(ctx context.Context, k KeyClaim, settled Settlement) error {
-				_, err := s.record(ctx, r.RefundStatements, k, t, settled)
-				return err
-			}}
-	})
-}
-
-// record is phase 3 through store: the pool's, or a transaction's.
-func (s *refundSteps) record(ctx context.Context, store RefundStore, k KeyClaim, t refundReservation, settled Settlement) (StoredResponse, error) {
+// Record: phase 3, one event per refund outcome as for the charge.
+func (s *refundSteps) Record(ctx context.Context, r Repos, k KeyClaim, t refundReservation, settled Settlement) (StoredResponse, error) {
 	refund := t.refund
 	refund.Status = settled.Status()
-	resp, err := s.encoder.EncodeRefundOutcome(RefundOutcome{Kind: refundOutcomes[settled], Refund: refund})
+	resp, err := s.responses.EncodeRefundOutcome(RefundOutcome{Kind: refundOutcomes[settled], Refund: refund})
 	if err != nil {
 		return StoredResponse{}, err
 	}
@@ -366,20 +513,26 @@ func (s *refundSteps) record(ctx context.Context, store RefundStore, k KeyClaim,
 	if err != nil {
 		return StoredResponse{}, err
 	}
-	err = store.RecordRefundOutcome(ctx, RefundOutcomeRecord{Scope: k.Scope, Token: k.Token, Response: resp, Event: event})
-	return resp, err
+	return resp, r.Refunds.Record(ctx, RefundRecord{Key: k, Response: resp, Event: event})
 }
 
-// LockParents implements CommandSteps: the refund's claim locks its
-// payment (whose refund total it raises) before the key, so its release
-// does too.
-func (s *refundSteps) LockParents(ctx context.Context, r Repos, t refundReservation) error {
-	return r.Refunds.LockRefundPayment(ctx, t.refund.ID)
+// Release: the claim and the PENDING refund go, and its amount stops
+// counting, since the provider did not act on it.
+func (s *refundSteps) Release(ctx context.Context, r Repos, k KeyClaim, t refundReservation) error {
+	return r.Refunds.Release(ctx, k, t.refund.ID)
 }
 
-// GiveBack implements CommandSteps: the PENDING refund goes with the
-// released key, and its amount stops counting, since the provider did not
-// act on it.
-func (s *refundSteps) GiveBack(ctx context.Context, r Repos, t refundReservation) error {
-	return r.Refunds.ReleaseRefund(ctx, t.refund.ID)
+// Reported finds the refund a provider's event names by its provider key,
+// in r's transaction.
+func (s *refundSteps) Reported(ctx context.Context, r Repos, ev ProviderEvent) (Report[refundReservation], bool, error) {
+	external, ok := domain.ExternalRefundOfProviderKey(ev.Provider, ev.ProviderKey)
+	if !ok {
+		return Report[refundReservation]{}, false, nil
+	}
+	rep, found, err := r.ProviderReports.Refund(ctx, ev.Provider, external)
+	if err != nil || !found {
+		return Report[refundReservation]{}, false, err
+	}
+	return Report[refundReservation]{Reservation: claimedRefund(ClaimResumed, rep.Payment, rep.Refund, rep.Saga).Reservation,
+		Status: rep.Refund.Status, Amount: rep.Refund.Amount, Claim: rep.Claim}, true, nil
 }

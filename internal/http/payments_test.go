@@ -396,20 +396,25 @@ func TestRetryAfterCrashTakesOverExpiredLock(t *testing.T) {
 	}
 }
 
-// A duplicate that meets a live claim (its owner crashed, or is still
-// working) is told to come back when the lock has run out: the remaining
-// lock time, rounded up to whole seconds, never less than 1. Retrying
-// sooner would only meet the same lock again.
-func TestInProgressRetryAfterIsTheRemainingLockTime(t *testing.T) {
+// A duplicate that meets a live claim is told what a client can follow.
+// While the claim's owner may still answer (within its provider call's
+// bound, PROVIDER_TIMEOUT, of the claim), a second: the answer may come any
+// moment, and a replay read is cheap. After that the owner has answered or
+// gone, and a retry can only take the claim over once the lock has run
+// out: the remaining lock time, rounded up to whole seconds, never less
+// than 1, never more. The claim's start is its lock's end less the lock
+// timeout.
+func TestInProgressRetryAfterIsShortWhileTheOwnerMayAnswer(t *testing.T) {
 	t.Parallel()
-	s := startService(t, map[string]string{"IDEMPOTENCY_LOCK_TIMEOUT": "10m"})
+	s := startService(t, map[string]string{"IDEMPOTENCY_LOCK_TIMEOUT": "10m", "PROVIDER_TIMEOUT": "10s"})
 	ctx := context.Background()
 	tests := []struct {
 		name     string
 		lockLeft string // interval added to now() for locked_until
 		min, max int    // accepted Retry-After: the test itself takes time
 	}{
-		{"ten minutes left", "10 minutes", 590, 600},
+		{"a claim just made: its owner may answer any moment", "10 minutes", 1, 1},
+		{"a claim past its call's bound: when the lock runs out", "9 minutes", 530, 540},
 		{"25 seconds left", "25 seconds", 15, 25},
 		// Rounded up to whole seconds. 1.5 s left when the row is written
 		// leaves room for a loaded machine to get the request there in

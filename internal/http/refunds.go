@@ -118,27 +118,27 @@ func (h *refundHandlers) listRefunds(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// EncodeRefundOutcome implements app.RefundResponseEncoder: the exact bytes
-// stored for a refund's key, nothing request-specific in them.
+// EncodeRefundOutcome renders a refund's outcome: the exact bytes stored
+// for its key, nothing request-specific in them.
 func (ResponseEncoder) EncodeRefundOutcome(o app.RefundOutcome) (app.StoredResponse, error) {
 	var status int
 	var body any
 	switch o.Kind {
-	case app.RefundOutcomeRefunded:
+	case app.RefundSucceeded:
 		status, body = http.StatusCreated, toRefundResponse(o.Refund)
-	case app.RefundOutcomeAlreadyRecorded:
+	case app.RefundAlreadyRecorded:
 		status, body = http.StatusOK, toRefundResponse(o.Refund)
-	case app.RefundOutcomeDeclined:
+	case app.RefundDeclined:
 		p := newProblem(http.StatusUnprocessableEntity, codeRefundDeclined, "Refund declined",
 			"The payment provider declined the refund. The declined refund is recorded; its amount may be refunded again under a new externalRefundId.")
 		p.Refund = toRefundResponse(o.Refund)
 		status, body = p.Status, p
-	case app.RefundOutcomeFailed:
+	case app.RefundFailed:
 		p := newProblem(http.StatusUnprocessableEntity, codeRefundFailed, "Refund failed",
 			"The payment provider refused the refund request for good and holds no refund for it: nothing was refunded. The failed refund is recorded; its amount may be refunded again under a new externalRefundId.")
 		p.Refund = toRefundResponse(o.Refund)
 		status, body = p.Status, p
-	case app.RefundOutcomeExternalRefundConflict:
+	case app.RefundExternalRefundConflict:
 		// The same bytes whatever the recorded refund is, and whoever's.
 		p := newProblem(http.StatusConflict, codeExternalRefundConflict, "External refund conflict",
 			"This externalRefundId cannot be used for this refund. Nothing was refunded; check the id (a new idempotency key gets the same answer).")

@@ -156,10 +156,9 @@ func chargeThrough(t testing.TB, r *replica, url string, calls *prometheus.Count
 
 // chargeWith builds the charge use case of replica r on the sandbox
 // provider p.
-func chargeWith(r *replica, p app.PaymentProvider) *app.ChargePayment {
-	store := repository.NewChargeStore(r.db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}, nil)
-	return app.NewChargePayment(app.NewCore(r.tx, store, 30*time.Second, discardLogger), store,
-		map[domain.ProviderName]app.PaymentProvider{sandbox.Name: p}, httpapi.ResponseEncoder{})
+func chargeWith(r *replica, p app.ChargeProvider) *app.ChargePayment {
+	return app.NewChargePayment(app.NewCore(r.tx, 30*time.Second, discardLogger),
+		map[domain.ProviderName]app.ChargeProvider{sandbox.Name: p}, httpapi.ResponseEncoder{})
 }
 
 // counterOf reads the provider calls counter for one outcome.

@@ -205,10 +205,8 @@ func TestPurgeOfALargeBacklogRunsInBatchesBesideLiveTraffic(t *testing.T) {
 				// The charge's claim statement; its order is not in the
 				// projection, so it claims the key and reserves nothing.
 				err := r.tx.Transact(ctx, func(ctx context.Context, repos app.Repos) error {
-					res, err := repos.Charges.ClaimAndReserve(ctx, app.ChargeClaim{
-						Scope: app.IdempotencyScope{ClientID: "c", Key: key}, CommandHash: "h", Token: uuid.New(), LockFor: time.Minute,
-						Charge: unknownOrderCharge,
-					})
+					res, err := repos.Charges.Claim(ctx, app.KeyClaim{
+						Scope: app.IdempotencyScope{ClientID: "c", Key: key}, CommandHash: "h", Token: uuid.New(), LockFor: time.Minute}, unknownOrderCharge)
 					if err == nil && !res.Claimed {
 						err = fmt.Errorf("key %s was not claimed", key)
 					}

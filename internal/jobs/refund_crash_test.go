@@ -85,7 +85,7 @@ type refundSetting struct {
 	provider *sandboxprovider.Server
 	charge   *app.ChargePayment
 	refund   *app.RefundPayment
-	store    *repository.RefundStore
+	store    app.RefundStore
 	payment  domain.Payment
 	cmd      app.RefundCommand
 }
@@ -101,10 +101,9 @@ func newRefundSetting(t *testing.T, external domain.ExternalRefundID) refundSett
 	if err != nil {
 		t.Fatal(err)
 	}
-	outbox := repository.OutboxConfig{PaymentEventsTopic: "payment.events"}
-	s.store = repository.NewRefundStore(s.replica.db, outbox, nil)
-	core := app.NewCore(s.replica.tx, repository.NewChargeStore(s.replica.db, outbox, nil), 30*time.Second, discardLogger)
-	s.refund = app.NewRefundPayment(core, s.store, client, httpapi.ResponseEncoder{})
+	s.store = s.replica.tx.AutoCommit().Refunds
+	core := app.NewCore(s.replica.tx, 30*time.Second, discardLogger)
+	s.refund = app.NewRefundPayment(core, client, httpapi.ResponseEncoder{})
 
 	amount, _ := domain.NewMoney(decimal.RequireFromString("100.50"), "RUB")
 	c, err := domain.NewCharge(1001, 42, amount, sandbox.Name, "pi_refunded")
@@ -128,8 +127,8 @@ func killedAfterPhase1(t *testing.T, ctx context.Context, s refundSetting) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.store.ClaimAndReserveRefund(ctx, app.RefundClaim{Refund: r, KeyClaim: app.KeyClaim{
-		Scope: s.cmd.Scope, CommandHash: s.cmd.Hash(), Token: uuid.New(), LockFor: 30 * time.Second}})
+	res, err := s.store.Claim(ctx, app.KeyClaim{
+		Scope: s.cmd.Scope, CommandHash: s.cmd.Hash(), Token: uuid.New(), LockFor: 30 * time.Second}, r)
 	if err != nil || !res.Claimed || !res.Reserved {
 		t.Fatalf("phase 1: %+v %v", res, err)
 	}

@@ -12,11 +12,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/shopspring/decimal"
 	"gorm.io/gorm"
 
 	"github.com/example/payment-service/internal/app"
-	"github.com/example/payment-service/internal/domain"
 	"github.com/example/payment-service/internal/kafka/idempotent"
 	"github.com/example/payment-service/internal/kafkatest"
 	"github.com/example/payment-service/internal/outbox"
@@ -32,7 +30,7 @@ const waitTimeout = 60 * time.Second
 type env struct {
 	dsn     string
 	db      *gorm.DB
-	tx      *repository.Transactor
+	waker   *outbox.Waker
 	brokers []string
 	topic   string
 }
@@ -62,35 +60,36 @@ func newEnvOn(t testing.TB, brokers []string, partitions int) *env {
 	go func() { done <- waker.Run(ctx) }()
 	t.Cleanup(func() { stop(); <-done })
 	topic := kafkatest.CreateTopic(t, brokers, partitions)
-	tx := repository.NewTransactor(db, repository.WithOutbox(repository.OutboxConfig{PaymentEventsTopic: topic, Waker: waker}))
-	return &env{dsn: dsn, db: db, tx: tx, brokers: brokers, topic: topic}
+	return &env{dsn: dsn, db: db, waker: waker, brokers: brokers, topic: topic}
 }
 
-// writeEvent appends one PaymentSucceeded.v1 for order through the real
-// write path (Transactor + repository.Outbox) and returns its eventId once
-// committed. seq becomes the payment id, so tests can check order.
+// writeEvent commits one PaymentSucceeded.v1 for order in the outbox, as
+// a command's phase 3 writes it, and wakes the relays after the commit, as
+// the service's writers do; it returns the eventId. seq becomes the payment
+// id, so tests can check order.
 func (e *env) writeEvent(t testing.TB, order int64, seq int64) uuid.UUID {
 	t.Helper()
-	money, err := domain.NewMoney(decimal.RequireFromString("10.50"), "RUB")
+	id, err := uuid.NewV7()
 	if err != nil {
 		t.Fatal(err)
 	}
-	charge, err := domain.NewCharge(domain.OrderID(order), 42, money, "sandbox", domain.ExternalPaymentID("pi_"+strconv.FormatInt(seq, 10)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := domain.Payment{ID: domain.PaymentID(seq), ClientID: "c", Charge: charge, Status: domain.PaymentSucceeded, CreatedAt: time.Now()}
-	ev, err := app.NewPaymentEvent(p, uuid.NullUUID{}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = e.tx.Transact(context.Background(), func(ctx context.Context, r app.Repos) error {
-		return r.Outbox.AppendPaymentEvent(ctx, ev)
+	payload, err := json.Marshal(eventJSON{
+		EventID: id, EventType: app.EventPaymentSucceeded, PaymentID: seq, OrderID: order, CustomerID: 42,
+		Amount: "10.50", Currency: "RUB", PaymentProvider: "sandbox", ExternalPaymentID: "pi_" + strconv.FormatInt(seq, 10),
+		OccurredAt: time.Now().UTC(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ev.ID
+	err = e.db.Exec(`INSERT INTO outbox_event (event_id, topic, message_key, event_type, payload) VALUES (?, ?, ?, ?, ?::json)`,
+		id, e.topic, strconv.FormatInt(order, 10), app.EventPaymentSucceeded, string(payload)).Error
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.waker != nil {
+		e.waker.Wake()
+	}
+	return id
 }
 
 // writeEvents writes n events over keys orders from writers goroutines.
@@ -146,7 +145,7 @@ func (e *env) withTopic(t testing.TB, topic string) *env {
 	t.Helper()
 	c := *e
 	c.topic = topic
-	c.tx = repository.NewTransactor(e.db, repository.WithOutbox(repository.OutboxConfig{PaymentEventsTopic: topic}))
+	c.waker = nil // its writes wake no relay: they wait for the poll
 	return &c
 }
 

@@ -151,22 +151,22 @@ var (
 // calls.
 type Instrumented struct {
 	observer
-	next app.PaymentProvider
+	next app.ChargeProvider
 }
 
 // Instrument returns next with every call counted in calls.
-func Instrument(name domain.ProviderName, next app.PaymentProvider, calls *prometheus.CounterVec, opts ...Option) *Instrumented {
+func Instrument(name domain.ProviderName, next app.ChargeProvider, calls *prometheus.CounterVec, opts ...Option) *Instrumented {
 	return &Instrumented{observer: newObserver(name, calls, opts), next: next}
 }
 
-// Charge implements app.PaymentProvider.
+// Charge implements app.ChargeProvider.
 func (p *Instrumented) Charge(ctx context.Context, req app.ProviderCharge) (app.ProviderDecision, error) {
 	return p.call(ctx, "provider charge", func(ctx context.Context) (app.ProviderDecision, error) {
 		return p.next.Charge(ctx, req)
 	}, callOutcome)
 }
 
-// LookupCharge implements app.PaymentProvider: counted and timed with the
+// LookupCharge implements app.ChargeProvider: counted and timed with the
 // charges, under outcomes of its own (lookup_charged, lookup_none,
 // lookup_unknown), so a dashboard of charges is not skewed by lookups.
 func (p *Instrumented) LookupCharge(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
@@ -203,6 +203,6 @@ func (p *InstrumentedRefunds) LookupRefund(ctx context.Context, idempotencyKey s
 }
 
 var (
-	_ app.PaymentProvider = (*Instrumented)(nil)
-	_ app.RefundProvider  = (*InstrumentedRefunds)(nil)
+	_ app.ChargeProvider = (*Instrumented)(nil)
+	_ app.RefundProvider = (*InstrumentedRefunds)(nil)
 )

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
@@ -14,36 +15,30 @@ import (
 	"github.com/example/payment-service/internal/domain"
 )
 
-// The hot path of a charge is three statements, one round trip each:
-// lookupKeySQL (a replay is answered from it), claimAndReserveSQL (phase 1)
-// and recordOutcomeSQL (phase 3), each atomic on its own. The two writes
-// are data-modifying CTEs: one clause per step, each saying which rule it
-// enforces. Parameters are named (@name), compiled once to $n
-// (namedsql.go); pgbench runs the same statements for the benchmark's
-// ceiling, with :name (pgbench/*.pgbench, kept in step by
+// ChargeStore implements app.ChargeStore on the payment table. The hot path
+// of a charge is three statements, one round trip each: the key's read
+// (keys.go), claimAndReserveSQL (phase 1) and recordOutcomeSQL (phase 3),
+// each atomic on its own; statements/charge.sql shows them whole. The two
+// writes are data-modifying CTEs, one clause per step, each saying which
+// rule it enforces. pgbench runs the same statements for the benchmark's
+// ceiling (pgbench/*.pgbench, kept in step by
 // TestPgbenchScriptsRunTheServicesStatements).
-
-// lookupKeySQL reads a key's record with no lock and no transaction: a
-// replay of a completed key, a reused key, or a duplicate meeting a live
-// lock is answered from this one read and writes nothing. Only an absent
-// record, or a claim whose lock has run out, goes on to claimAndReserveSQL.
-const lookupKeySQL = `
-SELECT command_hash, status, http_status, response::text, payment_id, lock_token, locked_until, created_at
-  FROM idempotency_record
- WHERE client_id = @client AND idempotency_key = @key`
+type ChargeStore struct {
+	conn
+}
 
 // claimAndReserveSQL is phase 1 in one statement. Its answer can be "roll
 // all of it back" (the key is held by another command; the order does not
 // match; a payment in the way), and then nothing of it may stay. So it
 // runs in one of two ways:
 //
-//   - @atomic, on its own (ChargeStore.ClaimAndReserve): the usual answer,
-//     a claimed key with a PENDING payment to charge, commits in one round
-//     trip. Any other answer raises charge_needs_transaction's error
-//     (migration 00012), which rolls the whole statement back;
-//   - inside a transaction (Charges.ClaimAndReserve), after such an error:
-//     it returns every answer, and the rare ones take further statements
-//     before the transaction commits or rolls back.
+//   - @atomic, on the pool: the usual answer, a claimed key with a PENDING
+//     payment to charge, commits in one round trip. Any other answer
+//     raises charge_needs_transaction's error, which rolls the whole
+//     statement back;
+//   - inside a transaction, after such an error: it returns every answer,
+//     and the rare ones take further statements before the transaction
+//     commits or rolls back.
 //
 // The payment is reserved before the key is claimed, so that the claim's
 // insert can carry the payment's id: a statement cannot update a row that
@@ -64,7 +59,7 @@ matching_order AS (
 ),
 -- Reserve the PENDING payment. ON CONFLICT DO NOTHING with no target covers
 -- R-DIST-IDEM-4's UNIQUE (payment_provider, external_payment_id) and the
--- third layer's one live payment per order (migration 00006): under any
+-- third layer's one live payment per order (ux_payment_order_live): under any
 -- interleaving the database lets one reservation through, and a conflict
 -- waits for the other's commit instead of aborting this transaction.
 reserved AS (
@@ -116,10 +111,46 @@ decided AS (
 SELECT ` + recordedAndLockHeld + `,
        (SELECT status FROM payment WHERE id = @payment_id) AS payment_status`
 
+// releaseChargeSQL gives a claim and its PENDING payment back, in one
+// statement: the key first (the charge's claim locks no row before it),
+// then the payment its recovery point names, only if the key was still
+// this token's.
+var releaseChargeSQL = `
+WITH
+` + releaseKeyClause("payment_id", "true") + `,
+given_back AS (
+    DELETE FROM payment
+     WHERE id = @payment AND status = 'PENDING'
+       AND id IN (SELECT payment_id FROM released)
+)
+SELECT EXISTS (SELECT 1 FROM released)`
+
+// reserveSQL is phase 1's rare path: the PENDING payment inserted unless a
+// unique index says no (the second layer's UNIQUE (payment_provider,
+// external_payment_id), or the third's ux_payment_order_live). ON CONFLICT
+// DO NOTHING with no target covers both: a violation would abort the
+// transaction (and the key's claim with it), while DO NOTHING waits for a
+// concurrent insert of the same pair or order to commit and then yields no
+// row.
+const reserveSQL = `
+INSERT INTO payment (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status)
+VALUES (?, ?, ?, ?, ?, ?, ?, 'PENDING')
+ON CONFLICT DO NOTHING
+RETURNING *`
+
+// externalPaymentSQL reads the row the second layer stopped on.
+const externalPaymentSQL = `
+SELECT * FROM payment WHERE payment_provider = ? AND external_payment_id = ?`
+
+// livePaymentOfOrderSQL reads the row the third layer stopped on: the
+// order's one PENDING or SUCCEEDED payment.
+const livePaymentOfOrderSQL = `
+SELECT * FROM payment WHERE order_id = ? AND status IN ('PENDING', 'SUCCEEDED')`
+
 var (
-	lookupKeyStmt       = compileNamed(lookupKeySQL)
 	claimAndReserveStmt = compileNamed(claimAndReserveSQL)
 	recordOutcomeStmt   = compileNamed(recordOutcomeSQL)
+	releaseChargeStmt   = compileNamed(releaseChargeSQL)
 )
 
 // queryRow runs one of the compiled statements on db's connection pool: the
@@ -132,61 +163,192 @@ func queryRow(ctx context.Context, db *gorm.DB, q namedSQL, values map[string]an
 	return db.Statement.ConnPool.QueryRowContext(ctx, q.text, args...), nil
 }
 
-// Charges implements app.Charges: phase 1 inside the caller's transaction.
-type Charges struct {
-	db *gorm.DB
+// chargeNeedsTransactionCode is the SQLSTATE of charge_needs_transaction's
+// error; mapError turns it into app.ErrClaimNeedsTransaction.
+const chargeNeedsTransactionCode = "PC001"
+
+// Claim implements app.ChargeStore: claimAndReserveSQL, @atomic on the pool.
+func (s *ChargeStore) Claim(ctx context.Context, k app.KeyClaim, ch domain.Charge) (res app.ChargeClaimed, err error) {
+	err = s.run(ctx, func(db *gorm.DB) error {
+		row, err := queryRow(ctx, db, claimAndReserveStmt, s.claimValues(k, map[string]any{
+			"order":    int64(ch.OrderID),
+			"customer": int64(ch.CustomerID),
+			"amount":   ch.Amount.Amount(),
+			"currency": string(ch.Amount.Currency()),
+			"provider": string(ch.Provider),
+			"external": string(ch.ExternalPaymentID),
+		}))
+		if err != nil {
+			return err
+		}
+		var recoveryPoint sql.NullInt64
+		var p nullablePaymentRow
+		err = row.Scan(append([]any{&res.Claimed, &res.Reserved, &recoveryPoint, &res.OrderMatches, &res.SagaID}, p.targets()...)...)
+		if err != nil {
+			return fmt.Errorf("claim key and reserve payment: %w", err)
+		}
+		// A takeover keeps the record's own payment; a reservation next to
+		// it would mean a second payment for one command. It cannot happen
+		// (the command's external payment is that payment's), and if the
+		// tables say otherwise the transaction must not commit.
+		if res.Claimed && res.Reserved && recoveryPoint.Int64 != p.ID.Int64 {
+			return fmt.Errorf("claim key %q: it already has payment %d, and payment %d was reserved too",
+				k.Scope.Key, recoveryPoint.Int64, p.ID.Int64)
+		}
+		if p.ID.Valid {
+			payment, err := p.toDomain()
+			if err != nil {
+				return err
+			}
+			res.Payment = &payment
+		}
+		return nil
+	})
+	return res, err
 }
 
-// ClaimAndReserve implements app.Charges: the statement inside the
-// caller's transaction, returning every answer.
-func (s *Charges) ClaimAndReserve(ctx context.Context, c app.ChargeClaim) (app.ClaimAndReserveResult, error) {
-	return claimAndReserve(ctx, s.db, c, false)
+// reserveAttempts bounds Reserve's retries when the row in the way is gone
+// by the time it is read (a concurrent release, or a decline that took the
+// order's PENDING payment out of the third layer's index).
+const reserveAttempts = 3
+
+// afterReserveConflict runs between a conflicting insert and the reads, in
+// tests only, to make the race that the retry loop handles happen.
+var afterReserveConflict func()
+
+// Reserve implements app.ChargeStore.
+func (s *ChargeStore) Reserve(ctx context.Context, k app.KeyClaim, c domain.Charge) (app.ChargeReservation, error) {
+	var res app.ChargeReservation
+	err := s.run(ctx, func(db *gorm.DB) error {
+		var err error
+		res, err = reserve(db.WithContext(ctx), k.Scope.ClientID, c)
+		return err
+	})
+	if err != nil || res.Kind != app.ChargeReserved {
+		return res, err
+	}
+	// The reservation is the claim's recovery point.
+	return res, s.updateOwned(ctx, k.Scope, k.Token, map[string]any{
+		"payment_id": int64(res.Payment.ID),
+		"updated_at": gorm.Expr("now()"),
+	})
 }
 
-// claimAndReserve runs claimAndReserveSQL; atomic: on its own, keeping only
-// the usual answer.
-func claimAndReserve(ctx context.Context, db *gorm.DB, c app.ChargeClaim, atomic bool) (app.ClaimAndReserveResult, error) {
-	ch := c.Charge
-	row, err := queryRow(ctx, db, claimAndReserveStmt, map[string]any{
-		"atomic":      atomic,
-		"client":      string(c.Scope.ClientID),
-		"key":         c.Scope.Key,
-		"hash":        c.CommandHash,
-		"token":       c.Token,
-		"lock_micros": c.LockFor.Microseconds(),
-		"order":       int64(ch.OrderID),
-		"customer":    int64(ch.CustomerID),
-		"amount":      ch.Amount.Amount(),
-		"currency":    string(ch.Amount.Currency()),
-		"provider":    string(ch.Provider),
-		"external":    string(ch.ExternalPaymentID),
+func reserve(db *gorm.DB, client domain.ClientID, c domain.Charge) (app.ChargeReservation, error) {
+	for range reserveAttempts {
+		var inserted, byExternal, liveOfOrder []paymentRow
+		err := db.Raw(reserveSQL,
+			string(client), int64(c.OrderID), int64(c.CustomerID), string(c.Provider), string(c.ExternalPaymentID),
+			c.Amount.Amount(), string(c.Amount.Currency()),
+		).Scan(&inserted).Error
+		if err != nil {
+			return app.ChargeReservation{}, fmt.Errorf("reserve payment: %w", err)
+		}
+		if len(inserted) == 1 {
+			return reservation(app.ChargeReserved, inserted[0])
+		}
+		if afterReserveConflict != nil {
+			afterReserveConflict()
+		}
+		// The second layer first: the same external payment under a new key
+		// is answered by that payment, whatever else the order has.
+		if err := db.Raw(externalPaymentSQL, string(c.Provider), string(c.ExternalPaymentID)).Scan(&byExternal).Error; err != nil {
+			return app.ChargeReservation{}, fmt.Errorf("read payment by external id: %w", err)
+		}
+		if len(byExternal) == 1 {
+			return reservation(app.ChargeExternalPaymentExists, byExternal[0])
+		}
+		if err := db.Raw(livePaymentOfOrderSQL, int64(c.OrderID)).Scan(&liveOfOrder).Error; err != nil {
+			return app.ChargeReservation{}, fmt.Errorf("read live payment of order: %w", err)
+		}
+		if len(liveOfOrder) == 1 {
+			return reservation(app.ChargeOrderHasLivePayment, liveOfOrder[0])
+		}
+		// The row in the way went away between the statements: try again.
+	}
+	return app.ChargeReservation{}, app.ErrReserveContended
+}
+
+func reservation(kind app.ChargeReservationKind, row paymentRow) (app.ChargeReservation, error) {
+	p, err := row.toDomain()
+	return app.ChargeReservation{Kind: kind, Payment: p}, err
+}
+
+// Record implements app.ChargeStore: recordOutcomeSQL.
+func (s *ChargeStore) Record(ctx context.Context, rec app.ChargeRecord) error {
+	ev, err := newPaymentOutboxRow(ctx, rec.Event, s.outbox)
+	if err != nil {
+		return err
+	}
+	p := rec.Event.Payment
+	status, err := s.recordOutcome(ctx, recordOutcomeStmt, rec.Key.Scope, rec.Key.Token, rec.Response, ev, map[string]any{
+		"payment_id":   int64(p.ID),
+		"final_status": string(p.Status),
+	})
+	if errors.Is(err, errNotPending) {
+		return fmt.Errorf("record payment %d as %s: it is %s, not PENDING", p.ID, p.Status, status)
+	}
+	return err
+}
+
+// Release implements app.ChargeStore: releaseChargeSQL.
+func (s *ChargeStore) Release(ctx context.Context, k app.KeyClaim, payment domain.PaymentID) error {
+	return s.releaseKey(ctx, releaseChargeStmt, k, map[string]any{"payment": int64(payment)})
+}
+
+// Get implements app.ChargeStore.
+func (s *ChargeStore) Get(ctx context.Context, id domain.PaymentID) (domain.Payment, error) {
+	var row paymentRow
+	err := s.run(ctx, func(db *gorm.DB) error {
+		err := db.WithContext(ctx).Take(&row, int64(id)).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return domain.ErrPaymentNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("get payment: %w", err)
+		}
+		return nil
 	})
 	if err != nil {
-		return app.ClaimAndReserveResult{}, err
+		return domain.Payment{}, err
 	}
-	var res app.ClaimAndReserveResult
-	var recoveryPoint sql.NullInt64
-	var p nullablePaymentRow
-	err = row.Scan(append([]any{&res.Claimed, &res.Reserved, &recoveryPoint, &res.OrderMatches, &res.SagaID}, p.targets()...)...)
+	return row.toDomain()
+}
+
+// paymentRow is a row of payment.
+type paymentRow struct {
+	ID                int64 `gorm:"primaryKey"`
+	ClientID          string
+	OrderID           int64
+	CustomerID        int64
+	PaymentProvider   string
+	ExternalPaymentID string
+	Amount            decimal.Decimal
+	Currency          string
+	Status            string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
+func (paymentRow) TableName() string { return "payment" }
+
+func (row paymentRow) toDomain() (domain.Payment, error) {
+	money, err := domain.NewMoney(row.Amount, domain.Currency(row.Currency))
 	if err != nil {
-		return app.ClaimAndReserveResult{}, fmt.Errorf("claim key and reserve payment: %w", err)
+		return domain.Payment{}, fmt.Errorf("payment %d: %w", row.ID, err)
 	}
-	// A takeover keeps the record's own payment; a reservation next to it
-	// would mean a second payment for one command. It cannot happen (the
-	// command's external payment is that payment's), and if the tables say
-	// otherwise the transaction must not commit.
-	if res.Claimed && res.Reserved && recoveryPoint.Int64 != p.ID.Int64 {
-		return app.ClaimAndReserveResult{}, fmt.Errorf("claim key %q: it already has payment %d, and payment %d was reserved too",
-			c.Scope.Key, recoveryPoint.Int64, p.ID.Int64)
+	charge, err := domain.NewCharge(domain.OrderID(row.OrderID), domain.CustomerID(row.CustomerID), money,
+		domain.ProviderName(row.PaymentProvider), domain.ExternalPaymentID(row.ExternalPaymentID))
+	if err != nil {
+		return domain.Payment{}, fmt.Errorf("payment %d: %w", row.ID, err)
 	}
-	if p.ID.Valid {
-		payment, err := p.toDomain()
-		if err != nil {
-			return app.ClaimAndReserveResult{}, err
-		}
-		res.Payment = &payment
-	}
-	return res, nil
+	return domain.Payment{
+		ID:        domain.PaymentID(row.ID),
+		ClientID:  domain.ClientID(row.ClientID),
+		Charge:    charge,
+		Status:    domain.PaymentStatus(row.Status),
+		CreatedAt: row.CreatedAt.UTC(),
+	}, nil
 }
 
 // nullablePaymentRow is a payment read through a LEFT JOIN.
@@ -225,101 +387,44 @@ func (p nullablePaymentRow) toDomain() (domain.Payment, error) {
 	}.toDomain()
 }
 
-// ChargeStore implements app.ChargeStore: the charge's statements that are
-// atomic on their own.
-type ChargeStore struct {
-	atomicStatements
+// paymentEventV1 is the value of PaymentSucceeded.v1, PaymentDeclined.v1
+// and PaymentFailed.v1 messages: the wire contract with every consumer of
+// payment.events. Add optional fields only; anything else is a new event
+// type (.v2).
+type paymentEventV1 struct {
+	EventID   uuid.UUID `json:"eventId"`
+	SagaID    *string   `json:"sagaId,omitempty"`
+	EventType string    `json:"eventType"`
+	PaymentID int64     `json:"paymentId"`
+	OrderID   int64     `json:"orderId"`
+	// CustomerID and OrderID are numbers, as in the HTTP API; Amount is a
+	// decimal string, never a float.
+	CustomerID        int64     `json:"customerId"`
+	Amount            string    `json:"amount"`
+	Currency          string    `json:"currency"`
+	PaymentProvider   string    `json:"paymentProvider"`
+	ExternalPaymentID string    `json:"externalPaymentId"`
+	OccurredAt        time.Time `json:"occurredAt"`
 }
 
-// NewChargeStore returns the charge's single-statement store. Its
-// statements wait their turn at gate (nil: no gate), the Transactor's.
-func NewChargeStore(db *gorm.DB, outbox OutboxConfig, gate *Gate) *ChargeStore {
-	return &ChargeStore{atomicStatements{db: db, outbox: outbox, gate: gate}}
+// newPaymentOutboxRow renders a payment event as its outbox row, keyed by
+// the order.
+func newPaymentOutboxRow(ctx context.Context, e app.PaymentEvent, cfg OutboxConfig) (outboxEventRow, error) {
+	p := e.Payment
+	v := paymentEventV1{
+		EventID:           e.ID,
+		EventType:         e.Type,
+		PaymentID:         int64(p.ID),
+		OrderID:           int64(p.Charge.OrderID),
+		CustomerID:        int64(p.Charge.CustomerID),
+		Amount:            p.Charge.Amount.AmountString(),
+		Currency:          string(p.Charge.Amount.Currency()),
+		PaymentProvider:   string(p.Charge.Provider),
+		ExternalPaymentID: string(p.Charge.ExternalPaymentID),
+		OccurredAt:        e.OccurredAt.UTC(),
+		SagaID:            sagaIDField(e.SagaID),
+	}
+	return newOutboxRow(ctx, cfg, e.ID, e.Type, int64(p.Charge.OrderID), v)
 }
 
-// ClaimAndReserve implements app.ChargeStore: the statement on its own.
-func (s *ChargeStore) ClaimAndReserve(ctx context.Context, c app.ChargeClaim) (app.ClaimAndReserveResult, error) {
-	return claimOnItsOwn(ctx, s.atomicStatements, func(db *gorm.DB) (app.ClaimAndReserveResult, error) {
-		return claimAndReserve(ctx, db, c, true)
-	})
-}
-
-// chargeNeedsTransactionCode is the SQLSTATE of charge_needs_transaction's
-// error (migration 00012); mapError turns it into
-// app.ErrClaimNeedsTransaction.
-const chargeNeedsTransactionCode = "PC001"
-
-// LookupKey implements app.ChargeStore.
-func (s *ChargeStore) LookupKey(ctx context.Context, scope app.IdempotencyScope) (app.IdempotencyRecord, bool, error) {
-	if err := s.gate.enter(ctx); err != nil {
-		return app.IdempotencyRecord{}, false, err
-	}
-	defer s.gate.leave()
-	return lookupKey(ctx, s.db, scope)
-}
-
-func lookupKey(ctx context.Context, db *gorm.DB, scope app.IdempotencyScope) (app.IdempotencyRecord, bool, error) {
-	row, err := queryRow(ctx, db, lookupKeyStmt, map[string]any{
-		"client": string(scope.ClientID),
-		"key":    scope.Key,
-	})
-	if err != nil {
-		return app.IdempotencyRecord{}, false, err
-	}
-	var (
-		rec         = app.IdempotencyRecord{Scope: scope}
-		status      string
-		httpStatus  sql.NullInt32
-		response    sql.NullString
-		paymentID   sql.NullInt64
-		lockToken   uuid.NullUUID
-		lockedUntil sql.NullTime
-	)
-	err = row.Scan(&rec.CommandHash, &status, &httpStatus, &response, &paymentID, &lockToken, &lockedUntil, &rec.CreatedAt)
-	if errors.Is(err, sql.ErrNoRows) {
-		return app.IdempotencyRecord{}, false, nil
-	}
-	if err != nil {
-		return app.IdempotencyRecord{}, false, mapError(fmt.Errorf("look up idempotency key: %w", err))
-	}
-	rec.Status = app.RecordStatus(status)
-	if httpStatus.Valid {
-		rec.Response = app.StoredResponse{StatusCode: int(httpStatus.Int32), Body: []byte(response.String)}
-	}
-	if paymentID.Valid {
-		id := domain.PaymentID(paymentID.Int64)
-		rec.PaymentID = &id
-	}
-	rec.LockToken = lockToken.UUID
-	rec.LockedUntil = lockedUntil.Time
-	return rec, true, nil
-}
-
-// RecordOutcome implements app.ChargeStore.
-func (s *ChargeStore) RecordOutcome(ctx context.Context, o app.OutcomeRecord) error {
-	ev, err := newOutboxEventRow(ctx, o.Event, s.outbox)
-	if err != nil {
-		return err
-	}
-	status, err := s.recordOutcome(ctx, recordOutcomeStmt, o.Scope, o.Token, o.Response, ev, map[string]any{
-		"payment_id":   int64(o.Event.Payment.ID),
-		"final_status": string(o.Event.Payment.Status),
-	})
-	if errors.Is(err, errNotPending) {
-		return fmt.Errorf("record payment %d as %s: it is %s, not PENDING", o.Event.Payment.ID, o.Event.Payment.Status, status)
-	}
-	return err
-}
-
-// ptrString is s's value, or "" for nil.
-func ptrString(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
-var (
-	_ app.Charges     = (*Charges)(nil)
-	_ app.ChargeStore = (*ChargeStore)(nil)
-)
+var _ app.ChargeStore = (*ChargeStore)(nil)

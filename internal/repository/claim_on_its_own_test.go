@@ -21,15 +21,14 @@ import (
 func TestClaimOnItsOwnCommitsOnlyTheUsualAnswer(t *testing.T) {
 	t.Parallel()
 	db, _ := openDB(t)
-	store := repository.NewChargeStore(db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}, nil)
+	store := repository.NewTransactor(db, repository.WithOutbox(repository.OutboxConfig{PaymentEventsTopic: "payment.events"})).AutoCommit().Charges
 	ctx := context.Background()
-	claimOnItsOwn := func(key, hash string, token uuid.UUID, lockFor time.Duration, charge domain.Charge) (app.ClaimAndReserveResult, error) {
-		return store.ClaimAndReserve(ctx, app.ChargeClaim{
+	claimOnItsOwn := func(key, hash string, token uuid.UUID, lockFor time.Duration, charge domain.Charge) (app.ChargeClaimed, error) {
+		return store.Claim(ctx, app.KeyClaim{
 			Scope: app.IdempotencyScope{ClientID: "demo-client", Key: key}, CommandHash: hash,
-			Token: token, LockFor: lockFor, Charge: charge,
-		})
+			Token: token, LockFor: lockFor}, charge)
 	}
-	mustClaim := func(t *testing.T, key, hash string, lockFor time.Duration, charge domain.Charge) app.ClaimAndReserveResult {
+	mustClaim := func(t *testing.T, key, hash string, lockFor time.Duration, charge domain.Charge) app.ChargeClaimed {
 		t.Helper()
 		res, err := claimOnItsOwn(key, hash, uuid.New(), lockFor, charge)
 		if err != nil {

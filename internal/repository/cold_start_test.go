@@ -71,7 +71,7 @@ func BenchmarkChargeAfterAnAnalyzedColdStart(b *testing.B) {
 // left; the DATABASE_URL with dsnSuffix), then grows payment and
 // idempotency_record to 20,000 rows each without an ANALYZE. Orders from
 // 25,000 to 60,000 are left to charge.
-func grownAfterAnAnalyzedColdStart(t testing.TB, dsnSuffix string) (*repository.ChargeStore, *gorm.DB) {
+func grownAfterAnAnalyzedColdStart(t testing.TB, dsnSuffix string) (app.Repos, *gorm.DB) {
 	t.Helper()
 	ctx := context.Background()
 	dsn := testdb.New(t)
@@ -101,7 +101,7 @@ func grownAfterAnAnalyzedColdStart(t testing.TB, dsnSuffix string) (*repository.
 			sqlDB.Close()
 		}
 	})
-	store := repository.NewChargeStore(db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}, nil)
+	store := repository.NewTransactor(db, repository.WithOutbox(repository.OutboxConfig{PaymentEventsTopic: "payment.events"})).AutoCommit()
 
 	// The first charges, more than the five custom plans after which
 	// PostgreSQL may switch a statement to its generic plan.
@@ -147,18 +147,16 @@ func TestPoolSettingsGiveWayToTheDatabaseURL(t *testing.T) {
 
 // chargeOnce runs a charge's three statements for order, as the use case
 // does on the usual path: the lookup, phase 1 on its own, phase 3.
-func chargeOnce(t testing.TB, store *repository.ChargeStore, order int64) {
+func chargeOnce(t testing.TB, store app.Repos, order int64) {
 	t.Helper()
 	ctx := context.Background()
 	scope := app.IdempotencyScope{ClientID: "demo-client", Key: "cold-" + strconv.FormatInt(order, 10)}
-	if _, found, err := store.LookupKey(ctx, scope); err != nil || found {
+	if _, found, err := store.Keys.Lookup(ctx, scope); err != nil || found {
 		t.Fatalf("look up %s: found %v, %v", scope.Key, found, err)
 	}
 	token := uuid.New()
-	res, err := store.ClaimAndReserve(ctx, app.ChargeClaim{
-		Scope: scope, CommandHash: "h", Token: token, LockFor: time.Minute,
-		Charge: newCharge(t, order, "10.00", "pi_"+scope.Key),
-	})
+	res, err := store.Charges.Claim(ctx, app.KeyClaim{
+		Scope: scope, CommandHash: "h", Token: token, LockFor: time.Minute}, newCharge(t, order, "10.00", "pi_"+scope.Key))
 	if err != nil || !res.Reserved {
 		t.Fatalf("claim %s: %+v %v", scope.Key, res, err)
 	}
@@ -168,7 +166,7 @@ func chargeOnce(t testing.TB, store *repository.ChargeStore, order int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = store.RecordOutcome(ctx, app.OutcomeRecord{Scope: scope, Token: token,
+	err = store.Charges.Record(ctx, app.ChargeRecord{Key: app.KeyClaim{Scope: scope, Token: token},
 		Response: app.StoredResponse{StatusCode: 201, Body: []byte(`{}`)}, Event: event})
 	if err != nil {
 		t.Fatalf("record %s: %v", scope.Key, err)

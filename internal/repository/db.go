@@ -148,6 +148,12 @@ func WithGate(g *Gate) TransactorOption {
 	return func(t *Transactor) { t.gate = g }
 }
 
+// AutoCommit implements app.Transactor: the repositories on the pool,
+// each statement waiting its turn at the gate and committing on its own.
+func (t *Transactor) AutoCommit() app.Repos {
+	return repos(conn{db: t.db, gate: t.gate, outbox: t.outbox})
+}
+
 // Transact runs fn in one READ COMMITTED transaction. The statements that
 // need more than that (the key claim, the payment reservation) are single
 // INSERT ... ON CONFLICT statements, atomic on their own.
@@ -160,22 +166,8 @@ func (t *Transactor) Transact(ctx context.Context, fn func(ctx context.Context, 
 	outbox := t.outbox
 	outbox.wroteInTx = &wroteOutbox
 	err := t.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		return fn(ctx, app.Repos{
-			Charges:     &Charges{db: tx},
-			Idempotency: &IdempotencyRecords{db: tx},
-			Payments:    &Payments{db: tx},
-			Orders:      &Orders{db: tx},
-			Refunds:     &Refunds{db: tx},
-			Outbox:      &Outbox{db: tx, cfg: outbox},
-
-			// No gate: the transaction already holds its connection.
-			ChargeStatements: &ChargeStore{atomicStatements{db: tx, outbox: outbox}},
-			RefundStatements: &RefundStore{atomicStatements{db: tx, outbox: outbox}},
-			ProviderReports:  &ProviderReports{db: tx},
-
-			ProcessedEvents:  &ProcessedEvents{db: tx},
-			OrderProjections: &OrderProjections{db: tx},
-		})
+		// No gate: the transaction already holds its connection.
+		return fn(ctx, repos(conn{db: tx, outbox: outbox, inTx: true}))
 	})
 	if errors.Is(err, sql.ErrTxDone) && ctx.Err() != nil {
 		// database/sql rolls a transaction back by itself when its context
@@ -188,6 +180,37 @@ func (t *Transactor) Transact(ctx context.Context, fn func(ctx context.Context, 
 		t.outbox.wrote()
 	}
 	return mapError(err)
+}
+
+// repos are the repositories over c.
+func repos(c conn) app.Repos {
+	return app.Repos{
+		Keys:            &Keys{c},
+		Charges:         &ChargeStore{c},
+		Refunds:         &RefundStore{c},
+		Orders:          &OrderStore{c},
+		ProcessedEvents: &ProcessedEvents{c},
+		ProviderReports: &ProviderReports{c},
+	}
+}
+
+// conn is where a repository's statements run: on the pool, where each
+// statement waits its turn at the gate and commits on its own, or on one
+// transaction's connection (no gate: the transaction holds its turn).
+type conn struct {
+	db     *gorm.DB
+	gate   *Gate
+	outbox OutboxConfig
+	inTx   bool
+}
+
+// run runs fn on c's connection, in its turn at the gate.
+func (c conn) run(ctx context.Context, fn func(db *gorm.DB) error) error {
+	if err := c.gate.enter(ctx); err != nil {
+		return err
+	}
+	defer c.gate.leave()
+	return mapError(fn(c.db))
 }
 
 // mapError turns errors meaning "the database cannot be reached" into

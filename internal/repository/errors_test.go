@@ -76,7 +76,7 @@ func TestTransactionWhoseContextEndsIsStoreUnavailable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	err := tx.Transact(ctx, func(ctx context.Context, r app.Repos) error {
-		if _, _, err := r.Idempotency.Get(ctx, app.IdempotencyScope{ClientID: "c", Key: "k"}); err != nil {
+		if _, _, err := r.Keys.Lookup(ctx, app.IdempotencyScope{ClientID: "c", Key: "k"}); err != nil {
 			return err
 		}
 		<-ctx.Done()

@@ -47,13 +47,12 @@ var errNotClaimed = errors.New("not claimed")
 
 // claim runs the charge's phase-1 statement in a transaction, and rolls it
 // back when the key was not claimed, as ChargePayment does.
-func claim(ctx context.Context, tx *repository.Transactor, key, hash string, token uuid.UUID, charge domain.Charge) (app.ClaimAndReserveResult, error) {
-	var res app.ClaimAndReserveResult
+func claim(ctx context.Context, tx *repository.Transactor, key, hash string, token uuid.UUID, charge domain.Charge) (app.ChargeClaimed, error) {
+	var res app.ChargeClaimed
 	err := tx.Transact(ctx, func(ctx context.Context, r app.Repos) (err error) {
-		res, err = r.Charges.ClaimAndReserve(ctx, app.ChargeClaim{
+		res, err = r.Charges.Claim(ctx, app.KeyClaim{
 			Scope: app.IdempotencyScope{ClientID: "demo-client", Key: key}, CommandHash: hash,
-			Token: token, LockFor: time.Minute, Charge: charge,
-		})
+			Token: token, LockFor: time.Minute}, charge)
 		if err == nil && !res.Claimed {
 			return errNotClaimed
 		}
@@ -93,19 +92,18 @@ func TestClaimIsAtomicUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	for _, way := range []struct {
 		name  string
-		claim func(ctx context.Context, db *gorm.DB, tx *repository.Transactor, charge domain.Charge) (app.ClaimAndReserveResult, error)
+		claim func(ctx context.Context, db *gorm.DB, tx *repository.Transactor, charge domain.Charge) (app.ChargeClaimed, error)
 	}{
-		{"in a transaction", func(ctx context.Context, _ *gorm.DB, tx *repository.Transactor, charge domain.Charge) (app.ClaimAndReserveResult, error) {
+		{"in a transaction", func(ctx context.Context, _ *gorm.DB, tx *repository.Transactor, charge domain.Charge) (app.ChargeClaimed, error) {
 			return claim(ctx, tx, "k", "h", uuid.New(), charge)
 		}},
-		{"on its own", func(ctx context.Context, db *gorm.DB, _ *repository.Transactor, charge domain.Charge) (app.ClaimAndReserveResult, error) {
-			res, err := repository.NewChargeStore(db, repository.OutboxConfig{}, nil).ClaimAndReserve(ctx, app.ChargeClaim{
+		{"on its own", func(ctx context.Context, db *gorm.DB, _ *repository.Transactor, charge domain.Charge) (app.ChargeClaimed, error) {
+			res, err := repository.NewTransactor(db, repository.WithOutbox(repository.OutboxConfig{})).AutoCommit().Charges.Claim(ctx, app.KeyClaim{
 				Scope: app.IdempotencyScope{ClientID: "demo-client", Key: "k"}, CommandHash: "h",
-				Token: uuid.New(), LockFor: time.Minute, Charge: charge,
-			})
+				Token: uuid.New(), LockFor: time.Minute}, charge)
 			switch {
 			case errors.Is(err, app.ErrClaimNeedsTransaction):
-				return app.ClaimAndReserveResult{}, nil // rolled back: not claimed
+				return app.ChargeClaimed{}, nil // rolled back: not claimed
 			case err == nil && !res.Claimed:
 				return res, fmt.Errorf("on its own, it committed an answer that is not a claim: %+v", res)
 			}
@@ -119,7 +117,7 @@ func TestClaimIsAtomicUnderConcurrency(t *testing.T) {
 	}
 }
 
-func claimsConcurrently(t *testing.T, claim func(ctx context.Context, db *gorm.DB, tx *repository.Transactor, charge domain.Charge) (app.ClaimAndReserveResult, error)) {
+func claimsConcurrently(t *testing.T, claim func(ctx context.Context, db *gorm.DB, tx *repository.Transactor, charge domain.Charge) (app.ChargeClaimed, error)) {
 	db, tx := openDB(t)
 	ctx := context.Background()
 	addOrder(t, db, 1001, "10.00")
@@ -179,12 +177,12 @@ func TestClaimAndReserveStatement(t *testing.T) {
 		hash   string
 		token  uuid.UUID
 		charge domain.Charge
-		check  func(t *testing.T, res app.ClaimAndReserveResult)
+		check  func(t *testing.T, res app.ChargeClaimed)
 	}{
 		// Without the default that releases before migration 00013 rely on
 		// (the contract step drops it), as the claim must work then.
 		{name: "new key, matching order: claimed and reserved, linked", before: `ALTER TABLE idempotency_record ALTER COLUMN command DROP DEFAULT`, key: "k1", hash: "h1", token: first, charge: newCharge(t, 1, "10.00", "e1"),
-			check: func(t *testing.T, res app.ClaimAndReserveResult) {
+			check: func(t *testing.T, res app.ChargeClaimed) {
 				if !res.Claimed || !res.Reserved || !res.OrderMatches || res.Payment == nil || res.Payment.Status != domain.PaymentPending {
 					t.Fatalf("%+v", res)
 				}
@@ -199,13 +197,13 @@ func TestClaimAndReserveStatement(t *testing.T) {
 				}
 			}},
 		{name: "same key, lock live: not claimed", key: "k1", hash: "h1", token: second, charge: newCharge(t, 1, "10.00", "e1"),
-			check: func(t *testing.T, res app.ClaimAndReserveResult) {
+			check: func(t *testing.T, res app.ChargeClaimed) {
 				if res.Claimed {
 					t.Fatalf("%+v", res)
 				}
 			}},
 		{name: "same key, another command: not claimed, its reservation rolled back", key: "k1", hash: "h2", token: second, charge: newCharge(t, 2, "20.00", "e2"),
-			check: func(t *testing.T, res app.ClaimAndReserveResult) {
+			check: func(t *testing.T, res app.ChargeClaimed) {
 				if res.Claimed || !res.Reserved {
 					t.Fatalf("%+v: the statement should have reserved, then lost the key", res)
 				}
@@ -215,13 +213,13 @@ func TestClaimAndReserveStatement(t *testing.T) {
 			}},
 		{name: "lock expired, another command: not taken over", before: `UPDATE idempotency_record SET locked_until = now() - interval '1 second'`,
 			key: "k1", hash: "h2", token: second, charge: newCharge(t, 2, "20.00", "e2"),
-			check: func(t *testing.T, res app.ClaimAndReserveResult) {
+			check: func(t *testing.T, res app.ChargeClaimed) {
 				if res.Claimed {
 					t.Fatalf("%+v", res)
 				}
 			}},
 		{name: "lock expired, same command: taken over, the recovery point resumed", key: "k1", hash: "h1", token: second, charge: newCharge(t, 1, "10.00", "e1"),
-			check: func(t *testing.T, res app.ClaimAndReserveResult) {
+			check: func(t *testing.T, res app.ChargeClaimed) {
 				if !res.Claimed || res.Reserved || res.Payment == nil || res.Payment.ID != firstPayment {
 					t.Fatalf("%+v, want the takeover of payment %d", res, firstPayment)
 				}
@@ -233,7 +231,7 @@ func TestClaimAndReserveStatement(t *testing.T) {
 			before: `INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until)
 				VALUES ('demo-client', 'k6', 'refund', 'h7', 'IN_PROGRESS', gen_random_uuid(), now() - interval '1 second')`,
 			key: "k6", hash: "h7", token: second, charge: newCharge(t, 2, "20.00", "e6"),
-			check: func(t *testing.T, res app.ClaimAndReserveResult) {
+			check: func(t *testing.T, res app.ChargeClaimed) {
 				if res.Claimed {
 					t.Fatalf("%+v", res)
 				}
@@ -242,32 +240,32 @@ func TestClaimAndReserveStatement(t *testing.T) {
 				}
 			}},
 		{name: "new key, the external payment exists: claimed, nothing reserved", key: "k2", hash: "h3", token: first, charge: newCharge(t, 2, "20.00", "e1"),
-			check: func(t *testing.T, res app.ClaimAndReserveResult) {
+			check: func(t *testing.T, res app.ChargeClaimed) {
 				if !res.Claimed || res.Reserved || !res.OrderMatches || res.Payment != nil {
 					t.Fatalf("%+v", res)
 				}
 			}},
 		{name: "new key, the order has a live payment: claimed, nothing reserved", key: "k3", hash: "h4", token: first, charge: newCharge(t, 1, "10.00", "e3"),
-			check: func(t *testing.T, res app.ClaimAndReserveResult) {
+			check: func(t *testing.T, res app.ChargeClaimed) {
 				if !res.Claimed || res.Reserved || !res.OrderMatches || res.Payment != nil {
 					t.Fatalf("%+v", res)
 				}
 			}},
 		{name: "unknown order: claimed, no match", key: "k4", hash: "h5", token: first, charge: newCharge(t, 3, "10.00", "e4"),
-			check: func(t *testing.T, res app.ClaimAndReserveResult) {
+			check: func(t *testing.T, res app.ChargeClaimed) {
 				if !res.Claimed || res.Reserved || res.OrderMatches {
 					t.Fatalf("%+v", res)
 				}
 			}},
 		{name: "amount differs from the order: no match", key: "k5", hash: "h6", token: first, charge: newCharge(t, 2, "20.01", "e5"),
-			check: func(t *testing.T, res app.ClaimAndReserveResult) {
+			check: func(t *testing.T, res app.ChargeClaimed) {
 				if !res.Claimed || res.Reserved || res.OrderMatches {
 					t.Fatalf("%+v", res)
 				}
 			}},
 		{name: "a completed key: not claimed", before: `UPDATE idempotency_record SET status = 'COMPLETED', response = '{}', http_status = 409, lock_token = NULL, locked_until = NULL WHERE idempotency_key = 'k2'`,
 			key: "k2", hash: "h3", token: second, charge: newCharge(t, 2, "20.00", "e1"),
-			check: func(t *testing.T, res app.ClaimAndReserveResult) {
+			check: func(t *testing.T, res app.ChargeClaimed) {
 				if res.Claimed {
 					t.Fatalf("%+v", res)
 				}
@@ -295,7 +293,7 @@ func TestRecordOutcomeStatement(t *testing.T) {
 	t.Parallel()
 	db, tx := openDB(t)
 	ctx := context.Background()
-	store := repository.NewChargeStore(db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}, nil)
+	store := repository.NewTransactor(db, repository.WithOutbox(repository.OutboxConfig{PaymentEventsTopic: "payment.events"})).AutoCommit().Charges
 	addOrder(t, db, 1, "10.00")
 	owner := uuid.New()
 	res, err := claim(ctx, tx, "k", "h", owner, newCharge(t, 1, "10.00", "e1"))
@@ -322,7 +320,7 @@ func TestRecordOutcomeStatement(t *testing.T) {
 		return rec, pay, countRows(t, db, `SELECT count(*) FROM outbox_event`)
 	}
 
-	err = store.RecordOutcome(ctx, app.OutcomeRecord{Scope: scope, Token: uuid.New(), Response: resp, Event: event})
+	err = store.Record(ctx, app.ChargeRecord{Key: app.KeyClaim{Scope: scope, Token: uuid.New()}, Response: resp, Event: event})
 	if !errors.Is(err, app.ErrLockLost) {
 		t.Fatalf("another token: %v, want ErrLockLost", err)
 	}
@@ -333,7 +331,7 @@ func TestRecordOutcomeStatement(t *testing.T) {
 	if err := db.Exec(`UPDATE payment SET status = 'DECLINED' WHERE id = ?`, int64(decided.ID)).Error; err != nil {
 		t.Fatal(err)
 	}
-	if err := store.RecordOutcome(ctx, app.OutcomeRecord{Scope: scope, Token: owner, Response: resp, Event: event}); err == nil || errors.Is(err, app.ErrLockLost) {
+	if err := store.Record(ctx, app.ChargeRecord{Key: app.KeyClaim{Scope: scope, Token: owner}, Response: resp, Event: event}); err == nil || errors.Is(err, app.ErrLockLost) {
 		t.Fatalf("payment not PENDING: %v, want an error that is not ErrLockLost", err)
 	}
 	if rec, _, events := state(); rec != "IN_PROGRESS" || events != 0 {
@@ -343,17 +341,17 @@ func TestRecordOutcomeStatement(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := store.RecordOutcome(ctx, app.OutcomeRecord{Scope: scope, Token: owner, Response: resp, Event: event}); err != nil {
+	if err := store.Record(ctx, app.ChargeRecord{Key: app.KeyClaim{Scope: scope, Token: owner}, Response: resp, Event: event}); err != nil {
 		t.Fatal(err)
 	}
 	if rec, pay, events := state(); rec != "COMPLETED" || pay != "SUCCEEDED" || events != 1 {
 		t.Fatalf("after the owner's write: %s %s %d events; want COMPLETED, SUCCEEDED, 1 event", rec, pay, events)
 	}
-	got, found, err := store.LookupKey(ctx, scope)
+	got, found, err := tx.AutoCommit().Keys.Lookup(ctx, scope)
 	if err != nil || !found || got.Status != app.RecordCompleted || got.Response.StatusCode != 201 || string(got.Response.Body) != string(resp.Body) {
 		t.Fatalf("stored %+v %v %v, want %s", got, found, err, resp.Body)
 	}
-	if err := store.RecordOutcome(ctx, app.OutcomeRecord{Scope: scope, Token: owner, Response: resp, Event: event}); !errors.Is(err, app.ErrLockLost) {
+	if err := store.Record(ctx, app.ChargeRecord{Key: app.KeyClaim{Scope: scope, Token: owner}, Response: resp, Event: event}); !errors.Is(err, app.ErrLockLost) {
 		t.Fatalf("a second write: %v, want ErrLockLost (the claim has ended)", err)
 	}
 	if _, _, events := state(); events != 1 {
@@ -377,16 +375,19 @@ func TestReleaseAndCompleteAreFencedByLockToken(t *testing.T) {
 	if err := db.Exec(`UPDATE idempotency_record SET locked_until = now() - interval '1 second'`).Error; err != nil {
 		t.Fatal(err)
 	}
-	if res, err := claim(ctx, tx, "k", "h", fresh, charge); err != nil || !res.Claimed {
-		t.Fatalf("takeover: %+v %v", res, err)
+	taken, err := claim(ctx, tx, "k", "h", fresh, charge)
+	if err != nil || !taken.Claimed {
+		t.Fatalf("takeover: %+v %v", taken, err)
 	}
 	scope := app.IdempotencyScope{ClientID: "demo-client", Key: "k"}
 	for name, write := range map[string]func(r app.Repos) error{
 		"Complete": func(r app.Repos) error {
-			return r.Idempotency.Complete(ctx, scope, old, app.StoredResponse{StatusCode: 201, Body: []byte(`{}`)})
+			return r.Keys.Complete(ctx, scope, old, app.StoredResponse{StatusCode: 201, Body: []byte(`{}`)})
 		},
-		"Release":    func(r app.Repos) error { return r.Idempotency.Release(ctx, scope, old) },
-		"ExpireLock": func(r app.Repos) error { return r.Idempotency.ExpireLock(ctx, scope, old) },
+		"Release": func(r app.Repos) error {
+			return r.Charges.Release(ctx, app.KeyClaim{Scope: scope, Token: old}, taken.Payment.ID)
+		},
+		"ExpireLock": func(r app.Repos) error { return r.Keys.ExpireLock(ctx, scope, old) },
 	} {
 		err := tx.Transact(ctx, func(ctx context.Context, r app.Repos) error { return write(r) })
 		if !errors.Is(err, app.ErrLockLost) {
@@ -395,6 +396,9 @@ func TestReleaseAndCompleteAreFencedByLockToken(t *testing.T) {
 	}
 	if n := countRows(t, db, `SELECT count(*) FROM idempotency_record WHERE status = 'IN_PROGRESS' AND lock_token = ?`, fresh); n != 1 {
 		t.Fatal("the new owner's claim was touched")
+	}
+	if n := countRows(t, db, `SELECT count(*) FROM payment WHERE status = 'PENDING'`); n != 1 {
+		t.Fatal("the old owner's release deleted the new owner's payment")
 	}
 }
 
@@ -409,7 +413,7 @@ func TestStoreUnavailableIsMapped(t *testing.T) {
 	if !errors.Is(err, app.ErrStoreUnavailable) {
 		t.Fatalf("claim: err = %v, want ErrStoreUnavailable", err)
 	}
-	_, _, err = repository.NewChargeStore(db, repository.OutboxConfig{}, nil).LookupKey(context.Background(), app.IdempotencyScope{ClientID: "c", Key: "k"})
+	_, _, err = repository.NewTransactor(db).AutoCommit().Keys.Lookup(context.Background(), app.IdempotencyScope{ClientID: "c", Key: "k"})
 	if !errors.Is(err, app.ErrStoreUnavailable) {
 		t.Fatalf("lookup: err = %v, want ErrStoreUnavailable", err)
 	}
@@ -426,7 +430,7 @@ func TestLookupKeyTakesNoLockAndWritesNothing(t *testing.T) {
 	t.Parallel()
 	db, tx := openDB(t)
 	ctx := context.Background()
-	store := repository.NewChargeStore(db, repository.OutboxConfig{}, nil)
+	keys := tx.AutoCommit().Keys
 	addOrder(t, db, 1, "10.00")
 	if _, err := claim(ctx, tx, "k", "h", uuid.New(), newCharge(t, 1, "10.00", "e1")); err != nil {
 		t.Fatal(err)
@@ -450,7 +454,7 @@ func TestLookupKeyTakesNoLockAndWritesNothing(t *testing.T) {
 
 	lookupCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rec, found, err := store.LookupKey(lookupCtx, app.IdempotencyScope{ClientID: "demo-client", Key: "k"})
+	rec, found, err := keys.Lookup(lookupCtx, app.IdempotencyScope{ClientID: "demo-client", Key: "k"})
 	if err != nil || !found || rec.Status != app.RecordInProgress || rec.CommandHash != "h" {
 		t.Fatalf("lookup under a held row lock: %+v %v %v; want the IN_PROGRESS record at once", rec, found, err)
 	}
@@ -467,7 +471,7 @@ func TestRecordOutcomeThatWaitedForATakeoverLostTheLock(t *testing.T) {
 	t.Parallel()
 	db, tx := openDB(t)
 	ctx := context.Background()
-	store := repository.NewChargeStore(db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}, nil)
+	store := repository.NewTransactor(db, repository.WithOutbox(repository.OutboxConfig{PaymentEventsTopic: "payment.events"})).AutoCommit().Charges
 	addOrder(t, db, 2, "10.00")
 	old := uuid.New()
 	charge := newCharge(t, 2, "10.00", "e-waited")
@@ -484,8 +488,8 @@ func TestRecordOutcomeThatWaitedForATakeoverLostTheLock(t *testing.T) {
 	claimed, release, takenOver := make(chan error, 1), make(chan struct{}), make(chan error, 1)
 	go func() {
 		takenOver <- tx.Transact(ctx, func(ctx context.Context, r app.Repos) error {
-			res, err := r.Charges.ClaimAndReserve(ctx, app.ChargeClaim{Scope: app.IdempotencyScope{ClientID: "demo-client", Key: "waited"},
-				CommandHash: "h", Token: uuid.New(), LockFor: time.Minute, Charge: charge})
+			res, err := r.Charges.Claim(ctx, app.KeyClaim{Scope: app.IdempotencyScope{ClientID: "demo-client", Key: "waited"},
+				CommandHash: "h", Token: uuid.New(), LockFor: time.Minute}, charge)
 			if err == nil && !res.Claimed {
 				err = errNotClaimed
 			}
@@ -506,8 +510,8 @@ func TestRecordOutcomeThatWaitedForATakeoverLostTheLock(t *testing.T) {
 	}
 	recorded := make(chan error, 1)
 	go func() {
-		recorded <- store.RecordOutcome(ctx, app.OutcomeRecord{Scope: app.IdempotencyScope{ClientID: "demo-client", Key: "waited"},
-			Token: old, Response: app.StoredResponse{StatusCode: 201, Body: []byte(`{}`)}, Event: event})
+		recorded <- store.Record(ctx, app.ChargeRecord{Key: app.KeyClaim{Scope: app.IdempotencyScope{ClientID: "demo-client", Key: "waited"},
+			Token: old}, Response: app.StoredResponse{StatusCode: 201, Body: []byte(`{}`)}, Event: event})
 	}()
 	waitForALockWait(t, db)
 	close(release)

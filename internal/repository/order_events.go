@@ -23,13 +23,13 @@ import (
 
 // ProcessedEvents implements app.ProcessedEvents on processed_event.
 type ProcessedEvents struct {
-	db *gorm.DB
+	conn
 }
 
 // markProcessedSQL is R-DIST-IDEM-2's tryMarkProcessed for a whole batch:
 // the rows that RETURNING names are the new events; a conflict means the
 // event was processed before by this consumer. The key is the pair
-// (migration 00007): another consumer's rows, such as those of the group a
+// (event_id, consumer_name): another consumer's rows, such as those of the group a
 // projection is being rebuilt from, never make this one skip an event. ON
 // CONFLICT DO NOTHING waits for a concurrent transaction that inserted the
 // same pair and then yields no row for it, so two members of one consumer
@@ -50,31 +50,29 @@ func (s *ProcessedEvents) MarkProcessed(ctx context.Context, consumer string, id
 	for i, id := range ids {
 		arg[i] = pgtype.UUID{Bytes: id, Valid: true}
 	}
-	rows, err := s.db.Statement.ConnPool.QueryContext(ctx, markProcessedSQL, arg, consumer)
-	if err != nil {
-		return nil, fmt.Errorf("mark events processed: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id pgtype.UUID
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("mark events processed: %w", err)
+	err := s.run(ctx, func(db *gorm.DB) error {
+		rows, err := db.Statement.ConnPool.QueryContext(ctx, markProcessedSQL, arg, consumer)
+		if err != nil {
+			return fmt.Errorf("mark events processed: %w", err)
 		}
-		fresh[uuid.UUID(id.Bytes)] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("mark events processed: %w", err)
-	}
-	return fresh, nil
-}
-
-// OrderProjections implements app.OrderProjections on order_projection.
-type OrderProjections struct {
-	db *gorm.DB
+		defer rows.Close()
+		for rows.Next() {
+			var id pgtype.UUID
+			if err := rows.Scan(&id); err != nil {
+				return fmt.Errorf("mark events processed: %w", err)
+			}
+			fresh[uuid.UUID(id.Bytes)] = true
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("mark events processed: %w", err)
+		}
+		return nil
+	})
+	return fresh, err
 }
 
 // upsertNewerSQL writes each order unless the stored row carries a version
-// at least as new (migration 00003): an older or repeated event never
+// at least as new: an older or repeated event never
 // overwrites newer state, whatever order events arrive in. A row with no
 // version (seeded, not written by an event) is older than any event.
 const upsertNewerSQL = `
@@ -95,8 +93,8 @@ ON CONFLICT (order_id) DO UPDATE SET
  WHERE p.last_event_at IS NULL
     OR (p.last_event_at, p.last_event_id) < (EXCLUDED.last_event_at, EXCLUDED.last_event_id)`
 
-// UpsertNewer implements app.OrderProjections.
-func (s *OrderProjections) UpsertNewer(ctx context.Context, events []app.OrderCreated) (int, error) {
+// UpsertNewer implements app.OrderStore.
+func (s *OrderStore) UpsertNewer(ctx context.Context, events []app.OrderCreated) (int, error) {
 	if len(events) == 0 {
 		return 0, nil
 	}
@@ -114,28 +112,33 @@ func (s *OrderProjections) UpsertNewer(ctx context.Context, events []app.OrderCr
 		at[i] = e.OccurredAt
 		eventIDs[i] = pgtype.UUID{Bytes: e.EventID, Valid: true}
 	}
-	res, err := s.db.Statement.ConnPool.ExecContext(ctx, upsertNewerSQL,
-		orders, customers, amounts, currencies, sagas, at, eventIDs)
-	if err != nil {
-		return 0, fmt.Errorf("upsert order projection: %w", err)
-	}
-	written, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("upsert order projection: %w", err)
-	}
-	return int(written), nil
+	var written int64
+	err := s.run(ctx, func(db *gorm.DB) error {
+		res, err := db.Statement.ConnPool.ExecContext(ctx, upsertNewerSQL,
+			orders, customers, amounts, currencies, sagas, at, eventIDs)
+		if err != nil {
+			return fmt.Errorf("upsert order projection: %w", err)
+		}
+		written, err = res.RowsAffected()
+		return err
+	})
+	return int(written), err
 }
 
 // visibleToClientSQL is GetOrder's visibility rule: the client has a
-// payment for the order. The index of migration 00010 serves it.
+// payment for the order. The index ix_payment_order_client serves it.
 const visibleToClientSQL = `EXISTS (
     SELECT 1 FROM payment p
      WHERE p.order_id = order_projection.order_id
        AND p.client_id = ?)`
 
-// GetVisibleTo implements app.OrderProjections.
-func (s *OrderProjections) GetVisibleTo(ctx context.Context, id domain.OrderID, client domain.ClientID) (app.OrderProjection, error) {
-	row, err := getOrderRow(ctx, s.db.Where(visibleToClientSQL, string(client)), id)
+// GetVisibleTo implements app.OrderStore.
+func (s *OrderStore) GetVisibleTo(ctx context.Context, id domain.OrderID, client domain.ClientID) (app.OrderProjection, error) {
+	var row orderProjectionRow
+	err := s.run(ctx, func(db *gorm.DB) (err error) {
+		row, err = getOrderRow(ctx, db.Where(visibleToClientSQL, string(client)), id)
+		return err
+	})
 	if err != nil {
 		return app.OrderProjection{}, err
 	}
@@ -151,6 +154,6 @@ func (s *OrderProjections) GetVisibleTo(ctx context.Context, id domain.OrderID, 
 }
 
 var (
-	_ app.ProcessedEvents  = (*ProcessedEvents)(nil)
-	_ app.OrderProjections = (*OrderProjections)(nil)
+	_ app.ProcessedEvents = (*ProcessedEvents)(nil)
+	_ app.OrderStore      = (*OrderStore)(nil)
 )

@@ -13,13 +13,12 @@ import (
 	"github.com/example/payment-service/internal/domain"
 )
 
-// Orders implements app.Orders on the order_projection table.
-type Orders struct {
-	db *gorm.DB
+// OrderStore implements app.OrderStore on the order_projection table.
+type OrderStore struct {
+	conn
 }
 
-// orderProjectionRow is a row of order_projection, read by both the charge
-// path (Orders) and the consumer's projection (OrderProjections).
+// orderProjectionRow is a row of order_projection.
 type orderProjectionRow struct {
 	OrderID     int64 `gorm:"primaryKey"`
 	CustomerID  int64
@@ -54,9 +53,13 @@ func (row orderProjectionRow) toDomain() (domain.Order, error) {
 	return domain.NewOrder(domain.OrderID(row.OrderID), domain.CustomerID(row.CustomerID), total)
 }
 
-// Get implements app.Orders.
-func (s *Orders) Get(ctx context.Context, id domain.OrderID) (domain.Order, error) {
-	row, err := getOrderRow(ctx, s.db, id)
+// Get implements app.OrderStore.
+func (s *OrderStore) Get(ctx context.Context, id domain.OrderID) (domain.Order, error) {
+	var row orderProjectionRow
+	err := s.run(ctx, func(db *gorm.DB) (err error) {
+		row, err = getOrderRow(ctx, db, id)
+		return err
+	})
 	if err != nil {
 		return domain.Order{}, err
 	}

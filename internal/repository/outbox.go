@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"gorm.io/gorm"
 
-	"github.com/example/payment-service/internal/app"
 	"github.com/example/payment-service/internal/telemetry"
 )
 
@@ -51,13 +49,8 @@ func (c OutboxConfig) wrote() {
 	}
 }
 
-// Outbox implements app.Outbox on the outbox_event table
-// (db/migrations/00004_outbox.sql). Rows are published by internal/outbox.
-type Outbox struct {
-	db  *gorm.DB
-	cfg OutboxConfig
-}
-
+// outboxEventRow is a row of outbox_event (db/migrations/00004_outbox.sql),
+// published by internal/outbox.
 type outboxEventRow struct {
 	ID          int64 `gorm:"primaryKey;->"` // GENERATED ALWAYS: never written
 	EventID     uuid.UUID
@@ -69,65 +62,11 @@ type outboxEventRow struct {
 	PublishedAt *time.Time `gorm:"->"`
 
 	// TraceContext (json, NULL when not traced) is the recording span's W3C
-	// trace context; the relay sends it as record headers (migration 00011).
+	// trace context; the relay sends it as record headers.
 	TraceContext *string
 }
 
 func (outboxEventRow) TableName() string { return "outbox_event" }
-
-// paymentEventV1 is the value of PaymentSucceeded.v1, PaymentDeclined.v1
-// and PaymentFailed.v1 messages: the wire contract with every consumer of payment.events. Add
-// optional fields only; anything else is a new event type (.v2).
-type paymentEventV1 struct {
-	EventID   uuid.UUID `json:"eventId"`
-	SagaID    *string   `json:"sagaId,omitempty"`
-	EventType string    `json:"eventType"`
-	PaymentID int64     `json:"paymentId"`
-	OrderID   int64     `json:"orderId"`
-	// CustomerID and OrderID are numbers, as in the HTTP API; Amount is a
-	// decimal string, never a float.
-	CustomerID        int64     `json:"customerId"`
-	Amount            string    `json:"amount"`
-	Currency          string    `json:"currency"`
-	PaymentProvider   string    `json:"paymentProvider"`
-	ExternalPaymentID string    `json:"externalPaymentId"`
-	OccurredAt        time.Time `json:"occurredAt"`
-}
-
-// AppendPaymentEvent implements app.Outbox. The relay is woken after the
-// commit (OutboxConfig.Waker).
-func (o *Outbox) AppendPaymentEvent(ctx context.Context, e app.PaymentEvent) error {
-	row, err := newOutboxEventRow(ctx, e, o.cfg)
-	if err != nil {
-		return err
-	}
-	if err := o.db.WithContext(ctx).Create(&row).Error; err != nil {
-		return fmt.Errorf("append %s to the outbox: %w", e.Type, err)
-	}
-	o.cfg.wrote()
-	return nil
-}
-
-// newOutboxEventRow renders a payment event as its outbox row: the payload
-// is the exact message value the relay publishes, and the trace context is
-// that of the span writing it under ctx (the request's), if any.
-func newOutboxEventRow(ctx context.Context, e app.PaymentEvent, cfg OutboxConfig) (outboxEventRow, error) {
-	p := e.Payment
-	v := paymentEventV1{
-		EventID:           e.ID,
-		EventType:         e.Type,
-		PaymentID:         int64(p.ID),
-		OrderID:           int64(p.Charge.OrderID),
-		CustomerID:        int64(p.Charge.CustomerID),
-		Amount:            p.Charge.Amount.AmountString(),
-		Currency:          string(p.Charge.Amount.Currency()),
-		PaymentProvider:   string(p.Charge.Provider),
-		ExternalPaymentID: string(p.Charge.ExternalPaymentID),
-		OccurredAt:        e.OccurredAt.UTC(),
-		SagaID:            sagaIDField(e.SagaID),
-	}
-	return newOutboxRow(ctx, cfg, e.ID, e.Type, int64(p.Charge.OrderID), v)
-}
 
 // sagaIDField is an event's optional sagaId: omitted when the order came
 // without one.
@@ -178,4 +117,10 @@ func traceContextJSON(ctx context.Context) (*string, error) {
 	return &s, nil
 }
 
-var _ app.Outbox = (*Outbox)(nil)
+// ptrString is s's value, or "" for nil.
+func ptrString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -3,6 +3,7 @@ package repository_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"gorm.io/gorm"
 
 	"github.com/example/payment-service/internal/app"
 	"github.com/example/payment-service/internal/domain"
@@ -42,7 +44,7 @@ func (w *visibilityWaker) Wake() {
 
 // A transaction that writes an event notifies nothing inside it: a notify
 // there would serialize every charge's commit on PostgreSQL's one notify
-// lock (migration 00020). Its waker is woken once, after the commit, when
+// lock. Its waker is woken once, after the commit, when
 // the row is visible; a rolled-back transaction wakes nothing.
 func TestAnEventIsAnnouncedAfterItsCommitNotInsideIt(t *testing.T) {
 	t.Parallel()
@@ -76,12 +78,14 @@ func TestAnEventIsAnnouncedAfterItsCommitNotInsideIt(t *testing.T) {
 		{"rolled back", true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ev := succeededEvent(t, int64(7000+i))
-			waker := &visibilityWaker{t: t, admin: admin, eventID: ev.ID}
+			waker := &visibilityWaker{t: t, admin: admin}
 			tx := repository.NewTransactor(db, repository.WithOutbox(repository.OutboxConfig{
 				PaymentEventsTopic: repository.DefaultPaymentEventsTopic, Waker: waker}))
+			ev, k := claimedCharge(t, db, tx.AutoCommit(), int64(7000+i))
+			waker.eventID = ev.ID
+			// Phase 3 inside a transaction, as a provider's event records it.
 			err := tx.Transact(ctx, func(ctx context.Context, r app.Repos) error {
-				if err := r.Outbox.AppendPaymentEvent(ctx, ev); err != nil {
+				if err := r.Charges.Record(ctx, app.ChargeRecord{Key: k, Response: app.StoredResponse{StatusCode: 201, Body: []byte(`{}`)}, Event: ev}); err != nil {
 					return err
 				}
 				if waker.wakes != 0 {
@@ -115,14 +119,21 @@ func TestAnEventIsAnnouncedAfterItsCommitNotInsideIt(t *testing.T) {
 	}
 }
 
-// succeededEvent is a PaymentSucceeded.v1 of payment seq.
-func succeededEvent(t *testing.T, seq int64) app.PaymentEvent {
+// claimedCharge claims a key for a charge of order seq, with its PENDING
+// payment, and returns the claim and the PaymentSucceeded.v1 that records it.
+func claimedCharge(t *testing.T, db *gorm.DB, r app.Repos, seq int64) (app.PaymentEvent, app.KeyClaim) {
 	t.Helper()
-	charge := newCharge(t, seq, "10.50", "pi_wake")
-	p := domain.Payment{ID: domain.PaymentID(seq), ClientID: "c", Charge: charge, Status: domain.PaymentSucceeded, CreatedAt: time.Now()}
+	addOrder(t, db, seq, "10.50")
+	k := app.KeyClaim{Scope: app.IdempotencyScope{ClientID: "demo-client", Key: fmt.Sprint("wake-", seq)}, CommandHash: "h", Token: uuid.New(), LockFor: time.Minute}
+	res, err := r.Charges.Claim(context.Background(), k, newCharge(t, seq, "10.50", fmt.Sprint("pi_wake_", seq)))
+	if err != nil || !res.Reserved {
+		t.Fatalf("claim: %+v %v", res, err)
+	}
+	p := *res.Payment
+	p.Status = domain.PaymentSucceeded
 	ev, err := app.NewPaymentEvent(p, uuid.NullUUID{}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ev
+	return ev, k
 }

@@ -7,9 +7,11 @@ import (
 	"testing"
 
 	"github.com/shopspring/decimal"
+	"gorm.io/gorm"
 
 	"github.com/example/payment-service/internal/app"
 	"github.com/example/payment-service/internal/domain"
+	"github.com/example/payment-service/internal/repository"
 )
 
 // R-DIST-IDEM-4 at the table: concurrent reservations of one external
@@ -17,7 +19,7 @@ import (
 // transaction is aborted by a unique violation.
 func TestReserveCreatesOneRowPerExternalPayment(t *testing.T) {
 	t.Parallel()
-	db, tx := openDB(t)
+	db, _ := openDB(t)
 	ctx := context.Background()
 	money, err := domain.NewMoney(decimal.RequireFromString("100.50"), "RUB")
 	if err != nil {
@@ -36,15 +38,15 @@ func TestReserveCreatesOneRowPerExternalPayment(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			client := domain.ClientID(fmt.Sprintf("client-%d", i%3))
-			err := tx.Transact(ctx, func(ctx context.Context, r app.Repos) error {
-				res, err := r.Payments.Reserve(ctx, client, charge)
+			err := db.Transaction(func(tx *gorm.DB) error {
+				res, err := repository.ReservePayment(ctx, tx, client, charge)
 				if err != nil {
 					return err
 				}
 				mu.Lock()
 				defer mu.Unlock()
 				ids[res.Payment.ID]++
-				if res.Kind == app.Reserved {
+				if res.Kind == app.ChargeReserved {
 					created++
 				}
 				return nil

@@ -16,18 +16,18 @@ import (
 // ProviderReports implements app.ProviderReports: what a provider's event
 // (a webhook) is about, read inside the transaction that applies it.
 type ProviderReports struct {
-	db *gorm.DB
+	conn
 }
 
 // reportedClaimColumns are the claim an event about a PENDING object
 // records under: its IN_PROGRESS record, found by its recovery point
-// (migration 00018's partial indexes). NULL when the key is completed.
+// (the partial indexes ix_idempotency_record_payment_in_progress and
+// ..._refund_in_progress). NULL when the key is completed.
 const reportedClaimColumns = `r.client_id, r.idempotency_key, r.command_hash, r.lock_token`
 
 // reportedChargeSQL reads the payment an event names by its provider key
 // (the UNIQUE pair of R-DIST-IDEM-4), its order's saga, and its claim: the
-// charge's own, as a refund's record names its payment too (migration
-// 00017).
+// charge's own, as a refund's record names its payment too.
 var reportedChargeSQL = compileNamed(`
 SELECT p.id, p.client_id, p.order_id, p.customer_id, p.payment_provider,
        p.external_payment_id, p.amount, p.currency, p.status, p.created_at,
@@ -148,10 +148,12 @@ func (s *ProviderReports) KeepContradiction(ctx context.Context, c app.Contradic
 	if err != nil {
 		return err
 	}
-	if _, err := s.db.Statement.ConnPool.ExecContext(ctx, keepContradictionSQL.text, args...); err != nil {
-		return mapError(fmt.Errorf("keep a contradicting event: %w", err))
-	}
-	return nil
+	return s.run(ctx, func(db *gorm.DB) error {
+		if _, err := db.Statement.ConnPool.ExecContext(ctx, keepContradictionSQL.text, args...); err != nil {
+			return fmt.Errorf("keep a contradicting event: %w", err)
+		}
+		return nil
+	})
 }
 
 var _ app.ProviderReports = (*ProviderReports)(nil)

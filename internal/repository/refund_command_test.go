@@ -20,11 +20,11 @@ func TestRecordRefundOutcomeStatement(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, _ := openRefunds(t)
-	store := repository.NewRefundStore(db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}, nil)
+	store := repository.NewTransactor(db, repository.WithOutbox(repository.OutboxConfig{PaymentEventsTopic: "payment.events"})).AutoCommit().Refunds
 	p := addPayment(t, db, "demo-client", 9101, "100.00", "RUB", domain.PaymentSucceeded)
 
 	owner := app.KeyClaim{Scope: app.IdempotencyScope{ClientID: "demo-client", Key: "refund-key"}, CommandHash: "h", Token: uuid.New(), LockFor: time.Minute}
-	res, err := store.ClaimAndReserveRefund(ctx, app.RefundClaim{KeyClaim: owner, Refund: newRefund(t, p, "30.00", "re_phase3")})
+	res, err := store.Claim(ctx, owner, newRefund(t, p, "30.00", "re_phase3"))
 	if err != nil || !res.Claimed || !res.Reserved || res.Refund == nil {
 		t.Fatalf("phase 1: %+v %v", res, err)
 	}
@@ -35,7 +35,7 @@ func TestRecordRefundOutcomeStatement(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return store.RecordRefundOutcome(ctx, app.RefundOutcomeRecord{Scope: owner.Scope, Token: token,
+		return store.Record(ctx, app.RefundRecord{Key: app.KeyClaim{Scope: owner.Scope, Token: token},
 			Response: app.StoredResponse{StatusCode: 422, Body: []byte(`{"code":"refund-declined"}`)}, Event: ev})
 	}
 	written := func() (status string, events int64, reserved string) {

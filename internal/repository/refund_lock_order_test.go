@@ -43,7 +43,7 @@ func TestRefundPhasesTakeLocksInOneOrder(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := openWithDeadlockTimeout(t, "10ms")
-	store := repository.NewRefundStore(db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}, nil)
+	store := repository.NewTransactor(db, repository.WithOutbox(repository.OutboxConfig{PaymentEventsTopic: "payment.events"})).AutoCommit().Refunds
 	tx := repository.NewTransactor(db)
 
 	const rounds = 100
@@ -72,13 +72,13 @@ type roundResult struct {
 
 // raceRefundPhases runs one round of TestRefundPhasesTakeLocksInOneOrder
 // on a payment of its own, and checks the tables after it.
-func raceRefundPhases(t *testing.T, ctx context.Context, db *gorm.DB, store *repository.RefundStore, tx *repository.Transactor, round int) roundResult {
+func raceRefundPhases(t *testing.T, ctx context.Context, db *gorm.DB, store app.RefundStore, tx *repository.Transactor, round int) roundResult {
 	t.Helper()
 	order := int64(30000 + round)
 	p := addPayment(t, db, "demo-client", order, "100.00", "RUB", domain.PaymentSucceeded)
 	key := fmt.Sprintf("lock-order-%d", round)
 	old := app.KeyClaim{Scope: app.IdempotencyScope{ClientID: "demo-client", Key: key}, CommandHash: "h", Token: uuid.New(), LockFor: time.Minute}
-	res, err := store.ClaimAndReserveRefund(ctx, app.RefundClaim{KeyClaim: old, Refund: newRefund(t, p, "100.00", "re_old_"+key)})
+	res, err := store.Claim(ctx, old, newRefund(t, p, "100.00", "re_old_"+key))
 	if err != nil || !res.Claimed || !res.Reserved || res.Refund == nil {
 		t.Fatalf("round %d: the old owner's phase 1: %+v %v", round, res, err)
 	}
@@ -170,8 +170,8 @@ func raceRefundPhases(t *testing.T, ctx context.Context, db *gorm.DB, store *rep
 // back) and rolled back otherwise (the core would store or answer it; this
 // test only needs to know that nothing was claimed). It answers whether
 // the key was claimed with a refund to make.
-func refundPhase1(ctx context.Context, store *repository.RefundStore, tx *repository.Transactor, k app.KeyClaim, r domain.Refund) (bool, error) {
-	res, err := store.ClaimAndReserveRefund(ctx, app.RefundClaim{KeyClaim: k, Refund: r})
+func refundPhase1(ctx context.Context, store app.RefundStore, tx *repository.Transactor, k app.KeyClaim, r domain.Refund) (bool, error) {
+	res, err := store.Claim(ctx, k, r)
 	if err == nil {
 		return res.Claimed && res.Refund != nil, nil
 	}
@@ -180,7 +180,7 @@ func refundPhase1(ctx context.Context, store *repository.RefundStore, tx *reposi
 	}
 	errNothingToMake := errors.New("no refund to make: roll back")
 	err = tx.Transact(ctx, func(ctx context.Context, repos app.Repos) error {
-		res, err = repos.Refunds.ClaimAndReserveRefund(ctx, app.RefundClaim{KeyClaim: k, Refund: r})
+		res, err = repos.Refunds.Claim(ctx, k, r)
 		switch {
 		case err != nil:
 			return err
@@ -197,13 +197,13 @@ func refundPhase1(ctx context.Context, store *repository.RefundStore, tx *reposi
 }
 
 // recordRefund runs a refund's phase 3 under k's token with status.
-func recordRefund(ctx context.Context, store *repository.RefundStore, k app.KeyClaim, refund domain.Refund, status domain.RefundStatus, order int64) error {
+func recordRefund(ctx context.Context, store app.RefundStore, k app.KeyClaim, refund domain.Refund, status domain.RefundStatus, order int64) error {
 	refund.Status = status
 	ev, err := app.NewRefundEvent(refund, domain.OrderID(order), uuid.NullUUID{}, time.Now())
 	if err != nil {
 		return err
 	}
-	return store.RecordRefundOutcome(ctx, app.RefundOutcomeRecord{Scope: k.Scope, Token: k.Token,
+	return store.Record(ctx, app.RefundRecord{Key: app.KeyClaim{Scope: k.Scope, Token: k.Token},
 		Response: app.StoredResponse{StatusCode: 200, Body: []byte(`{}`)}, Event: ev})
 }
 
@@ -308,10 +308,10 @@ func TestRefundRecordThatWaitedForATakeoverLostTheLock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, _ := openRefunds(t)
-	store := repository.NewRefundStore(db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}, nil)
+	store := repository.NewTransactor(db, repository.WithOutbox(repository.OutboxConfig{PaymentEventsTopic: "payment.events"})).AutoCommit().Refunds
 	p := addPayment(t, db, "demo-client", 9202, "100.00", "RUB", domain.PaymentSucceeded)
 	old := app.KeyClaim{Scope: app.IdempotencyScope{ClientID: "demo-client", Key: "waited"}, CommandHash: "h", Token: uuid.New(), LockFor: time.Minute}
-	res, err := store.ClaimAndReserveRefund(ctx, app.RefundClaim{KeyClaim: old, Refund: newRefund(t, p, "40.00", "re_waited")})
+	res, err := store.Claim(ctx, old, newRefund(t, p, "40.00", "re_waited"))
 	if err != nil || !res.Reserved || res.Refund == nil {
 		t.Fatalf("the old owner's phase 1: %+v %v", res, err)
 	}
@@ -324,7 +324,7 @@ func TestRefundRecordThatWaitedForATakeoverLostTheLock(t *testing.T) {
 	takeover := old
 	takeover.Token = uuid.New()
 	claim := db.Begin()
-	taken, err := repository.NewRefunds(claim).ClaimAndReserveRefund(ctx, app.RefundClaim{KeyClaim: takeover, Refund: newRefund(t, p, "40.00", "re_waited")})
+	taken, err := repository.InTransaction(claim).Refunds.Claim(ctx, takeover, newRefund(t, p, "40.00", "re_waited"))
 	if err != nil || !taken.Claimed || taken.Reserved {
 		claim.Rollback()
 		t.Fatalf("the takeover's phase 1: %+v %v", taken, err)

@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 	"gorm.io/gorm"
 
@@ -13,19 +15,17 @@ import (
 	"github.com/example/payment-service/internal/domain"
 )
 
-// A refund's building blocks (issue 20): the reservation of a refund
-// against its payment's refund total, the settling of a refund with the
-// provider's decision, and the release of a reservation the provider did
-// not act on, each one statement. They hold no idempotency key: the
-// refund's CommandSteps compose the key's claim clause with
-// reserveRefundClauses into its phase 1, and the key's completion with
-// settling into its phase 3, as charges.go does for a charge. The
-// standalone statements below run the clauses alone, for the tests and
-// until the refund is wired onto the core.
+// RefundStore implements app.RefundStore on the refund table. A refund's
+// phase 1 and phase 3 are each one statement, composed of the refund's own
+// clauses below and the clauses every command shares (clauses.go);
+// statements/refund.sql shows them whole.
 //
-// The refund total is payment.refund_reserved (migration 00015): PENDING
-// and SUCCEEDED refunds count, and its CHECK keeps it within 0 and the
-// payment's amount whatever a statement does.
+// The refund total is payment.refund_reserved: PENDING and SUCCEEDED
+// refunds count, and its CHECK keeps it within 0 and the payment's amount
+// whatever a statement does.
+type RefundStore struct {
+	conn
+}
 
 // reserveRefundClauses are the reservation's CTE clauses, to be composed
 // after WITH (and before the key's claim, which takes its lock last). They
@@ -138,17 +138,6 @@ refund_payment AS MATERIALIZED (
        FOR NO KEY UPDATE OF p
 )`
 
-// settleRefundSQL sets a PENDING refund's final status and, for DECLINED
-// or FAILED, gives its amount back to the payment's refund total, in one
-// statement: a refund the provider did not make stops counting exactly
-// when it is recorded so. SUCCEEDED keeps its amount reserved for good.
-// The core composes the key's completion and the event with it.
-var settleRefundSQL = `
-WITH` + lockRefundPaymentClause + `,
-` + settleRefundClauses("payment_id IN (SELECT id FROM refund_payment)") + `
-SELECT EXISTS (SELECT 1 FROM settled) AS done,
-       (SELECT status FROM refund WHERE id = @refund) AS status_before`
-
 // settleRefundClauses are the clauses "settled" and "given_back": refund
 // @refund's decision, @status, once: only a PENDING refund, only to a final
 // status, and only when guard holds (its payment is locked first; in phase
@@ -174,59 +163,159 @@ given_back AS (
 )`
 }
 
-// releaseRefundSQL gives a PENDING refund's reservation back when the
-// provider did not act on it, for now (the core's GiveBack, in the
-// transaction that releases the key): the row goes, so a retry reserves the
-// external refund anew, and its amount stops counting, in one statement.
-const releaseRefundSQL = `
+// claimAndReserveRefundSQL is a refund's phase 1 in one statement, run as
+// claimAndReserveSQL is: @atomic on the pool, committing only a claimed key
+// with a PENDING refund to make, and raising charge_needs_transaction's
+// error (one function for every command's phase 1) for any other answer;
+// or in a transaction, returning every answer.
+//
+// Lock order (docs/adding-a-command.md): the payment (refund_target), then
+// the refund row it inserts (reserved), then the key (claimed), whose
+// recovery point is the refund (refund_id). The record names the refund's
+// payment too (payment_id), so that an older release's jobs never take it
+// for a charge that reserved nothing (docs/decisions/0022).
+var claimAndReserveRefundSQL = `
+WITH` + reserveRefundClauses + `,
+` + claimKeyClause(app.CommandRefund, "refund_id", "payment_id") + `,
+-- The refund this command goes on with: the one just reserved, or, after a
+-- takeover, the recovery point.
+refund_row AS (
+    SELECT * FROM reserved
+     UNION ALL
+    SELECT f.* FROM refund f JOIN claimed c ON f.id = c.refund_id
+     WHERE NOT EXISTS (SELECT 1 FROM reserved)
+)
+SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
+       EXISTS (SELECT 1 FROM reserved) AS reserved,
+       (SELECT refund_id FROM claimed) AS recovery_point,
+       (SELECT o.saga_id FROM order_projection o JOIN payment p ON p.order_id = o.order_id
+         WHERE p.id = @payment) AS saga_id,
+       f.id, f.payment_id, f.client_id, f.payment_provider, f.external_refund_id, f.amount, f.currency, f.status
+  FROM (SELECT 1) AS one
+  LEFT JOIN refund_row f ON true
+-- On its own (atomic), keep only a claimed key with a PENDING refund, which
+-- is its recovery point; any other answer raises, and the error rolls back
+-- everything above (the refund total's increase too).
+ WHERE ` + onlyTheUsualAnswer("f", "refund_id")
+
+// recordRefundOutcomeSQL is a refund's phase 3 in one statement: the key's
+// outcome, the refund's final status (a DECLINED or FAILED refund gives its
+// amount back to the payment's refund total) and the event, all or none.
+// Lock order: the payment first (refund_payment), then the refund
+// (refund_locked), then the key (completed, whose guard reads
+// refund_locked): a takeover's phase 1 takes the same order, so the old
+// owner's phase 3 and a new owner's phase 1 never wait on each other in a
+// cycle.
+var recordRefundOutcomeSQL = `
 WITH` + lockRefundPaymentClause + `,
--- Only a PENDING refund: a decided one is never undone.
-released AS (
-    DELETE FROM refund
+refund_locked AS MATERIALIZED (
+    SELECT id
+      FROM refund
      WHERE id = @refund AND status = 'PENDING'
        AND payment_id IN (SELECT id FROM refund_payment)
+       FOR NO KEY UPDATE
+),
+` + completeKeyClause("EXISTS (SELECT 1 FROM refund_locked)") + `,
+` + settleRefundClauses("EXISTS (SELECT 1 FROM completed)") + `,
+` + announceClause("settled") + `
+SELECT ` + recordedAndLockHeld + `,
+       (SELECT status FROM refund WHERE id = @refund) AS refund_status`
+
+// releaseRefundSQL gives a claim and its PENDING refund back, in one
+// statement, in the lock order of the claim: the payment first (locked,
+// with its refund total as the lock returns it), then the key (released,
+// fenced by the token), then the refund, whose amount stops counting.
+var releaseRefundSQL = `
+WITH
+refund_payment AS MATERIALIZED (
+    SELECT p.id, p.refund_reserved
+      FROM payment p
+      JOIN refund r ON r.payment_id = p.id
+     WHERE r.id = @refund
+       FOR NO KEY UPDATE OF p
+),
+` + releaseKeyClause("refund_id", "EXISTS (SELECT 1 FROM refund_payment)") + `,
+-- Only a PENDING refund, and only the one the released key names.
+removed AS (
+    DELETE FROM refund
+     WHERE id = @refund AND status = 'PENDING'
+       AND id IN (SELECT refund_id FROM released)
  RETURNING payment_id, amount
 ),
+-- The new total is the locked row's: a statement that waited for the
+-- lock reads its other rows as they were before the wait.
 given_back AS (
     UPDATE payment p
-       SET refund_reserved = p.refund_reserved - r.amount
-      FROM released r
-     WHERE p.id = r.payment_id
- RETURNING p.refund_reserved
+       SET refund_reserved = t.refund_reserved - r.amount
+      FROM removed r, refund_payment t
+     WHERE p.id = r.payment_id AND t.id = r.payment_id
 )
-SELECT EXISTS (SELECT 1 FROM released) AS done,
-       (SELECT status FROM refund WHERE id = @refund) AS status_before`
-
-// lockRefundPaymentSQL takes refund @refund's payment lock alone: the
-// first statement of the core's transaction that releases a refund's key
-// (refundSteps.LockParents), in the order every claim takes its locks.
-const lockRefundPaymentSQL = `
-WITH` + lockRefundPaymentClause + `
-SELECT EXISTS (SELECT 1 FROM refund_payment)`
+SELECT EXISTS (SELECT 1 FROM released)`
 
 var (
-	lockRefundPaymentStmt = compileNamed(lockRefundPaymentSQL)
-	reserveRefundStmt     = compileNamed(reserveRefundSQL)
-	externalRefundStmt    = compileNamed(externalRefundSQL)
-	settleRefundStmt      = compileNamed(settleRefundSQL)
-	releaseRefundStmt     = compileNamed(releaseRefundSQL)
+	claimAndReserveRefundStmt = compileNamed(claimAndReserveRefundSQL)
+	recordRefundOutcomeStmt   = compileNamed(recordRefundOutcomeSQL)
+	releaseRefundStmt         = compileNamed(releaseRefundSQL)
+	reserveRefundStmt         = compileNamed(reserveRefundSQL)
+	externalRefundStmt        = compileNamed(externalRefundSQL)
 )
 
-// Refunds runs a refund's building blocks on db: the pool, or a
-// transaction's connection inside Transact.
-type Refunds struct {
-	db *gorm.DB
+// Claim implements app.RefundStore: claimAndReserveRefundSQL, @atomic on
+// the pool.
+func (s *RefundStore) Claim(ctx context.Context, k app.KeyClaim, want domain.Refund) (res app.RefundClaimed, err error) {
+	err = s.run(ctx, func(db *gorm.DB) error {
+		row, err := queryRow(ctx, db, claimAndReserveRefundStmt, s.claimValues(k, refundValues(k.Scope.ClientID, want)))
+		if err != nil {
+			return err
+		}
+		var recoveryPoint sql.NullInt64
+		var ref nullableRefundRow
+		err = row.Scan(append([]any{&res.Claimed, &res.Reserved, &recoveryPoint, &res.SagaID}, ref.targets()...)...)
+		if err != nil {
+			return fmt.Errorf("claim key and reserve refund: %w", err)
+		}
+		// As for a charge: a takeover keeps its own refund, and a
+		// reservation beside it would be a second refund for one command.
+		if res.Claimed && res.Reserved && recoveryPoint.Int64 != ref.ID.Int64 {
+			return fmt.Errorf("claim key %q: it already has refund %d, and refund %d was reserved too",
+				k.Scope.Key, recoveryPoint.Int64, ref.ID.Int64)
+		}
+		if ref.ID.Valid {
+			refund, _, err := ref.toDomain()
+			if err != nil {
+				return err
+			}
+			res.Refund = &refund
+		}
+		return nil
+	})
+	return res, err
 }
 
-// NewRefunds returns the refund statements over db.
-func NewRefunds(db *gorm.DB) *Refunds {
-	return &Refunds{db: db}
+// Reserve implements app.RefundStore: reserveRefundSQL, and the key's link
+// to the refund when it reserved.
+func (s *RefundStore) Reserve(ctx context.Context, k app.KeyClaim, want domain.Refund) (app.RefundReservation, error) {
+	var res app.RefundReservation
+	err := s.run(ctx, func(db *gorm.DB) error {
+		var err error
+		res, err = reserveRefund(ctx, db, k.Scope.ClientID, want)
+		return err
+	})
+	if err != nil || res.Kind != app.RefundReserved {
+		return res, err
+	}
+	// The record names the refund's payment too, as the claim does.
+	return res, s.updateOwned(ctx, k.Scope, k.Token, map[string]any{
+		"refund_id":  int64(res.Refund.ID),
+		"payment_id": int64(res.Refund.PaymentID),
+		"updated_at": gorm.Expr("now()"),
+	})
 }
 
-// ReserveRefund reserves r for client's payment r.PaymentID (see
+// reserveRefund reserves r for client's payment r.PaymentID (see
 // reserveRefundClauses), or says why not.
-func (s *Refunds) ReserveRefund(ctx context.Context, client domain.ClientID, r domain.Refund) (app.RefundReservation, error) {
-	row, err := queryRow(ctx, s.db, reserveRefundStmt, refundValues(client, r))
+func reserveRefund(ctx context.Context, db *gorm.DB, client domain.ClientID, r domain.Refund) (app.RefundReservation, error) {
+	row, err := queryRow(ctx, db, reserveRefundStmt, refundValues(client, r))
 	if err != nil {
 		return app.RefundReservation{}, err
 	}
@@ -260,12 +349,92 @@ func (s *Refunds) ReserveRefund(ctx context.Context, client domain.ClientID, r d
 		// inserted by a statement that committed after this one's snapshot
 		// was taken (the insert waited for it). A new statement sees it.
 		res.Kind = app.RefundExternalRefundExists
-		if ref, err = s.externalRefund(ctx, r.Provider, r.ExternalRefundID); err != nil {
+		if ref, err = externalRefund(ctx, db, r.Provider, r.ExternalRefundID); err != nil {
 			return app.RefundReservation{}, err
 		}
 	}
 	res.Refund, res.ClientID, err = ref.toDomain()
 	return res, err
+}
+
+// externalRefund reads the refund recorded under provider and external.
+func externalRefund(ctx context.Context, db *gorm.DB, provider domain.ProviderName, external domain.ExternalRefundID) (nullableRefundRow, error) {
+	row, err := queryRow(ctx, db, externalRefundStmt, map[string]any{
+		"provider": string(provider),
+		"external": string(external),
+	})
+	if err != nil {
+		return nullableRefundRow{}, err
+	}
+	var ref nullableRefundRow
+	err = row.Scan(ref.targets()...)
+	if errors.Is(err, sql.ErrNoRows) {
+		// Refund rows are deleted only with their claim, by the release:
+		// what stopped the insert is there.
+		return nullableRefundRow{}, fmt.Errorf("reserve refund: external refund %s:%s stopped the insert but cannot be read", provider, external)
+	}
+	if err != nil {
+		return nullableRefundRow{}, mapError(fmt.Errorf("read external refund: %w", err))
+	}
+	return ref, nil
+}
+
+// Record implements app.RefundStore: recordRefundOutcomeSQL.
+func (s *RefundStore) Record(ctx context.Context, rec app.RefundRecord) error {
+	ev, err := newRefundOutboxRow(ctx, rec.Event, s.outbox)
+	if err != nil {
+		return err
+	}
+	r := rec.Event.Refund
+	status, err := s.recordOutcome(ctx, recordRefundOutcomeStmt, rec.Key.Scope, rec.Key.Token, rec.Response, ev, map[string]any{
+		"refund": int64(r.ID),
+		"status": string(r.Status),
+	})
+	if errors.Is(err, errNotPending) {
+		return fmt.Errorf("record refund %d as %s: it is %s, not PENDING", r.ID, r.Status, status)
+	}
+	return err
+}
+
+// Release implements app.RefundStore: releaseRefundSQL.
+func (s *RefundStore) Release(ctx context.Context, k app.KeyClaim, refund domain.RefundID) error {
+	return s.releaseKey(ctx, releaseRefundStmt, k, map[string]any{"refund": int64(refund)})
+}
+
+// Get implements app.RefundStore.
+func (s *RefundStore) Get(ctx context.Context, id domain.RefundID) (domain.Refund, error) {
+	refunds, err := s.list(ctx, "id = ?", int64(id))
+	if err != nil {
+		return domain.Refund{}, err
+	}
+	if len(refunds) == 0 {
+		return domain.Refund{}, fmt.Errorf("refund %d: no such refund", id)
+	}
+	return refunds[0], nil
+}
+
+// List implements app.RefundStore.
+func (s *RefundStore) List(ctx context.Context, payment domain.PaymentID) ([]domain.Refund, error) {
+	return s.list(ctx, "payment_id = ?", int64(payment))
+}
+
+func (s *RefundStore) list(ctx context.Context, where string, arg any) ([]domain.Refund, error) {
+	var rows []nullableRefundRow
+	err := s.run(ctx, func(db *gorm.DB) error {
+		return db.WithContext(ctx).Table("refund").
+			Select("id, payment_id, client_id, payment_provider, external_refund_id, amount, currency, status").
+			Where(where, arg).Order("id").Scan(&rows).Error
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read refunds: %w", err)
+	}
+	refunds := make([]domain.Refund, len(rows))
+	for i, row := range rows {
+		if refunds[i], _, err = row.toDomain(); err != nil {
+			return nil, err
+		}
+	}
+	return refunds, nil
 }
 
 // refundValues are reserveRefundClauses' parameters for client's refund r.
@@ -277,83 +446,6 @@ func refundValues(client domain.ClientID, r domain.Refund) map[string]any {
 		"currency": string(r.Amount.Currency()),
 		"amount":   r.Amount.Amount(),
 		"external": string(r.ExternalRefundID),
-	}
-}
-
-// externalRefund reads the refund recorded under provider and external.
-func (s *Refunds) externalRefund(ctx context.Context, provider domain.ProviderName, external domain.ExternalRefundID) (nullableRefundRow, error) {
-	row, err := queryRow(ctx, s.db, externalRefundStmt, map[string]any{
-		"provider": string(provider),
-		"external": string(external),
-	})
-	if err != nil {
-		return nullableRefundRow{}, err
-	}
-	var ref nullableRefundRow
-	err = row.Scan(ref.targets()...)
-	if errors.Is(err, sql.ErrNoRows) {
-		// Refund rows are never deleted: what stopped the insert is there.
-		return nullableRefundRow{}, fmt.Errorf("reserve refund: external refund %s:%s stopped the insert but cannot be read", provider, external)
-	}
-	if err != nil {
-		return nullableRefundRow{}, mapError(fmt.Errorf("read external refund: %w", err))
-	}
-	return ref, nil
-}
-
-// SettleRefund records the provider's final decision on a PENDING refund
-// (see settleRefundSQL). It returns an error, and changes nothing, if the
-// refund is not PENDING or status is not final.
-func (s *Refunds) SettleRefund(ctx context.Context, id domain.RefundID, status domain.RefundStatus) error {
-	if !status.Final() {
-		return fmt.Errorf("settle refund %d: %s is not a final status", id, status)
-	}
-	return s.onPending(ctx, settleRefundStmt, "settle refund", id, map[string]any{"refund": int64(id), "status": string(status)})
-}
-
-// LockRefundPayment locks refund id's payment (lockRefundPaymentSQL); an
-// error if there is no such refund.
-func (s *Refunds) LockRefundPayment(ctx context.Context, id domain.RefundID) error {
-	row, err := queryRow(ctx, s.db, lockRefundPaymentStmt, map[string]any{"refund": int64(id)})
-	if err != nil {
-		return err
-	}
-	var locked bool
-	if err := row.Scan(&locked); err != nil {
-		return mapError(fmt.Errorf("lock refund %d's payment: %w", id, err))
-	}
-	if !locked {
-		return fmt.Errorf("lock refund %d's payment: no such refund", id)
-	}
-	return nil
-}
-
-// ReleaseRefund deletes a PENDING refund and gives its amount back (see
-// releaseRefundSQL). It returns an error, and changes nothing, if the
-// refund is not PENDING.
-func (s *Refunds) ReleaseRefund(ctx context.Context, id domain.RefundID) error {
-	return s.onPending(ctx, releaseRefundStmt, "release refund", id, map[string]any{"refund": int64(id)})
-}
-
-// onPending runs a statement that acts on PENDING refund id only, and
-// answers done and the refund's status before it.
-func (s *Refunds) onPending(ctx context.Context, q namedSQL, what string, id domain.RefundID, values map[string]any) error {
-	row, err := queryRow(ctx, s.db, q, values)
-	if err != nil {
-		return err
-	}
-	var done bool
-	var before sql.NullString
-	if err := row.Scan(&done, &before); err != nil {
-		return mapError(fmt.Errorf("%s %d: %w", what, id, err))
-	}
-	switch {
-	case done:
-		return nil
-	case !before.Valid:
-		return fmt.Errorf("%s %d: no such refund", what, id)
-	default:
-		return fmt.Errorf("%s %d: it is %s, not PENDING", what, id, before.String)
 	}
 }
 
@@ -393,3 +485,43 @@ func (r nullableRefundRow) toDomain() (domain.Refund, domain.ClientID, error) {
 		Status:           domain.RefundStatus(r.Status.String),
 	}, domain.ClientID(r.ClientID.String), nil
 }
+
+// refundEventV1 is the value of PaymentRefunded.v1, RefundDeclined.v1 and
+// RefundFailed.v1 on the payment events topic: a wire contract like
+// paymentEventV1's. Add optional fields only.
+type refundEventV1 struct {
+	EventID          uuid.UUID `json:"eventId"`
+	SagaID           *string   `json:"sagaId,omitempty"`
+	EventType        string    `json:"eventType"`
+	RefundID         int64     `json:"refundId"`
+	PaymentID        int64     `json:"paymentId"`
+	OrderID          int64     `json:"orderId"`
+	Amount           string    `json:"amount"`
+	Currency         string    `json:"currency"`
+	PaymentProvider  string    `json:"paymentProvider"`
+	ExternalRefundID string    `json:"externalRefundId"`
+	OccurredAt       time.Time `json:"occurredAt"`
+}
+
+// newRefundOutboxEventRow renders a refund event as its outbox row, keyed
+// by the order like the payment's events, so one order's events stay in
+// order on one partition.
+func newRefundOutboxRow(ctx context.Context, e app.RefundEvent, cfg OutboxConfig) (outboxEventRow, error) {
+	r := e.Refund
+	v := refundEventV1{
+		EventID:          e.ID,
+		EventType:        e.Type,
+		RefundID:         int64(r.ID),
+		PaymentID:        int64(r.PaymentID),
+		OrderID:          int64(e.OrderID),
+		Amount:           r.Amount.AmountString(),
+		Currency:         string(r.Amount.Currency()),
+		PaymentProvider:  string(r.Provider),
+		ExternalRefundID: string(r.ExternalRefundID),
+		OccurredAt:       e.OccurredAt.UTC(),
+		SagaID:           sagaIDField(e.SagaID),
+	}
+	return newOutboxRow(ctx, cfg, e.ID, e.Type, int64(e.OrderID), v)
+}
+
+var _ app.RefundStore = (*RefundStore)(nil)

@@ -457,7 +457,7 @@ func TestReservationAfterAWaitedGiveBack(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			db, refunds := openRefunds(t)
-			store := repository.NewRefundStore(db, repository.OutboxConfig{PaymentEventsTopic: "payment.events"}, nil)
+			store := repository.NewTransactor(db, repository.WithOutbox(repository.OutboxConfig{PaymentEventsTopic: "payment.events"})).AutoCommit().Refunds
 			p := addPayment(t, db, "demo-client", int64(9601+i), "100.00", "RUB", domain.PaymentSucceeded)
 			big, err := refunds.ReserveRefund(ctx, "demo-client", newRefund(t, p, "95.00", "re_given_back"))
 			if err != nil || big.Kind != app.RefundReserved {
@@ -472,14 +472,14 @@ func TestReservationAfterAWaitedGiveBack(t *testing.T) {
 				t.Fatal(err)
 			}
 			type result struct {
-				res app.RefundClaimResult
+				res app.RefundClaimed
 				err error
 			}
 			done := make(chan result, 1)
-			claim := app.RefundClaim{Refund: newRefund(t, p, "10.00", "re_after_give_back"), KeyClaim: app.KeyClaim{
-				Scope: app.IdempotencyScope{ClientID: "demo-client", Key: "after-give-back"}, CommandHash: "h", Token: uuid.New(), LockFor: time.Minute}}
+			claim := app.KeyClaim{Scope: app.IdempotencyScope{ClientID: "demo-client", Key: "after-give-back"}, CommandHash: "h", Token: uuid.New(), LockFor: time.Minute}
+			want := newRefund(t, p, "10.00", "re_after_give_back")
 			go func() {
-				res, err := store.ClaimAndReserveRefund(ctx, claim)
+				res, err := store.Claim(ctx, claim, want)
 				done <- result{res, err}
 			}()
 			for waiting := int64(0); waiting == 0; time.Sleep(5 * time.Millisecond) {

@@ -63,12 +63,8 @@ func TestReserveRetriesWhenTheRowInTheWayVanishes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var res app.Reservation
-			err = NewTransactor(db).Transact(ctx, func(ctx context.Context, r app.Repos) (err error) {
-				res, err = r.Payments.Reserve(ctx, "c", charge)
-				return err
-			})
-			if err != nil || res.Kind != app.Reserved || vanished != 1 {
+			res, err := reserve(db.WithContext(ctx), "c", charge)
+			if err != nil || res.Kind != app.ChargeReserved || vanished != 1 {
 				t.Fatalf("reserve: %+v, %v (the row vanished %d times); want a new reservation", res, err, vanished)
 			}
 		})

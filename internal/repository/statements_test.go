@@ -23,24 +23,22 @@ var statementFiles = []struct {
 	about      string
 	statements []statementEntry
 }{
-	{"key.sql", "the idempotency key's own statements: phase 0's read, shared by every command", []statementEntry{
-		{"lookupKeySQL", "phase 0: a key's record, read with no lock and no transaction", lookupKeyStmt},
-		{"lockStillHeldStmt", "phase 3's second look at the key's lock, in a snapshot of its own", lockStillHeldStmt},
-	}},
-	{"charge.sql", "a charge's statements (charges.go)", []statementEntry{
+	{"charge.sql", "A charge's statements (charges.go, keys.go, clauses.go)", []statementEntry{
+		{"lookupKeySQL", "phase 0: the key's record, read with no lock and no transaction (every command's)", lookupKeyStmt},
 		{"claimAndReserveSQL", "phase 1: the payment reserved and the key claimed, in one statement", claimAndReserveStmt},
 		{"recordOutcomeSQL", "phase 3: the key completed, the payment's final status and its event, in one statement", recordOutcomeStmt},
+		{"lockStillHeldStmt", "phase 3's second look at the key's lock, in a snapshot of its own (every command's)", lockStillHeldStmt},
+		{"releaseChargeSQL", "the release after the provider did not act: the key and its PENDING payment, in one statement", releaseChargeStmt},
 	}},
-	{"refund.sql", "a refund's statements (refund_command.go, refunds.go)", []statementEntry{
+	{"refund.sql", "A refund's statements (refunds.go, keys.go, clauses.go)", []statementEntry{
+		{"lookupKeySQL", "phase 0: the key's record, read with no lock and no transaction (every command's)", lookupKeyStmt},
 		{"claimAndReserveRefundSQL", "phase 1: the refund reserved against its payment and the key claimed, in one statement", claimAndReserveRefundStmt},
-		{"recordRefundOutcomeSQL", "phase 3: the key completed, the refund's final status and its event, in one statement", recordRefundOutcomeStmt},
 		{"reserveRefundSQL", "phase 1's rare path: the reservation alone, saying what stands in the way", reserveRefundStmt},
 		{"externalRefundSQL", "the refund a reservation's insert met after its snapshot", externalRefundStmt},
-		{"lockRefundPaymentSQL", "the release's first lock: the refund's payment", lockRefundPaymentStmt},
-		{"releaseRefundSQL", "the release: the PENDING refund deleted, its amount given back", releaseRefundStmt},
-		{"settleRefundSQL", "a refund's decision alone, without the key", settleRefundStmt},
+		{"recordRefundOutcomeSQL", "phase 3: the key completed, the refund's final status and its event, in one statement", recordRefundOutcomeStmt},
+		{"releaseRefundSQL", "the release after the provider did not act: the key and its PENDING refund, its amount given back, in one statement", releaseRefundStmt},
 	}},
-	{"provider_event.sql", "a provider's event (webhook): what it names, and a contradiction kept", []statementEntry{
+	{"provider_event.sql", "A provider's event (webhook): what it names, and a contradiction kept (provider_reports.go)", []statementEntry{
 		{"reportedChargeSQL", "the payment an event names, with its claim in progress", reportedChargeSQL},
 		{"reportedRefundSQL", "the refund an event names, with its claim in progress", reportedRefundSQL},
 		{"keepContradictionSQL", "an event that contradicts the record, kept once", keepContradictionSQL},
@@ -103,10 +101,10 @@ func TestStatementFilesAreWhatRuns(t *testing.T) {
 // by one character is caught.
 func TestStatementFilesCheckFindsAChange(t *testing.T) {
 	t.Parallel()
-	f := statementFiles[1]
+	f := statementFiles[0]
 	file := renderStatements(f.about, f.statements)
 	changed := append([]statementEntry(nil), f.statements...)
-	changed[0].q.text = strings.Replace(changed[0].q.text, "ON CONFLICT DO NOTHING", "ON CONFLICT DO  NOTHING", 1)
+	changed[1].q.text = strings.Replace(changed[1].q.text, "ON CONFLICT DO NOTHING", "ON CONFLICT DO  NOTHING", 1)
 	if renderStatements(f.about, changed) == file {
 		t.Fatal("a changed statement renders as the file it was generated into")
 	}

@@ -128,7 +128,7 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 		return useCases{}, err
 	}
 	observe := []provider.Option{provider.WithDuration(duration), provider.WithTracer(tracing.Tracer("github.com/example/payment-service/internal/provider"))}
-	providers := map[domain.ProviderName]app.PaymentProvider{
+	providers := map[domain.ProviderName]app.ChargeProvider{
 		sandbox.Name: provider.Instrument(sandbox.Name, sandboxClient, calls, observe...),
 	}
 	names := make([]domain.ProviderName, 0, len(providers))
@@ -141,17 +141,19 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 	waker := outbox.NewWaker(repository.OutboxNotifier(db, gate), logger)
 	outboxCfg := repository.OutboxConfig{PaymentEventsTopic: cfg.PaymentEventsTopic, Waker: waker}
 	tx := repository.NewTransactor(db, repository.WithOutbox(outboxCfg), repository.WithGate(gate))
-	chargeStore := repository.NewChargeStore(db, outboxCfg, gate)
-	core := app.NewCore(tx, chargeStore, cfg.IdempotencyLockTimeout, logger,
-		app.WithTracer(tracing.Tracer("github.com/example/payment-service/internal/app")))
+	core := app.NewCore(tx, cfg.IdempotencyLockTimeout, logger,
+		app.WithTracer(tracing.Tracer("github.com/example/payment-service/internal/app")),
+		// A live attempt answers within its call's bound, after which the
+		// record follows at once.
+		app.WithAnswerBound(cfg.ProviderTimeout+time.Second))
 	return useCases{
 		tx:            tx,
 		providerNames: names,
 		core:          core,
-		chargePayment: app.NewChargePayment(core, chargeStore, providers, httpapi.ResponseEncoder{}),
+		chargePayment: app.NewChargePayment(core, providers, httpapi.ResponseEncoder{}),
 		// The sandbox is the one provider, and it refunds too; its refund
 		// calls are counted and traced with its charges.
-		refundPayment: app.NewRefundPayment(core, repository.NewRefundStore(db, outboxCfg, gate),
+		refundPayment: app.NewRefundPayment(core,
 			provider.InstrumentRefunds(sandbox.Name, sandboxClient, calls, observe...), httpapi.ResponseEncoder{}),
 		outboxWaker: waker,
 	}, nil

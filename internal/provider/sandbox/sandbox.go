@@ -1,6 +1,6 @@
 // Package sandbox is the adapter for the sandbox payment provider's HTTP API
 // (internal/sandboxprovider, run by cmd/sandbox-provider): it implements
-// app.PaymentProvider and app.RefundProvider over a real network
+// app.ChargeProvider and app.RefundProvider over a real network
 // connection, and sorts every answer into the ports' four cases. A charge
 // and a refund go through the same request and classification code; only
 // their URL, body and the flag their errors carry differ (operation).
@@ -47,7 +47,7 @@ type Config struct {
 	Timeout time.Duration
 }
 
-// Client implements app.PaymentProvider and app.RefundProvider.
+// Client implements app.ChargeProvider and app.RefundProvider.
 type Client struct {
 	charges operation
 	refunds operation
@@ -134,7 +134,7 @@ const (
 // maxAnswerBytes bounds what is read of an answer.
 const maxAnswerBytes = 64 << 10
 
-// Charge implements app.PaymentProvider.
+// Charge implements app.ChargeProvider.
 func (c *Client) Charge(ctx context.Context, req app.ProviderCharge) (app.ProviderDecision, error) {
 	body, want := describe(req.Charge.Amount, string(req.Charge.ExternalPaymentID), "")
 	return c.create(ctx, c.charges, req.IdempotencyKey, body, want)
@@ -270,7 +270,7 @@ func classifyRefusal(op operation, status int, body []byte) error {
 	}
 }
 
-// LookupCharge implements app.PaymentProvider: GET /v1/charges?idempotency_key=,
+// LookupCharge implements app.ChargeProvider: GET /v1/charges?idempotency_key=,
 // which charges nothing and so may be asked any number of times. 404 is
 // the provider's word that it holds no charge under the key; anything but
 // that and a readable 200 (409 while the key's request is being processed
@@ -320,6 +320,6 @@ func (c *Client) lookup(ctx context.Context, op operation, idempotencyKey string
 }
 
 var (
-	_ app.PaymentProvider = (*Client)(nil)
-	_ app.RefundProvider  = (*Client)(nil)
+	_ app.ChargeProvider = (*Client)(nil)
+	_ app.RefundProvider = (*Client)(nil)
 )

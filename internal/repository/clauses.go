@@ -13,14 +13,13 @@ import (
 	"github.com/example/payment-service/internal/app"
 )
 
-// What every command's phase 1 and phase 3 share: the key's claim, phase
-// 1's usual-answer guard, the key's fenced completion and the outbox row as
-// SQL clauses, and the Go that runs a phase on its own (atomicStatements,
-// claimOnItsOwn, recordOutcome). Each command composes them with
-// its own reservation clauses into one statement at start-up (charges.go,
-// refund_command.go), so a phase stays one statement and one round trip,
-// and the text the database plans is what it was before the clauses were
-// shared (TestPgbenchScriptsRunTheServicesStatements compares the charge's).
+// What every command's statements share: the key's claim, phase 1's
+// usual-answer guard, the key's fenced completion and release, and the
+// outbox row, as SQL clauses; and the Go that runs phase 3 (recordOutcome).
+// Each command composes them with its own reservation clauses into one
+// statement at start-up (charges.go, refunds.go), so a phase stays one
+// statement and one round trip. statements/*.sql shows each composed
+// statement whole, as PostgreSQL receives it.
 
 // claimKeyClause is the clause "claimed" for command, whose recovery point
 // is the column recoveryPoint, set from the id of the row its statement's
@@ -28,8 +27,8 @@ import (
 // every command takes). It returns the recovery point.
 //
 // Insert-if-absent, never find-then-save (R-DIST-IDEM-3). The record names
-// its command (migration 00013): the jobs read a recovery point only in
-// records of the command whose it is. The DO UPDATE branch is the takeover
+// its command: the jobs read a recovery point only in records of the
+// command whose it is. The DO UPDATE branch is the takeover
 // of a crashed or answer-lost claim: only an IN_PROGRESS record of the same
 // command and command hash whose lock has run out (the hash covers the
 // operation too, but how a command hashes is its own affair; the name is
@@ -38,12 +37,12 @@ import (
 //
 // paymentLink, when not empty, also writes the reservation's payment (the
 // column of that name in "reserved") into the record's payment_id, kept on
-// a takeover like the recovery point. A refund names it: the releases
-// before migration 00013 read payment_id NULL on any unfinished record as
-// "a charge that reserved nothing" and delete it, so during a rolling
-// deploy from them a refund's record must not look like one (migration
-// 00017, docs/decisions/0022). A charge passes "": its payment_id is its
-// recovery point already, and its statement stays as it was.
+// a takeover like the recovery point. A refund names it: a release older
+// than the record's command column reads payment_id NULL on any
+// unfinished record as "a charge that reserved nothing" and deletes it, so
+// during a rolling deploy from one a refund's record must not look like
+// one (docs/decisions/0022). A charge passes "": its payment_id is its
+// recovery point already.
 func claimKeyClause(command app.CommandName, recoveryPoint, paymentLink string) string {
 	var linkColumn, linkValue, linkKept string
 	if paymentLink != "" {
@@ -72,8 +71,8 @@ func claimKeyClause(command app.CommandName, recoveryPoint, paymentLink string) 
 // its own), the statement keeps only a claimed key whose reservation, the
 // row alias reservation, is PENDING and is the claim's recovery point
 // recoveryPoint; any other answer calls charge_needs_transaction() (one
-// function for every command's phase 1, migration 00012), whose error rolls
-// back everything the statement wrote. CASE, because only CASE fixes the
+// function for every command's phase 1), whose error rolls back everything
+// the statement wrote. CASE, because only CASE fixes the
 // order in which SQL evaluates; coalesce, because a missing reservation
 // makes it NULL.
 func onlyTheUsualAnswer(reservation, recoveryPoint string) string {
@@ -132,26 +131,52 @@ const recordedAndLockHeld = `EXISTS (SELECT 1 FROM announced) AS recorded,
 // see recordOutcome.
 var lockStillHeldStmt = compileNamed(`SELECT ` + lockHeldByToken)
 
-// atomicStatements run a command's statements that are atomic on their own
-// on the pool, without a transaction around them, each waiting its turn at
-// gate (nil: no gate), the Transactor's.
-type atomicStatements struct {
-	db     *gorm.DB
-	outbox OutboxConfig
-	gate   *Gate
+// releaseKeyClause is the clause "released": the claim deleted, fenced by
+// the lock token, when guard holds; it returns the record's recovery point
+// recoveryPoint. A request whose lock was taken over matches nothing here,
+// and every other write of the release hangs on this clause.
+func releaseKeyClause(recoveryPoint, guard string) string {
+	return `released AS (
+    DELETE FROM idempotency_record
+     WHERE client_id = @client AND idempotency_key = @key
+       AND status = 'IN_PROGRESS' AND lock_token = @token
+       AND ` + guard + `
+ RETURNING ` + recoveryPoint + `
+)`
 }
 
-// claimOnItsOwn runs a command's phase 1 statement on its own (claim, with
-// atomic true): charge_needs_transaction's error becomes
-// app.ErrClaimNeedsTransaction.
-func claimOnItsOwn[R any](ctx context.Context, s atomicStatements, claim func(db *gorm.DB) (R, error)) (R, error) {
-	if err := s.gate.enter(ctx); err != nil {
-		var none R
-		return none, err
-	}
-	defer s.gate.leave()
-	res, err := claim(s.db)
-	return res, mapError(err)
+// releaseKey runs a command's release statement q, which answers whether
+// the clause "released" deleted the claim: app.ErrLockLost when it did not.
+func (c conn) releaseKey(ctx context.Context, q namedSQL, k app.KeyClaim, values map[string]any) error {
+	values["client"] = string(k.Scope.ClientID)
+	values["key"] = k.Scope.Key
+	values["token"] = k.Token
+	return c.run(ctx, func(db *gorm.DB) error {
+		row, err := queryRow(ctx, db, q, values)
+		if err != nil {
+			return err
+		}
+		var released bool
+		if err := row.Scan(&released); err != nil {
+			return fmt.Errorf("release the key: %w", err)
+		}
+		if !released {
+			return app.ErrLockLost
+		}
+		return nil
+	})
+}
+
+// claimValues are the key's parameters of a claim statement; atomic: on
+// the pool, keeping only the usual answer.
+func (c conn) claimValues(k app.KeyClaim, values map[string]any) map[string]any {
+	values["atomic"] = !c.inTx
+	values["client"] = string(k.Scope.ClientID)
+	values["key"] = k.Scope.Key
+	values["hash"] = k.CommandHash
+	values["token"] = k.Token
+	values["lock_micros"] = k.LockFor.Microseconds()
+	return values
 }
 
 // errNotPending: phase 3 wrote nothing although its token owns the key, because
@@ -163,15 +188,16 @@ var errNotPending = errors.New("the reservation is not PENDING")
 // answering recordedAndLockHeld and the reservation's status. values are the
 // command's own parameters; the key's, the response's and the event row's
 // are added here. It returns nil when everything was written (and tells
-// the outbox's waker, OutboxConfig.wrote), app.ErrLockLost when the token no longer owns the key, and errNotPending
-// with the reservation's status otherwise.
-func (s atomicStatements) recordOutcome(ctx context.Context, q namedSQL, scope app.IdempotencyScope, token uuid.UUID,
+// the outbox's waker, OutboxConfig.wrote), app.ErrLockLost when the token
+// no longer owns the key, and errNotPending with the reservation's status
+// otherwise.
+func (c conn) recordOutcome(ctx context.Context, q namedSQL, scope app.IdempotencyScope, token uuid.UUID,
 	resp app.StoredResponse, ev outboxEventRow, values map[string]any) (string, error) {
-	if err := s.gate.enter(ctx); err != nil {
+	if err := c.gate.enter(ctx); err != nil {
 		return "", err
 	}
-	defer s.gate.leave()
-	db := s.db
+	defer c.gate.leave()
+	db := c.db
 	values["client"] = string(scope.ClientID)
 	values["key"] = scope.Key
 	values["token"] = token
@@ -204,7 +230,7 @@ func (s atomicStatements) recordOutcome(ctx context.Context, q namedSQL, scope a
 	}
 	switch {
 	case recorded:
-		s.outbox.wrote()
+		c.outbox.wrote()
 		return "", nil
 	case !lockHeld:
 		return "", app.ErrLockLost

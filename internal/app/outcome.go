@@ -1,0 +1,236 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/example/payment-service/internal/domain"
+)
+
+// The outcome model: what a command does with its provider call's answer.
+// A lost answer is never guessed. Settle is the whole model, a pure
+// function that docs/design.md ("When the provider's answer is lost")
+// states as a table and TestSettleFollowsTheOutcomeTable checks row by row.
+
+// ProviderDecision is a provider's decision on a call.
+type ProviderDecision string
+
+const (
+	// ProviderApproved: the provider charged (or refunded).
+	ProviderApproved ProviderDecision = "APPROVED"
+	// ProviderDeclined: the provider decided, and declined: a final answer,
+	// recorded like an approval.
+	ProviderDeclined ProviderDecision = "DECLINED"
+)
+
+// Errors a provider adapter wraps. A call's answer is a decision (nil
+// error) or one of these; an error that wraps none of them is unknown, so
+// an adapter that fails to classify an error errs on the safe side.
+//
+// Both refusals speak for the request that got them only. A provider looks
+// at a request before its idempotency key (validation, rate limits, rules
+// that change), so a retry can be refused although an earlier request
+// under the same key charged: the lookup by key, not the refusal, says
+// what the key holds. Asking again with the same idempotency key is always
+// safe: the provider returns its first answer and moves nothing new.
+// Adapters never retry on their own; the core owns retries.
+var (
+	// ErrProviderNotCharged: the provider certainly did not act on this
+	// request, for now: it said so before acting (a 5xx or 429 saying so,
+	// our credentials refused), or the request never left this process.
+	ErrProviderNotCharged = errors.New("payment provider did not charge")
+	// ErrProviderRefused: the provider refused this request for good,
+	// before acting, for a reason that asking again does not change (the
+	// request is invalid to it); it wraps ErrProviderNotCharged.
+	ErrProviderRefused = fmt.Errorf("%w: refused for good", ErrProviderNotCharged)
+	// ErrProviderOutcomeUnknown: the provider may or may not have acted
+	// (a timeout, a reset after the request was sent, a 5xx, "in
+	// progress", an answer that cannot be read).
+	ErrProviderOutcomeUnknown = errors.New("payment provider outcome unknown")
+	// ErrNoProviderCharge: a lookup found nothing under the key, and
+	// nothing being made.
+	ErrNoProviderCharge = errors.New("payment provider holds no charge for the key")
+)
+
+// ProviderAnswer is a provider's answer, sorted into what the outcome
+// model tells apart.
+type ProviderAnswer int
+
+const (
+	// AnswerNotAsked: the lookup was not made.
+	AnswerNotAsked ProviderAnswer = iota
+	// AnswerApproved: the provider approved.
+	AnswerApproved
+	// AnswerDeclined: the provider declined.
+	AnswerDeclined
+	// AnswerRefusedForGood: the provider refused this request for good.
+	AnswerRefusedForGood
+	// AnswerNotNow: the provider did not act on this request, for now.
+	AnswerNotNow
+	// AnswerHoldsNothing: the lookup says nothing was made under the key, and
+	// nothing is being made.
+	AnswerHoldsNothing
+	// AnswerUnknown: the provider may or may not have acted.
+	AnswerUnknown
+)
+
+var providerAnswerNames = [...]string{"not asked", "approved", "declined", "refused for good", "not now", "holds nothing", "unknown"}
+
+// String names the answer as the outcome table does.
+func (a ProviderAnswer) String() string {
+	if int(a) < len(providerAnswerNames) {
+		return providerAnswerNames[a]
+	}
+	return fmt.Sprintf("ProviderAnswer(%d)", int(a))
+}
+
+// AnswerOf sorts a call's or a lookup's result.
+func AnswerOf(d ProviderDecision, err error) ProviderAnswer {
+	switch {
+	case err == nil && d == ProviderApproved:
+		return AnswerApproved
+	case err == nil && d == ProviderDeclined:
+		return AnswerDeclined
+	case errors.Is(err, ErrProviderRefused):
+		return AnswerRefusedForGood
+	case errors.Is(err, ErrProviderNotCharged):
+		return AnswerNotNow
+	case errors.Is(err, ErrNoProviderCharge):
+		return AnswerHoldsNothing
+	default:
+		return AnswerUnknown
+	}
+}
+
+// Settlement is how a provider call ended, for phase 3 to record.
+type Settlement string
+
+const (
+	// SettledApproved: the provider carried the command out.
+	SettledApproved Settlement = "APPROVED"
+	// SettledDeclined: the provider decided, and declined.
+	SettledDeclined Settlement = "DECLINED"
+	// SettledFailed: the provider refused for good and holds nothing under
+	// the provider key: nothing happened, and asking again changes nothing.
+	SettledFailed Settlement = "FAILED"
+)
+
+// Status is the final status a settlement records on the command's
+// reservation: a payment and a refund end in the same statuses.
+func (s Settlement) Status() domain.PaymentStatus {
+	switch s {
+	case SettledDeclined:
+		return domain.PaymentDeclined
+	case SettledFailed:
+		return domain.PaymentFailed
+	default:
+		return domain.PaymentSucceeded
+	}
+}
+
+// settlementOf is the settlement a decision records.
+func settlementOf(a ProviderAnswer) Settlement {
+	if a == AnswerDeclined {
+		return SettledDeclined
+	}
+	return SettledApproved
+}
+
+// Action is what the core does next with a call's answer.
+type Action int
+
+const (
+	// RecordSettlement: phase 3 records the verdict's settlement.
+	RecordSettlement Action = iota + 1
+	// ReleaseKey gives the key and the reservation back: the provider did
+	// not act, and no earlier request used the reservation's provider key,
+	// so nothing can have happened. The client may retry with the same key.
+	ReleaseKey
+	// LookUpKey asks the provider what it holds under the key: the call was
+	// refused, and an earlier attempt may have reached the provider.
+	LookUpKey
+	// WaitForEarlier waits until no earlier attempt's request can still
+	// reach the provider, then looks up again: the provider holds nothing
+	// now, but a request sent before this attempt's claim may still land.
+	WaitForEarlier
+	// KeepUnknown keeps everything (the claim, the PENDING reservation)
+	// and ends the lock early: the outcome is unknown, and the retry or
+	// the completer asks the provider again with the same key.
+	KeepUnknown
+)
+
+var actionNames = [...]string{"", "record", "release", "look up", "wait", "keep unknown"}
+
+// String names the action as the outcome table does.
+func (a Action) String() string {
+	if a > 0 && int(a) < len(actionNames) {
+		return actionNames[a]
+	}
+	return fmt.Sprintf("Action(%d)", int(a))
+}
+
+// Verdict is the outcome model's answer.
+type Verdict struct {
+	// Action is what to do.
+	Action Action
+	// Settlement is what RecordSettlement records.
+	Settlement Settlement
+}
+
+// CallAnswers is what is known about a provider call when the outcome
+// model is asked.
+type CallAnswers struct {
+	// Call is the call's answer.
+	Call ProviderAnswer
+	// Resumed: the reservation was taken over from an earlier attempt,
+	// which may have sent it to the provider. A fresh reservation was made
+	// by this attempt, so no earlier request used its provider key.
+	Resumed bool
+	// Lookup is the lookup's answer, AnswerNotAsked until it is made.
+	Lookup ProviderAnswer
+	// EarlierMayLand: an earlier attempt's request may still reach the
+	// provider (less than the provider's request bound has passed since
+	// this attempt's claim).
+	EarlierMayLand bool
+}
+
+// Settle is the outcome model. A decision is recorded. A refusal speaks
+// for its request only: for a fresh reservation it is the whole truth
+// (refused for good: FAILED; not now: give the key back); for a resumed
+// one the provider's record under the key settles it, and "nothing" after
+// a refusal for good is FAILED only once no earlier request can still
+// land. Everything else is unknown, and an unknown outcome never deletes
+// anything.
+func Settle(a CallAnswers) Verdict {
+	switch a.Call {
+	case AnswerApproved, AnswerDeclined:
+		return Verdict{Action: RecordSettlement, Settlement: settlementOf(a.Call)}
+	case AnswerRefusedForGood, AnswerNotNow:
+		// Below.
+	default:
+		return Verdict{Action: KeepUnknown}
+	}
+	switch {
+	case !a.Resumed && a.Call == AnswerRefusedForGood:
+		return Verdict{Action: RecordSettlement, Settlement: SettledFailed}
+	case !a.Resumed:
+		return Verdict{Action: ReleaseKey}
+	}
+	switch a.Lookup {
+	case AnswerNotAsked:
+		return Verdict{Action: LookUpKey}
+	case AnswerApproved, AnswerDeclined:
+		return Verdict{Action: RecordSettlement, Settlement: settlementOf(a.Lookup)}
+	case AnswerHoldsNothing:
+		switch {
+		case a.Call != AnswerRefusedForGood:
+			return Verdict{Action: KeepUnknown}
+		case a.EarlierMayLand:
+			return Verdict{Action: WaitForEarlier}
+		default:
+			return Verdict{Action: RecordSettlement, Settlement: SettledFailed}
+		}
+	default:
+		return Verdict{Action: KeepUnknown}
+	}
+}

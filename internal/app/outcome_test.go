@@ -1,0 +1,126 @@
+package app_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/example/payment-service/internal/app"
+)
+
+// The outcome table of docs/design.md, row by row (docs/outcome_test.go
+// checks that the page states the same rows).
+func TestSettleFollowsTheOutcomeTable(t *testing.T) {
+	t.Parallel()
+	record := func(s app.Settlement) app.Verdict { return app.Verdict{Action: app.RecordSettlement, Settlement: s} }
+	act := func(a app.Action) app.Verdict { return app.Verdict{Action: a} }
+	tests := []struct {
+		answers app.CallAnswers
+		want    app.Verdict
+	}{
+		// A decision is recorded, fresh or resumed.
+		{app.CallAnswers{Call: app.AnswerApproved}, record(app.SettledApproved)},
+		{app.CallAnswers{Call: app.AnswerDeclined}, record(app.SettledDeclined)},
+		{app.CallAnswers{Call: app.AnswerApproved, Resumed: true}, record(app.SettledApproved)},
+		{app.CallAnswers{Call: app.AnswerDeclined, Resumed: true}, record(app.SettledDeclined)},
+		// A refusal of a fresh reservation is the whole truth.
+		{app.CallAnswers{Call: app.AnswerRefusedForGood}, record(app.SettledFailed)},
+		{app.CallAnswers{Call: app.AnswerNotNow}, act(app.ReleaseKey)},
+		// A refusal of a resumed reservation asks the provider's record.
+		{app.CallAnswers{Call: app.AnswerRefusedForGood, Resumed: true}, act(app.LookUpKey)},
+		{app.CallAnswers{Call: app.AnswerNotNow, Resumed: true}, act(app.LookUpKey)},
+		{app.CallAnswers{Call: app.AnswerRefusedForGood, Resumed: true, Lookup: app.AnswerApproved}, record(app.SettledApproved)},
+		{app.CallAnswers{Call: app.AnswerRefusedForGood, Resumed: true, Lookup: app.AnswerDeclined}, record(app.SettledDeclined)},
+		{app.CallAnswers{Call: app.AnswerNotNow, Resumed: true, Lookup: app.AnswerApproved}, record(app.SettledApproved)},
+		{app.CallAnswers{Call: app.AnswerNotNow, Resumed: true, Lookup: app.AnswerDeclined}, record(app.SettledDeclined)},
+		{app.CallAnswers{Call: app.AnswerRefusedForGood, Resumed: true, Lookup: app.AnswerHoldsNothing}, record(app.SettledFailed)},
+		{app.CallAnswers{Call: app.AnswerRefusedForGood, Resumed: true, Lookup: app.AnswerHoldsNothing, EarlierMayLand: true}, act(app.WaitForEarlier)},
+		{app.CallAnswers{Call: app.AnswerNotNow, Resumed: true, Lookup: app.AnswerHoldsNothing}, act(app.KeepUnknown)},
+		{app.CallAnswers{Call: app.AnswerRefusedForGood, Resumed: true, Lookup: app.AnswerUnknown}, act(app.KeepUnknown)},
+		{app.CallAnswers{Call: app.AnswerNotNow, Resumed: true, Lookup: app.AnswerUnknown}, act(app.KeepUnknown)},
+		// Everything else is unknown.
+		{app.CallAnswers{Call: app.AnswerUnknown}, act(app.KeepUnknown)},
+		{app.CallAnswers{Call: app.AnswerUnknown, Resumed: true}, act(app.KeepUnknown)},
+	}
+	for _, tc := range tests {
+		t.Run(describe(tc.answers), func(t *testing.T) {
+			t.Parallel()
+			if got := app.Settle(tc.answers); got != tc.want {
+				t.Errorf("Settle = %v %s, want %v %s", got.Action, got.Settlement, tc.want.Action, tc.want.Settlement)
+			}
+		})
+	}
+}
+
+// Over every combination of answers, the model keeps the rules that make
+// it safe, whichever row a change touches: an unknown outcome never gives
+// the key back; a resumed reservation is never released, and never FAILED
+// while an earlier request may land or before the provider's record was
+// asked; a refusal for now is never FAILED.
+func TestSettleNeverGuesses(t *testing.T) {
+	t.Parallel()
+	answers := []app.ProviderAnswer{app.AnswerNotAsked, app.AnswerApproved, app.AnswerDeclined, app.AnswerRefusedForGood,
+		app.AnswerNotNow, app.AnswerHoldsNothing, app.AnswerUnknown}
+	for _, call := range answers[1:] {
+		for _, lookup := range answers {
+			for _, resumed := range []bool{false, true} {
+				for _, mayLand := range []bool{false, true} {
+					a := app.CallAnswers{Call: call, Resumed: resumed, Lookup: lookup, EarlierMayLand: mayLand}
+					v := app.Settle(a)
+					failed := v.Action == app.RecordSettlement && v.Settlement == app.SettledFailed
+					switch {
+					case v.Action == 0:
+						t.Errorf("%s: no action", describe(a))
+					case call == app.AnswerUnknown && v.Action != app.KeepUnknown:
+						t.Errorf("%s: %v; an unknown call keeps everything", describe(a), v.Action)
+					case resumed && v.Action == app.ReleaseKey:
+						t.Errorf("%s: a resumed reservation released", describe(a))
+					case resumed && failed && (mayLand || lookup != app.AnswerHoldsNothing):
+						t.Errorf("%s: FAILED without the provider's word that nothing is or can be made", describe(a))
+					case call == app.AnswerNotNow && failed:
+						t.Errorf("%s: a refusal for now recorded FAILED", describe(a))
+					case v.Action == app.RecordSettlement && !failed && call != app.AnswerApproved && call != app.AnswerDeclined &&
+						lookup != app.AnswerApproved && lookup != app.AnswerDeclined:
+						t.Errorf("%s: %s recorded with no decision", describe(a), v.Settlement)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestAnswerOfSortsEveryResult(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		decision app.ProviderDecision
+		err      error
+		want     app.ProviderAnswer
+	}{
+		{app.ProviderApproved, nil, app.AnswerApproved},
+		{app.ProviderDeclined, nil, app.AnswerDeclined},
+		{"", fmt.Errorf("422: %w", app.ErrProviderRefused), app.AnswerRefusedForGood},
+		{"", fmt.Errorf("503: %w", app.ErrProviderNotCharged), app.AnswerNotNow},
+		{"", fmt.Errorf("404: %w", app.ErrNoProviderCharge), app.AnswerHoldsNothing},
+		{"", fmt.Errorf("timeout: %w", app.ErrProviderOutcomeUnknown), app.AnswerUnknown},
+		{"", errors.New("an error the adapter did not sort"), app.AnswerUnknown},
+		{"PENDING", nil, app.AnswerUnknown},
+	} {
+		if got := app.AnswerOf(tc.decision, tc.err); got != tc.want {
+			t.Errorf("AnswerOf(%q, %v) = %s, want %s", tc.decision, tc.err, got, tc.want)
+		}
+	}
+}
+
+func describe(a app.CallAnswers) string {
+	s := fmt.Sprintf("call %s", a.Call)
+	if a.Resumed {
+		s += ", resumed"
+	}
+	if a.Lookup != app.AnswerNotAsked {
+		s += ", lookup " + a.Lookup.String()
+	}
+	if a.EarlierMayLand {
+		s += ", earlier may land"
+	}
+	return s
+}

@@ -1,0 +1,116 @@
+package repository
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"gorm.io/gorm"
+
+	"github.com/example/payment-service/internal/app"
+	"github.com/example/payment-service/internal/domain"
+)
+
+// Refunds runs a refund's clauses alone, without a key, so that the tests
+// prove what each clause does on its own. The service composes them into
+// its phases (refunds.go).
+type Refunds struct {
+	db *gorm.DB
+}
+
+// NewRefunds returns the refund's clauses alone over db.
+func NewRefunds(db *gorm.DB) *Refunds { return &Refunds{db: db} }
+
+// InTransaction returns the repositories over tx, a transaction the test
+// holds open, as Transactor.Transact hands them to its callback.
+func InTransaction(tx *gorm.DB) app.Repos {
+	return repos(conn{db: tx, outbox: OutboxConfig{PaymentEventsTopic: DefaultPaymentEventsTopic}, inTx: true})
+}
+
+// ReservePayment runs phase 1's rare-path reservation of a charge alone,
+// without a key.
+func ReservePayment(ctx context.Context, db *gorm.DB, client domain.ClientID, c domain.Charge) (app.ChargeReservation, error) {
+	return reserve(db.WithContext(ctx), client, c)
+}
+
+// ReserveRefund runs reserveRefundSQL.
+func (s *Refunds) ReserveRefund(ctx context.Context, client domain.ClientID, r domain.Refund) (app.RefundReservation, error) {
+	return reserveRefund(ctx, s.db, client, r)
+}
+
+// settleRefundSQL sets a PENDING refund's final status and, for DECLINED
+// or FAILED, gives its amount back to the payment's refund total, in one
+// statement: a refund the provider did not make stops counting exactly
+// when it is recorded so. SUCCEEDED keeps its amount reserved for good.
+// The core composes the key's completion and the event with it.
+var settleRefundSQL = `
+WITH` + lockRefundPaymentClause + `,
+` + settleRefundClauses("payment_id IN (SELECT id FROM refund_payment)") + `
+SELECT EXISTS (SELECT 1 FROM settled) AS done,
+       (SELECT status FROM refund WHERE id = @refund) AS status_before`
+
+// releaseRefundAloneSQL gives a PENDING refund's reservation back when the
+// provider did not act on it, for now (the core's GiveBack, in the
+// transaction that releases the key): the row goes, so a retry reserves the
+// external refund anew, and its amount stops counting, in one statement.
+const releaseRefundAloneSQL = `
+WITH` + lockRefundPaymentClause + `,
+-- Only a PENDING refund: a decided one is never undone.
+released AS (
+    DELETE FROM refund
+     WHERE id = @refund AND status = 'PENDING'
+       AND payment_id IN (SELECT id FROM refund_payment)
+ RETURNING payment_id, amount
+),
+given_back AS (
+    UPDATE payment p
+       SET refund_reserved = p.refund_reserved - r.amount
+      FROM released r
+     WHERE p.id = r.payment_id
+ RETURNING p.refund_reserved
+)
+SELECT EXISTS (SELECT 1 FROM released) AS done,
+       (SELECT status FROM refund WHERE id = @refund) AS status_before`
+
+var (
+	settleRefundStmt       = compileNamed(settleRefundSQL)
+	releaseRefundAloneStmt = compileNamed(releaseRefundAloneSQL)
+)
+
+// SettleRefund records the provider's final decision on a PENDING refund
+// (see settleRefundSQL). It returns an error, and changes nothing, if the
+// refund is not PENDING or status is not final.
+func (s *Refunds) SettleRefund(ctx context.Context, id domain.RefundID, status domain.RefundStatus) error {
+	if !status.Final() {
+		return fmt.Errorf("settle refund %d: %s is not a final status", id, status)
+	}
+	return s.onPending(ctx, settleRefundStmt, "settle refund", id, map[string]any{"refund": int64(id), "status": string(status)})
+}
+
+// ReleaseRefund deletes a PENDING refund and gives its amount back
+// (releaseRefundAloneSQL): the release's refund clauses without the key.
+func (s *Refunds) ReleaseRefund(ctx context.Context, id domain.RefundID) error {
+	return s.onPending(ctx, releaseRefundAloneStmt, "release refund", id, map[string]any{"refund": int64(id)})
+}
+
+// onPending runs a statement that acts on PENDING refund id only, and
+// answers done and the refund's status before it.
+func (s *Refunds) onPending(ctx context.Context, q namedSQL, what string, id domain.RefundID, values map[string]any) error {
+	row, err := queryRow(ctx, s.db, q, values)
+	if err != nil {
+		return err
+	}
+	var done bool
+	var before sql.NullString
+	if err := row.Scan(&done, &before); err != nil {
+		return mapError(fmt.Errorf("%s %d: %w", what, id, err))
+	}
+	switch {
+	case done:
+		return nil
+	case !before.Valid:
+		return fmt.Errorf("%s %d: no such refund", what, id)
+	default:
+		return fmt.Errorf("%s %d: it is %s, not PENDING", what, id, before.String)
+	}
+}
