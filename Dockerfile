@@ -26,7 +26,7 @@ ENTRYPOINT ["/usr/local/bin/sandbox-provider"]
 CMD ["serve"]
 
 # The demo client (cmd/payment-demo). Compose runs it once as seed-orders
-# (`payment-demo -seed-orders`): it publishes the README tour's orders.
+# (`payment-demo -seed-orders`): it publishes the tour's orders (docs/tour.md).
 FROM gcr.io/distroless/static-debian12:nonroot AS payment-demo
 COPY --from=build /out/payment-demo /usr/local/bin/payment-demo
 USER nonroot:nonroot

@@ -5,7 +5,7 @@
 # CA certificates), the host's Go toolchain copied in, a clone of this
 # repository, entered with chroot (which shares the host's loopback; nothing
 # else is needed):
-#   1. as a normal user, `make dev` serves the README tour's first charge
+#   1. as a normal user, `make dev` serves the tour's first charge
 #      (201) and stops cleanly on Ctrl-C (SIGINT, exit 0);
 #   2. as root, `make test` passes: scripts/install-test-packages.sh installs
 #      Chromium and gcc from Debian's packages, PostgreSQL comes downloaded

@@ -17,7 +17,7 @@
 //	KAFKA_BROKERS  default 127.0.0.1:9092 (the dev stack's and compose's host listener)
 //	PROVIDER_URL   default http://127.0.0.1:8081 (the sandbox provider, for its ledger)
 //
-// With -seed-orders it only publishes the README tour's orders (1001,
+// With -seed-orders it only publishes the tour's orders (docs/tour.md: 1001,
 // 1002, 1003) as OrderCreated.v1 events to order.events, once the topic
 // exists, and exits: docker compose runs it so, as the one-shot service
 // seed-orders (`make dev` writes the same orders into its database). The
@@ -54,7 +54,7 @@ const orderEventsTopic = "order.events"
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	seedOrders := flag.Bool("seed-orders", false, "only publish the README tour's orders as OrderCreated.v1 events, once order.events exists, and exit")
+	seedOrders := flag.Bool("seed-orders", false, "only publish the tour's orders (docs/tour.md) as OrderCreated.v1 events, once order.events exists, and exit")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()

@@ -9,7 +9,7 @@
 // broker. Ctrl-C stops everything and removes the data. It is what `make
 // dev` runs; it is not the production binary, which does not link kfake.
 //
-// Any variable the service reads (README.md) can still be set to override
+// Any variable the service reads (docs/operations.md) can still be set to override
 // the dev defaults, except DATABASE_URL, which always points at the
 // throwaway cluster. With KAFKA_BROKERS set, no broker is started and the
 // service uses those brokers; with SANDBOX_PROVIDER_URL set, no provider is
@@ -186,7 +186,7 @@ func webhooksFor(addr string) webhooks {
 	return w
 }
 
-// seed writes the README tour's orders (internal/demoorders) into
+// seed writes the tour's orders (docs/tour.md, internal/demoorders) into
 // order_projection, so a newcomer can charge one at once; compose, which
 // has no such shortcut, publishes them as events instead.
 func seed(ctx context.Context, dsn string) error {

@@ -55,7 +55,7 @@ func TestWebhooksFor(t *testing.T) {
 	}
 }
 
-// The README tour's lost answer, on the stack `make dev` runs (run, with
+// The tour's lost answer (docs/tour.md, step 5), on the stack `make dev` runs (run, with
 // its webhooks wired as make dev wires them): the provider charges and
 // drops the connection, the service answers 503 outcome-unknown (or
 // already 201, when the webhook came first), and within a second, before

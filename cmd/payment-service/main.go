@@ -5,7 +5,7 @@
 //	payment-service cleanup               run the retention and completer jobs once
 //	payment-service healthcheck           exit 0 if the local server is ready
 //
-// Configuration comes from the environment; see README.md.
+// Configuration comes from the environment; see docs/operations.md.
 package main
 
 import (

@@ -156,7 +156,7 @@ func readCompose(t *testing.T) composeFile {
 	return compose
 }
 
-// The README's tour charges order 1001 first. `make dev` writes the tour's
+// The tour (docs/tour.md) charges order 1001 first. `make dev` writes the tour's
 // orders into its database; compose has a one-shot service that publishes
 // them as order events (payment-demo -seed-orders, internal/demoorders),
 // run once, after the broker is healthy and kafka-init made the topics, on
@@ -167,7 +167,7 @@ func TestComposeSeedsTheToursOrders(t *testing.T) {
 	compose := readCompose(t)
 	seed, ok := compose.Services["seed-orders"]
 	if !ok {
-		t.Fatal("docker-compose.yml has no seed-orders service: the README tour's first charge is 422 order-not-found on compose")
+		t.Fatal("docker-compose.yml has no seed-orders service: the tour's first charge (docs/tour.md) is 422 order-not-found on compose")
 	}
 	dockerfile, err := os.ReadFile("../../Dockerfile")
 	if err != nil {

@@ -82,8 +82,8 @@ import (
 )
 
 // Config configures a Consumer. Brokers, Topic, DLTTopic and GroupID are
-// required; the rest default as documented (README's configuration table
-// gives the service's defaults).
+// required; the rest default as documented (the configuration table of
+// docs/operations.md gives the service's defaults).
 type Config struct {
 	// Brokers are the bootstrap addresses, host:port.
 	Brokers []string

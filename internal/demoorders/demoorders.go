@@ -1,4 +1,4 @@
-// Package demoorders holds the orders the README's tour charges (1001,
+// Package demoorders holds the orders the tour (docs/tour.md) charges (1001,
 // 1002, 1003) and the OrderCreated.v1 events that announce orders, for the
 // two stacks a newcomer runs: `make dev` (cmd/payment-dev) writes the
 // orders straight into its throwaway database; docker compose runs
@@ -27,7 +27,7 @@ type Order struct {
 	Currency   string
 }
 
-// Tour are the orders the README's tour charges.
+// Tour are the orders the tour (docs/tour.md) charges.
 var Tour = []Order{
 	{1001, 42, "100.50", "RUB"},
 	{1002, 42, "2500.00", "RUB"},

@@ -37,7 +37,7 @@ func chromium(t *testing.T) string {
 // storage, and "Try it out" with that key charges an order through the
 // running service (201, and the payment is in the database). A screenshot goes to the test's temp dir;
 // with DOCS_SCREENSHOT set, also to that path (make docs-screenshot writes
-// docs/api-docs.png, the README's picture, this way).
+// docs/api-docs.png, docs/api.md's picture, this way).
 //
 // Every wait is bounded by the test's two-minute context.
 func TestDocsPageInABrowserChargesAnOrder(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 // only): the payment API does not need the order consumer or the relay to
 // charge, and taking a replica out of rotation because Kafka is unwell
 // would stop payments for no reason. Operators alert on the gauge instead
-// (README, "Operations").
+// (docs/operations.md, "Health and what to alert on").
 func backgroundComponents(reg prometheus.Registerer, c *consumer.Consumer, r *outbox.Relay) []httpapi.Component {
 	var out []httpapi.Component
 	if c != nil {

@@ -90,7 +90,7 @@ const abortGrace = 11 * time.Second
 // drainCharges waits, until ctx (the shutdown's bound) ends, for the charges
 // still running in this process, then aborts the rest and logs their keys:
 // each is left claimed with its reserved payment, for the client's retry
-// once the lock expires or for the completer (README, SHUTDOWN_TIMEOUT). It
+// once the lock expires or for the completer (docs/operations.md, SHUTDOWN_TIMEOUT). It
 // reports whether no charge runs any more, which is when the database pool
 // may close: never under a running charge.
 func (s *Service) drainCharges(ctx context.Context) (poolFree bool) {
