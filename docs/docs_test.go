@@ -112,8 +112,7 @@ func TestRuleMapCheckerCatchesRot(t *testing.T) {
 
 // Every relative link in the README and in docs/ (decision records
 // included) leads to a file that exists, and a link to a heading of a
-// Markdown file to a heading that exists, as the code host names it, or
-// to an anchor the file names with <a id="..."></a>.
+// Markdown file to a heading that exists, as the code host names it.
 func TestRelativeLinksResolve(t *testing.T) {
 	files := []string{"README.md"}
 	err := filepath.WalkDir(filepath.Join(root, "docs"), func(path string, d os.DirEntry, err error) error {
@@ -149,7 +148,7 @@ func TestRelativeLinksResolve(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !slices.Contains(headingAnchors(string(body)), anchor) && !slices.Contains(htmlAnchors(string(body)), anchor) {
+				if !slices.Contains(headingAnchors(string(body)), anchor) {
 					t.Errorf("%s: link %q: no heading with anchor #%s in %s", f, link, anchor, target)
 				}
 			}
@@ -422,19 +421,6 @@ func markdownLinks(text string) []string {
 	text = codeSpan.ReplaceAllString(text, "")
 	var out []string
 	for _, m := range link.FindAllStringSubmatch(text, -1) {
-		out = append(out, m[1])
-	}
-	return out
-}
-
-var htmlAnchor = regexp.MustCompile(`<a (?:id|name)="([^"]+)"></a>`)
-
-// htmlAnchors returns the targets a Markdown text names with an explicit
-// <a id="..."></a> outside fenced code blocks: an anchor kept for links
-// made to a heading that has since been renamed.
-func htmlAnchors(text string) []string {
-	var out []string
-	for _, m := range htmlAnchor.FindAllStringSubmatch(fence.ReplaceAllString(text, ""), -1) {
 		out = append(out, m[1])
 	}
 	return out
