@@ -37,10 +37,15 @@ const (
 	// starts to answer, drops the answer and closes the connection: the
 	// request was processed, the client never learns how.
 	LoseResponses
+	// HoldResponses forwards what the client sends and never delivers the
+	// upstream's answer, nor its end: the connection stays open until the
+	// client gives up, as when the way back is dead. The request was
+	// processed; the client learns nothing until its own timeout.
+	HoldResponses
 )
 
 func (m Mode) String() string {
-	return [...]string{"pass", "refuse", "reset", "blackhole", "lose-responses"}[m]
+	return [...]string{"pass", "refuse", "reset", "blackhole", "lose-responses", "hold-responses"}[m]
 }
 
 // Proxy forwards a loopback TCP port to an upstream address.
@@ -196,26 +201,34 @@ func (p *Proxy) handle(client net.Conn) {
 		return
 	}
 	defer p.untrack(l)
-	done := make(chan struct{}, 2)
-	go func() { p.pipe(server, client, false); done <- struct{}{} }()
-	go func() { p.pipe(client, server, true); done <- struct{}{} }()
+	done, stop := make(chan struct{}, 2), make(chan struct{})
+	go func() { p.pipe(server, client, false, stop); done <- struct{}{} }()
+	go func() { p.pipe(client, server, true, stop); done <- struct{}{} }()
 	<-done
 	// One side ended: end both, so the other copy returns too.
+	close(stop)
 	_ = client.Close()
 	_ = server.Close()
 	<-done
 }
 
 // pipe copies src to dst. toClient marks the upstream-to-client direction,
-// the one LoseResponses drops.
-func (p *Proxy) pipe(dst, src net.Conn, toClient bool) {
+// the one LoseResponses drops and HoldResponses holds until stop.
+func (p *Proxy) pipe(dst, src net.Conn, toClient bool, stop <-chan struct{}) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		p.mu.Lock()
+		mode, delay := p.mode, p.delay
+		p.mu.Unlock()
+		if toClient && mode == HoldResponses {
+			if err != nil {
+				<-stop // the upstream is done; the client is not told
+				return
+			}
+			continue
+		}
 		if n > 0 {
-			p.mu.Lock()
-			mode, delay := p.mode, p.delay
-			p.mu.Unlock()
 			if toClient && mode == LoseResponses {
 				// The upstream has answered: the request was processed.
 				// Lose the answer and the connection with it.

@@ -92,6 +92,11 @@ func TestModes(t *testing.T) {
 			return errors.As(err, &ne) && ne.Timeout()
 		}},
 		{faultproxy.LoseResponses, false, 1, func(err error) bool { return err != nil }},
+		// Processed, and the client waits until its own timeout.
+		{faultproxy.HoldResponses, false, 1, func(err error) bool {
+			var ne net.Error
+			return errors.As(err, &ne) && ne.Timeout()
+		}},
 		{faultproxy.Pass, true, 1, nil}, // back to normal on the same address
 	}
 	for _, tc := range tests {
