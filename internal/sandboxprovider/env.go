@@ -13,6 +13,7 @@ import (
 //
 //	SANDBOX_LATENCY      processing time of a new charge (default 0)
 //	SANDBOX_SLOW_DELAY   how late slow_ answers come (default 15s)
+//	SANDBOX_MAX_REQUEST_AGE  refuse requests older than this (default 10s; the service's PROVIDER_MAX_REQUEST_AGE)
 //	SANDBOX_FAULT_RATES  random faults for other references, e.g. "drop=0.05,bad_gateway=0.02"
 //	SANDBOX_FAULT_SEED   seed of the random faults, the webhooks' too (default 1)
 //
@@ -39,6 +40,10 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	cfg.Latency = duration("SANDBOX_LATENCY", 10*time.Minute)
 	cfg.SlowDelay = duration("SANDBOX_SLOW_DELAY", 10*time.Minute)
+	cfg.MaxRequestAge = 10 * time.Second
+	if getenv("SANDBOX_MAX_REQUEST_AGE") != "" {
+		cfg.MaxRequestAge = duration("SANDBOX_MAX_REQUEST_AGE", time.Hour)
+	}
 	cfg.Seed = 1
 	if v := getenv("SANDBOX_FAULT_SEED"); v != "" {
 		seed, err := strconv.ParseUint(v, 10, 64)

@@ -49,6 +49,7 @@
 //	slow_...     charges, then answers after Config.SlowDelay (longer than a client waits)
 //	busy_...     refuses as "in progress" without charging
 //	refuse_...   422 invalid_request before charging ("charged": false), every time
+//	refuseonce_...  refuse_ for the first request only; later ones are processed
 //	busyrefuse_...  busy_ for the first request, then refuse_ for every later one
 //	droprefuse_...  drop_ for the first request, then refuse_ for every later one
 //
@@ -59,7 +60,19 @@
 // setting), as real providers do, so it refuses a retry even when the key
 // has a charge. The last two make the case the service must not get wrong:
 // a retry refused for good says nothing about the first attempt, and only
-// the lookup by key does. Random faults hit any request, replays included. The ledger is the
+// the lookup by key does. refuseonce_ is a refusal that speaks for its own
+// request only (a rule that changed, a limit that passed): a request sent
+// earlier and still on its way is processed when it lands.
+//
+// # The request bound
+//
+// A request that carries the header Request-Sent-At (RFC 3339, set by
+// internal/provider/sandbox) and arrives more than Config.MaxRequestAge
+// after it, is refused before anything else, with 503 request_expired and
+// "charged": false: the provider acts on a request only within that bound
+// of its sending, so a request held on its way (a congested link, a
+// stalled proxy) can never land late. The service relies on it
+// (PROVIDER_MAX_REQUEST_AGE) before it calls a resumed charge FAILED. Random faults hit any request, replays included. The ledger is the
 // ground truth of what was charged and refunded, for tests in the same
 // process and, over HTTP, in others.
 //
@@ -154,6 +167,7 @@ var prefixes = []struct {
 	{"slow_", FaultSlow, FaultNone},
 	{"busy_", FaultBusy, FaultNone},
 	{"refuse_", FaultRefused, FaultRefused},
+	{"refuseonce_", FaultRefused, FaultNone},
 	{"busyrefuse_", FaultBusy, FaultRefused},
 	{"droprefuse_", FaultDrop, FaultRefused},
 }
@@ -169,6 +183,9 @@ type Config struct {
 	Latency time.Duration
 	// SlowDelay is how late a FaultSlow answer comes; zero means 15 s.
 	SlowDelay time.Duration
+	// MaxRequestAge, when set, refuses a request that arrives more than
+	// this long after its Request-Sent-At (see "The request bound").
+	MaxRequestAge time.Duration
 	// FaultRates gives, per fault, the probability that a request whose
 	// reference has no fault prefix meets that fault. They must sum to at
 	// most 1.
@@ -240,6 +257,7 @@ type KeyCounters struct {
 	Replays            int           `json:"replays"` // a known key answered from the ledger
 	ParamConflicts     int           `json:"paramConflicts"`
 	InProgressRefusals int           `json:"inProgressRefusals"` // a second request while the first was processed
+	Expired            int           `json:"expired"`            // refused as older than MaxRequestAge, before anything else
 	Faults             map[Fault]int `json:"faults"`
 }
 

@@ -225,6 +225,7 @@ func TestPrefixFaults(t *testing.T) {
 		}, true, true},
 		{"busy_1", inProgress, false, true},
 		{"refuse_1", refusedForGood, false, false},
+		{"refuseonce_1", refusedForGood, false, true},
 		{"busyrefuse_1", inProgress, false, false},
 		{"droprefuse_1", func(_ *testing.T, a answer) bool { return a.err != nil }, true, false},
 	}
@@ -254,6 +255,57 @@ func TestPrefixFaults(t *testing.T) {
 						t.Fatalf("succeeded for %s = %d", tc.ref, n)
 					}
 				})
+			}
+		})
+	}
+}
+
+// A request that arrives more than MaxRequestAge after its
+// Request-Sent-At is refused before anything else (503 request_expired,
+// nothing done, counted); a younger one, and one without the header, is
+// processed. Charges and refunds alike.
+func TestRequestsOlderThanTheBoundAreRefused(t *testing.T) {
+	t.Parallel()
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			s := start(t, sandboxprovider.Config{MaxRequestAge: time.Second})
+			prepare(t, s)
+			body := `{"amount":"1.00","currency":"RUB","reference":"pi_aged"}`
+			if k.name == "refunds" {
+				body = `{"charge":"big","amount":"1.00","currency":"RUB","reference":"re_aged"}`
+			}
+			send := func(key string, sentAt string) answer {
+				req, err := http.NewRequest(http.MethodPost, s.URL+k.path, strings.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set("Idempotency-Key", key)
+				req.Header.Set("Content-Type", "application/json")
+				if sentAt != "" {
+					req.Header.Set(sandboxprovider.HeaderRequestSentAt, sentAt)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				return answer{status: resp.StatusCode, body: string(b)}
+			}
+			old := send("aged", time.Now().Add(-2*time.Second).Format(time.RFC3339Nano))
+			typ, done := errorType(t, old)
+			if old.status != http.StatusServiceUnavailable || typ != sandboxprovider.ErrTypeRequestExpired || done == nil || *done {
+				t.Fatalf("a request 2 s old: %+v, want 503 request_expired saying nothing was done", old)
+			}
+			if k.made(s, "aged") || k.counters(s).Expired != 1 {
+				t.Fatalf("after the old request: made %v, expired %d; want nothing made, one counted", k.made(s, "aged"), k.counters(s).Expired)
+			}
+			if a := send("aged", time.Now().Format(time.RFC3339Nano)); a.status != http.StatusOK || !k.made(s, "aged") {
+				t.Fatalf("a fresh request under the key: %+v, want it processed", a)
+			}
+			if a := send("unstamped", ""); a.status != http.StatusOK {
+				t.Fatalf("a request without the header: %+v, want it processed", a)
 			}
 		})
 	}

@@ -43,13 +43,17 @@ const (
 	ErrTypeKeyReused      = "idempotency_key_reused"
 	ErrTypeInProgress     = "idempotency_request_in_progress"
 	ErrTypeUnavailable    = "api_unavailable"
+	ErrTypeRequestExpired = "request_expired"
 	ErrTypeChargeNotFound = "charge_not_found"
 	ErrTypeRefundNotFound = "refund_not_found"
 )
 
 const (
-	headerIdempotencyKey   = "Idempotency-Key"
-	headerReplayed         = "Idempotent-Replayed"
+	headerIdempotencyKey = "Idempotency-Key"
+	headerReplayed       = "Idempotent-Replayed"
+	// HeaderRequestSentAt is when the client sent the request (RFC 3339):
+	// a request older than Config.MaxRequestAge is refused.
+	HeaderRequestSentAt    = "Request-Sent-At"
 	maxKeyOrReferenceBytes = 255
 )
 
@@ -130,6 +134,14 @@ func create[R keyedRequest[R], A any](h *handler, k kind[R, A]) http.HandlerFunc
 			writeError(w, http.StatusBadRequest, ErrTypeInvalidRequest, err.Error(), nil)
 			return
 		}
+		if h.expired(r) {
+			h.p.mu.Lock()
+			k.book(h.p).counts.Expired++
+			h.p.mu.Unlock()
+			writeError(w, http.StatusServiceUnavailable, ErrTypeRequestExpired,
+				"the request was sent more than "+h.p.cfg.MaxRequestAge.String()+" ago; nothing was "+k.done, k.nothingDone)
+			return
+		}
 
 		h.p.mu.Lock()
 		adm, fault, answer := k.book(h.p).begin(h.p, key, req)
@@ -182,6 +194,17 @@ func create[R keyedRequest[R], A any](h *handler, k kind[R, A]) http.HandlerFunc
 		}
 		writeJSON(w, http.StatusOK, answer)
 	}
+}
+
+// expired reports whether r arrived more than MaxRequestAge after its
+// Request-Sent-At. A request without the header, or with one that does not
+// parse, is not judged by age.
+func (h *handler) expired(r *http.Request) bool {
+	if h.p.cfg.MaxRequestAge <= 0 {
+		return false
+	}
+	sent, err := time.Parse(time.RFC3339Nano, r.Header.Get(HeaderRequestSentAt))
+	return err == nil && h.p.now().Sub(sent) > h.p.cfg.MaxRequestAge
 }
 
 // wait sleeps for d, or until the server stops or cancel is closed.

@@ -191,6 +191,11 @@ func (c *Client) create(ctx context.Context, op operation, key string, body any,
 // written to a connection, in full or in part: from then on the provider
 // may have acted on it.
 //
+// Request-Sent-At tells the provider when the request left, so it refuses
+// one that arrives later than its request bound (the service's
+// PROVIDER_MAX_REQUEST_AGE): set before the connection is made, it makes a
+// request look older than it is, never younger.
+//
 // GetBody is cleared on purpose. net/http silently resends a request that
 // failed on a reused keep-alive connection when it considers the request
 // replayable, and a POST carrying an Idempotency-Key header with a
@@ -208,6 +213,7 @@ func newRequest(ctx context.Context, target, key string, body []byte, sent *atom
 	r.GetBody = nil
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("Idempotency-Key", key)
+	r.Header.Set("Request-Sent-At", time.Now().UTC().Format(time.RFC3339Nano))
 	return r, nil
 }
 
