@@ -181,7 +181,7 @@ func TestKilledProcessIsCompletedByRetryAfterLockExpiry(t *testing.T) {
 	t.Parallel()
 	dsn, pool := setup(t)
 	provider := startProvider(t, sandboxprovider.Config{Latency: 2 * time.Second})
-	env := []string{"IDEMPOTENCY_LOCK_TIMEOUT=3s", "PROVIDER_TIMEOUT=1500ms"}
+	env := []string{"IDEMPOTENCY_LOCK_TIMEOUT=3s", "PROVIDER_TIMEOUT=1500ms", "PROVIDER_MAX_REQUEST_AGE=1s"}
 
 	first := start(t, dsn, provider, env...)
 	go func() { _, _, _ = charge(first, "kill-key") }() // never answered: the process dies

@@ -48,6 +48,7 @@ func TestLoadRejectsBadValuesNamingTheVariable(t *testing.T) {
 		{"provider URL without scheme", map[string]string{"SANDBOX_PROVIDER_URL": "127.0.0.1:8081"}, "SANDBOX_PROVIDER_URL"},
 		{"provider call outlives half the lock", map[string]string{"PROVIDER_TIMEOUT": "16s"}, "PROVIDER_TIMEOUT"},
 		{"connect longer than the call", map[string]string{"PROVIDER_TIMEOUT": "1s", "PROVIDER_CONNECT_TIMEOUT": "2s"}, "PROVIDER_CONNECT_TIMEOUT"},
+		{"request bound outlasts what the lock leaves", map[string]string{"PROVIDER_MAX_REQUEST_AGE": "21s"}, "PROVIDER_MAX_REQUEST_AGE"},
 		{"bad level", map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL"},
 		{"bad pool", map[string]string{"DATABASE_MAX_CONNS": "0"}, "DATABASE_MAX_CONNS"},
 	})

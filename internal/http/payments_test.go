@@ -349,7 +349,7 @@ func TestExternalPaymentConflictRevealsNothingOfTheOtherClient(t *testing.T) {
 // completes the same payment with one charge.
 func TestRetryAfterCrashTakesOverExpiredLock(t *testing.T) {
 	t.Parallel()
-	s := startService(t, map[string]string{"IDEMPOTENCY_LOCK_TIMEOUT": "2s", "PROVIDER_TIMEOUT": "1s"})
+	s := startService(t, map[string]string{"IDEMPOTENCY_LOCK_TIMEOUT": "2s", "PROVIDER_TIMEOUT": "1s", "PROVIDER_MAX_REQUEST_AGE": "1s"})
 	s.addOrder(t, 1001, 42, "100.50", "RUB")
 	body := chargeBody(1001, 42, "100.50", "RUB", "pi_crash")
 

@@ -391,7 +391,7 @@ func TestDatabaseLostBetweenProviderCallAndRecord(t *testing.T) {
 	t.Parallel()
 	dsn := testdb.New(t)
 	proxy, proxied := proxyDatabase(t, dsn)
-	s := startServiceWith(t, proxied, map[string]string{"IDEMPOTENCY_LOCK_TIMEOUT": "3s", "PROVIDER_TIMEOUT": "1500ms"},
+	s := startServiceWith(t, proxied, map[string]string{"IDEMPOTENCY_LOCK_TIMEOUT": "3s", "PROVIDER_TIMEOUT": "1500ms", "PROVIDER_MAX_REQUEST_AGE": "1s"},
 		sandboxprovider.Config{Latency: time.Second})
 	direct, err := pgxpool.New(context.Background(), dsn) // the test's own view, around the proxy
 	if err != nil {

@@ -145,7 +145,8 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 		app.WithTracer(tracing.Tracer("github.com/example/payment-service/internal/app")),
 		// A live attempt answers within its call's bound, after which the
 		// record follows at once.
-		app.WithAnswerBound(cfg.ProviderTimeout+time.Second))
+		app.WithAnswerBound(cfg.ProviderTimeout+time.Second),
+		app.WithRequestBound(cfg.ProviderMaxRequestAge))
 	return useCases{
 		tx:            tx,
 		providerNames: names,

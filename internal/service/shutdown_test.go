@@ -79,7 +79,7 @@ func TestShutdownNeverClosesThePoolUnderARunningCharge(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sandbox.Close() })
-	env := map[string]string{"IDEMPOTENCY_LOCK_TIMEOUT": "10s", "PROVIDER_TIMEOUT": "5s"}
+	env := map[string]string{"IDEMPOTENCY_LOCK_TIMEOUT": "10s", "PROVIDER_TIMEOUT": "5s", "PROVIDER_MAX_REQUEST_AGE": "1s"}
 
 	logs := &servicetest.LogBuffer{}
 	first := servicetest.Start(t, servicetest.Options{DSN: dsn, Env: withEnv(env, "SHUTDOWN_TIMEOUT", "1s"), Sandbox: sandbox, Logs: logs})

@@ -52,6 +52,9 @@ type Options struct {
 var BaseEnv = map[string]string{
 	"API_KEYS":                 "demo-client:demo-secret,other-client:other-secret",
 	"IDEMPOTENCY_LOCK_TIMEOUT": "30s",
+	// The provider's request bound, short so that a resumed refusal
+	// settles within a second; the sandbox Start runs has the same one.
+	"PROVIDER_MAX_REQUEST_AGE": "1s",
 	"SHUTDOWN_TIMEOUT":         "10s",
 }
 
@@ -103,24 +106,34 @@ func (b *LogBuffer) String() string {
 // stop cleanly fails the test.
 func Start(t testing.TB, o Options) *Service {
 	t.Helper()
-	provider, closeProvider := o.Sandbox, func() {}
-	if provider == nil {
-		var err error
-		if provider, err = sandboxprovider.Start("127.0.0.1:0", o.Provider); err != nil {
-			t.Fatal(err)
-		}
-		closeProvider = func() { _ = provider.Close() }
-	}
 	vars := map[string]string{
-		"DATABASE_URL":         o.DSN,
-		"HTTP_ADDR":            "127.0.0.1:0",
-		"SANDBOX_PROVIDER_URL": provider.URL,
+		"DATABASE_URL": o.DSN,
+		"HTTP_ADDR":    "127.0.0.1:0",
 	}
 	for k, v := range BaseEnv {
 		vars[k] = v
 	}
 	for k, v := range o.Env {
 		vars[k] = v
+	}
+	provider, closeProvider := o.Sandbox, func() {}
+	if provider == nil {
+		// The provider keeps the request bound the service relies on.
+		if o.Provider.MaxRequestAge == 0 {
+			bound, err := time.ParseDuration(vars["PROVIDER_MAX_REQUEST_AGE"])
+			if err != nil {
+				t.Fatalf("PROVIDER_MAX_REQUEST_AGE: %v", err)
+			}
+			o.Provider.MaxRequestAge = bound
+		}
+		var err error
+		if provider, err = sandboxprovider.Start("127.0.0.1:0", o.Provider); err != nil {
+			t.Fatal(err)
+		}
+		closeProvider = func() { _ = provider.Close() }
+	}
+	if _, set := vars["SANDBOX_PROVIDER_URL"]; !set {
+		vars["SANDBOX_PROVIDER_URL"] = provider.URL
 	}
 	cfg, err := config.Load(func(k string) string { return vars[k] })
 	if err != nil {

@@ -90,6 +90,11 @@ const (
 	// slowDelay makes a slow_ answer come after the service stopped
 	// waiting for it.
 	slowDelay = 800 * time.Millisecond
+	// requestBound is the provider's request bound and the replicas'
+	// PROVIDER_MAX_REQUEST_AGE: the provider refuses a request older than
+	// it, so one the lossy links hold back never lands after a resumed
+	// attempt called its payment FAILED.
+	requestBound = 400 * time.Millisecond
 )
 
 type stackOptions struct {
@@ -172,6 +177,9 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 	if opts.provider.SlowDelay == 0 {
 		opts.provider.SlowDelay = slowDelay
 	}
+	if opts.provider.MaxRequestAge == 0 {
+		opts.provider.MaxRequestAge = requestBound
+	}
 	if opts.webhooks != nil {
 		w := *opts.webhooks
 		w.URL, w.Secret = s.replicas[0].url+"/webhooks/sandbox", webhookSecret
@@ -206,6 +214,7 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 		"SANDBOX_PROVIDER_URL=http://" + s.toProvider.Addr(),
 		"IDEMPOTENCY_LOCK_TIMEOUT=" + lockTimeout.String(),
 		"PROVIDER_TIMEOUT=" + providerTimeout.String(),
+		"PROVIDER_MAX_REQUEST_AGE=" + requestBound.String(),
 		"PROVIDER_CONNECT_TIMEOUT=200ms",
 		"SHUTDOWN_TIMEOUT=2s",
 		// The completer runs every second and takes a claim one second
