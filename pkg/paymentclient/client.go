@@ -34,9 +34,13 @@
 //     for this request and is returned as an error at once; so is 409
 //     refund-exceeds-payment, although the same call may succeed later if
 //     a refund in progress is declined: that is the caller's decision.
-//   - Between attempts it waits a capped exponential backoff with jitter,
-//     and never less than the service's Retry-After. It stops when the
-//     caller's context ends, or after RetryPolicy.MaxAttempts.
+//   - Between attempts it waits what the service's Retry-After says, plus
+//     a random tenth of it so that clients told the same time do not come
+//     back together: the service says a second while another attempt may
+//     answer any moment, and the time until a retry can take the claim
+//     over otherwise. Without a Retry-After (no answer at all) it waits a
+//     capped exponential backoff with jitter. It stops when the caller's
+//     context ends, or after RetryPolicy.MaxAttempts.
 //   - Errors are typed: use errors.Is with the Err* values (ErrDeclined,
 //     ErrKeyReused, ErrOrderAlreadyPaid, ErrRefundExceedsPayment, ...)
 //     and errors.As with *Problem,
@@ -87,8 +91,8 @@ type RetryPolicy struct {
 	// InitialBackoff is the pause after the first failed attempt; it
 	// doubles with each attempt up to MaxBackoff. Zero means 100 ms.
 	InitialBackoff time.Duration
-	// MaxBackoff caps the backoff (not a longer Retry-After, which is
-	// always honoured). Zero means 5 s.
+	// MaxBackoff caps the backoff. A Retry-After, longer or shorter, is
+	// followed instead. Zero means 5 s.
 	MaxBackoff time.Duration
 	// MaxAttempts bounds the attempts; zero means no bound but the
 	// caller's context, which should then have a deadline.
@@ -286,7 +290,10 @@ func (c *Client) do(ctx context.Context, a attempt, out any) (answered, error) {
 		if c.retry.MaxAttempts > 0 && n >= c.retry.MaxAttempts {
 			return answered{}, giveUp
 		}
-		wait := max(c.backoff(n), retryAfter)
+		wait := c.backoff(n)
+		if retryAfter > 0 {
+			wait = retryAfter + c.jitter(retryAfter/10+1)
+		}
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
 			// The next attempt could not start before the caller's
 			// deadline: give up now rather than sleep into it.

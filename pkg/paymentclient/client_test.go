@@ -3,6 +3,7 @@ package paymentclient
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -115,7 +116,8 @@ func newTestClient(t *testing.T, s *script, policy RetryPolicy) (*Client, *[]tim
 }
 
 // What is safe is retried, with the same key and the same body every time,
-// waiting at least Retry-After, until the final answer.
+// waiting what Retry-After says (a backoff when there is none), until the
+// final answer.
 func TestRetriesWhatIsSafeWithTheSameKeyAndBody(t *testing.T) {
 	t.Parallel()
 	for _, op := range operations {
@@ -148,8 +150,8 @@ func testRetriesWhatIsSafe(t *testing.T, path, success string, call func(context
 			t.Fatalf("attempt %d sent %s key %q body %s; want %s with the first attempt's key and body", i+1, s.paths[i], s.keys[i], s.bodies[i], path)
 		}
 	}
-	// Backoff (no jitter: half of 100, 200, 400, 400, 400 ms) or
-	// Retry-After, whichever is longer.
+	// Backoff (no jitter: half of 100 ms) with no answer, Retry-After
+	// after every answer that names one.
 	want := []time.Duration{50 * time.Millisecond, time.Second, 3 * time.Second, 2 * time.Second, 2 * time.Second}
 	if len(*waits) != len(want) {
 		t.Fatalf("waits %v, want %v", *waits, want)
@@ -158,6 +160,28 @@ func testRetriesWhatIsSafe(t *testing.T, path, success string, call func(context
 		if (*waits)[i] != want[i] {
 			t.Fatalf("waits %v, want %v", *waits, want)
 		}
+	}
+}
+
+// The service's Retry-After is followed, not taken as a floor: a second
+// while the attempt holding the key may answer any moment means a second,
+// however long the backoff has grown, so the client learns the answer
+// when it is known.
+func TestFollowsRetryAfterEvenWhenTheBackoffIsLonger(t *testing.T) {
+	t.Parallel()
+	s := &script{replies: []reply{
+		{status: 409, body: problem(409, codeRequestInProgress), retryAfter: 1},
+		{status: 409, body: problem(409, codeRequestInProgress), retryAfter: 1},
+		{status: 503, body: problem(503, codeOutcomeUnknown), retryAfter: 1},
+		{status: 201, body: operations[0].created},
+	}}
+	c, waits := newTestClient(t, s, RetryPolicy{InitialBackoff: 2 * time.Second, MaxBackoff: 8 * time.Second})
+	if _, err := operations[0].call(context.Background(), c, "op-follow"); err != nil {
+		t.Fatal(err)
+	}
+	want := []time.Duration{time.Second, time.Second, time.Second}
+	if fmt.Sprint(*waits) != fmt.Sprint(want) {
+		t.Fatalf("waits %v, want %v: what Retry-After said, not the backoff (1 s, 2 s, 4 s)", *waits, want)
 	}
 }
 
