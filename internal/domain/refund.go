@@ -59,7 +59,7 @@ type Refund struct {
 // NewRefund validates a PENDING refund of amount from payment. The amount
 // must be in the payment's currency and no more than the payment's amount;
 // whether it fits beside the payment's other refunds only the database can
-// say, atomically (the refund total, migration 00015).
+// say, atomically (the payment's refund total).
 func NewRefund(payment Payment, amount Money, external ExternalRefundID) (Refund, error) {
 	switch {
 	case payment.ID <= 0:

@@ -251,7 +251,7 @@ func TestPaymentEventIsPublishedToTheTopic(t *testing.T) {
 }
 
 // Each command's phase 3 wakes the relays after its commit (outbox.Waker,
-// migration 00020): a relay publishes the event now, not at its poll.
+// decision 0027): a relay publishes the event now, not at its poll.
 func TestEachCommandsEventWakesTheRelays(t *testing.T) {
 	t.Parallel()
 	dsn := testdb.New(t)

@@ -132,8 +132,8 @@ func TestLostProviderAnswerIsResolvedByTheRetry(t *testing.T) {
 
 // A refusal that asking again cannot change is a final answer, and for a
 // resumed payment the provider's record under the key, not the refusal,
-// says what it is (issue 21: such a payment used to stay PENDING for ever,
-// its key answering 503 outcome-unknown and its order blocked).
+// says what it is (without it, such a payment stays PENDING for ever, its
+// key answering 503 outcome-unknown and its order blocked).
 //
 //   - refuse_: the first request is refused for good. Nothing can have been
 //     charged under a key no earlier request used: FAILED at once.

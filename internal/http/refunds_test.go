@@ -83,7 +83,7 @@ func TestRefundIsMadeOnceAndReplayed(t *testing.T) {
 	}
 	if got := s.count(t, `SELECT count(*) FROM idempotency_record r JOIN refund f ON f.id = r.refund_id
 		WHERE r.idempotency_key = 'refund-1' AND r.command = 'refund' AND r.status = 'COMPLETED' AND r.payment_id = f.payment_id`); got != 1 {
-		t.Errorf("the key's record is not a completed refund record linked to its refund and its payment (migration 00017)")
+		t.Errorf("the key's record is not a completed refund record linked to its refund and its payment (the record names its refund's payment)")
 	}
 	if got := s.count(t, `SELECT count(*) FROM outbox_event WHERE event_type = 'PaymentRefunded.v1' AND message_key = '501'
 		AND payload->>'externalRefundId' = 'r-1' AND payload->>'amount' = '30.00'`); got != 1 {

@@ -114,7 +114,7 @@ func TestOneChargeIsOneTraceIntoTheEventHeaders(t *testing.T) {
 			continue
 		}
 		// Each database phase has its statements as children: one each, a
-		// round trip atomic without a transaction around it (issue 11).
+		// round trip atomic without a transaction around it (decision 0015).
 		var statements []string
 		for _, child := range inTrace {
 			if child.Parent.SpanID() == sp.SpanContext.SpanID() && attr(child.Attributes, "db.system.name") == "postgresql" {

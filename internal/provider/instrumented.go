@@ -159,7 +159,6 @@ func Instrument(name domain.ProviderName, next app.ChargeProvider, calls *promet
 	return &Instrumented{observer: newObserver(name, calls, opts), next: next}
 }
 
-// Charge implements app.ChargeProvider.
 func (p *Instrumented) Charge(ctx context.Context, req app.ProviderCharge) (app.ProviderDecision, error) {
 	return p.call(ctx, "provider charge", func(ctx context.Context) (app.ProviderDecision, error) {
 		return p.next.Charge(ctx, req)
@@ -188,14 +187,12 @@ func InstrumentRefunds(name domain.ProviderName, next app.RefundProvider, calls 
 	return &InstrumentedRefunds{observer: newObserver(name, calls, opts), next: next}
 }
 
-// Refund implements app.RefundProvider.
 func (p *InstrumentedRefunds) Refund(ctx context.Context, req app.ProviderRefund) (app.ProviderDecision, error) {
 	return p.call(ctx, "provider refund", func(ctx context.Context) (app.ProviderDecision, error) {
 		return p.next.Refund(ctx, req)
 	}, refundCallOutcome)
 }
 
-// LookupRefund implements app.RefundProvider.
 func (p *InstrumentedRefunds) LookupRefund(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
 	return p.call(ctx, "provider lookup refund", func(ctx context.Context) (app.ProviderDecision, error) {
 		return p.next.LookupRefund(ctx, idempotencyKey)

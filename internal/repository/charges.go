@@ -216,7 +216,6 @@ const reserveAttempts = 3
 // tests only, to make the race that the retry loop handles happen.
 var afterReserveConflict func()
 
-// Reserve implements app.ChargeStore.
 func (s *ChargeStore) Reserve(ctx context.Context, k app.KeyClaim, c domain.Charge) (app.ChargeReservation, error) {
 	var res app.ChargeReservation
 	err := s.run(ctx, func(db *gorm.DB) error {
@@ -296,7 +295,6 @@ func (s *ChargeStore) Release(ctx context.Context, k app.KeyClaim, payment domai
 	return s.releaseKey(ctx, releaseChargeStmt, k, map[string]any{"payment": int64(payment)})
 }
 
-// Get implements app.ChargeStore.
 func (s *ChargeStore) Get(ctx context.Context, id domain.PaymentID) (domain.Payment, error) {
 	var row paymentRow
 	err := s.run(ctx, func(db *gorm.DB) error {

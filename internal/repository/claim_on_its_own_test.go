@@ -13,7 +13,7 @@ import (
 	"github.com/example/payment-service/internal/repository"
 )
 
-// Phase 1 on its own (issue 11) commits in one round trip only the usual
+// Phase 1 on its own (decision 0015) commits in one round trip only the usual
 // answer: the key claimed, with a PENDING payment to charge. Every other
 // answer must leave the tables as they were, reservation and claim alike,
 // and say ErrClaimNeedsTransaction, so that the use case runs it again in

@@ -18,7 +18,7 @@ import (
 	"github.com/example/payment-service/internal/testdb"
 )
 
-// The cold start of issue 21 (decision 0017): on a database whose empty
+// The cold start (decision 0017): on a database whose empty
 // tables were analyzed, a connection's first charges run while payment and
 // idempotency_record hold a few rows, and the plans PostgreSQL makes then
 // scan those tables in full. Cached as the generic plan after five

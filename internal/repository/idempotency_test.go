@@ -84,10 +84,10 @@ func addOrder(t testing.TB, db *gorm.DB, order int64, amount string) {
 	}
 }
 
-// The claim is one atomic statement, in a transaction or on its own (issue
-// 11): of many concurrent charges with one key and one command, exactly one
-// claims the key and reserves the payment; every other sees the key held,
-// or on its own rolls back.
+// The claim is one atomic statement, in a transaction or on its own: of
+// many concurrent charges with one key and one command, exactly one claims
+// the key and reserves the payment; every other sees the key held, or on
+// its own rolls back.
 func TestClaimIsAtomicUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	for _, way := range []struct {
@@ -179,8 +179,9 @@ func TestClaimAndReserveStatement(t *testing.T) {
 		charge domain.Charge
 		check  func(t *testing.T, res app.ChargeClaimed)
 	}{
-		// Without the default that releases before migration 00013 rely on
-		// (the contract step drops it), as the claim must work then.
+		// Without the command column's default, which releases older than
+		// the column rely on (the contract step drops it), as the claim
+		// must work then.
 		{name: "new key, matching order: claimed and reserved, linked", before: `ALTER TABLE idempotency_record ALTER COLUMN command DROP DEFAULT`, key: "k1", hash: "h1", token: first, charge: newCharge(t, 1, "10.00", "e1"),
 			check: func(t *testing.T, res app.ChargeClaimed) {
 				if !res.Claimed || !res.Reserved || !res.OrderMatches || res.Payment == nil || res.Payment.Status != domain.PaymentPending {
@@ -191,7 +192,7 @@ func TestClaimAndReserveStatement(t *testing.T) {
 					t.Fatal("the claim does not point at its payment")
 				}
 				// The jobs read payment_id as a charge's only in the
-				// charge's records (migration 00013).
+				// charge's records.
 				if n := countRows(t, db, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = 'k1' AND command = ?`, string(app.CommandCharge)); n != 1 {
 					t.Fatalf("the claim does not name its command %q", app.CommandCharge)
 				}

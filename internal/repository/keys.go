@@ -80,7 +80,6 @@ func lookupKey(ctx context.Context, db *gorm.DB, scope app.IdempotencyScope) (ap
 	return rec, true, nil
 }
 
-// Complete implements app.KeyStore.
 func (s *Keys) Complete(ctx context.Context, scope app.IdempotencyScope, token uuid.UUID, resp app.StoredResponse) error {
 	return s.updateOwned(ctx, scope, token, map[string]any{
 		"status":       string(app.RecordCompleted),

@@ -11,7 +11,7 @@ import (
 	"github.com/example/payment-service/internal/app"
 )
 
-// charge_needs_transaction's error (migration 00012), wrapped as the claim
+// charge_needs_transaction's error (SQLSTATE PC001), wrapped as the claim
 // statement wraps it, is ErrClaimNeedsTransaction, and only that code is.
 func TestChargeNeedsTransactionIsErrClaimNeedsTransaction(t *testing.T) {
 	t.Parallel()

@@ -40,7 +40,6 @@ SELECT id, $2 FROM unnest($1::uuid[]) WITH ORDINALITY AS t (id, n) ORDER BY n
 ON CONFLICT (event_id, consumer_name) DO NOTHING
 RETURNING event_id`
 
-// MarkProcessed implements app.ProcessedEvents.
 func (s *ProcessedEvents) MarkProcessed(ctx context.Context, consumer string, ids []uuid.UUID) (map[uuid.UUID]bool, error) {
 	fresh := make(map[uuid.UUID]bool, len(ids))
 	if len(ids) == 0 {
@@ -93,7 +92,6 @@ ON CONFLICT (order_id) DO UPDATE SET
  WHERE p.last_event_at IS NULL
     OR (p.last_event_at, p.last_event_id) < (EXCLUDED.last_event_at, EXCLUDED.last_event_id)`
 
-// UpsertNewer implements app.OrderStore.
 func (s *OrderStore) UpsertNewer(ctx context.Context, events []app.OrderCreated) (int, error) {
 	if len(events) == 0 {
 		return 0, nil
@@ -132,7 +130,6 @@ const visibleToClientSQL = `EXISTS (
      WHERE p.order_id = order_projection.order_id
        AND p.client_id = ?)`
 
-// GetVisibleTo implements app.OrderStore.
 func (s *OrderStore) GetVisibleTo(ctx context.Context, id domain.OrderID, client domain.ClientID) (app.OrderProjection, error) {
 	var row orderProjectionRow
 	err := s.run(ctx, func(db *gorm.DB) (err error) {

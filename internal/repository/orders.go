@@ -53,7 +53,6 @@ func (row orderProjectionRow) toDomain() (domain.Order, error) {
 	return domain.NewOrder(domain.OrderID(row.OrderID), domain.CustomerID(row.CustomerID), total)
 }
 
-// Get implements app.OrderStore.
 func (s *OrderStore) Get(ctx context.Context, id domain.OrderID) (domain.Order, error) {
 	var row orderProjectionRow
 	err := s.run(ctx, func(db *gorm.DB) (err error) {

@@ -41,10 +41,7 @@ func NewOutboxRelayStore(dsn string) *OutboxRelayStore {
 // row's own topic, so two relays configured with different topics (a
 // rolling rename) must still exclude each other. The bigint key space is
 // shared with goose's migration lock (a fixed constant), which a 64-bit hash
-// of our own name does not meet. (Until issue 10 the key was derived from
-// the configured topic; during the rollout of that change an old and a new
-// leader can both publish, which costs duplicates with the same eventIds,
-// never a lost event.)
+// of our own name does not meet.
 func relayLockKey() int64 {
 	h := fnv.New64a()
 	h.Write([]byte("payment-service/outbox-relay"))
@@ -52,7 +49,7 @@ func relayLockKey() int64 {
 }
 
 // notifyChannel is the channel the relay LISTENs on and writers' wakes
-// are sent to (before migration 00020, outbox_event's trigger sent them).
+// are sent to, after the writers' commits (decision 0027).
 const notifyChannel = "outbox_event"
 
 // notifyOutboxSQL is one wake (outbox.Waker). A transaction that notifies
@@ -148,8 +145,8 @@ type outboxSession struct {
 
 // pendingSQL reads the oldest unpublished rows of every topic: a row is
 // published to the topic it was written for, so a changed
-// PAYMENT_EVENTS_TOPIC strands nothing (the relay used to read only the
-// configured topic's rows). The partial index of migration 00008 serves it.
+// PAYMENT_EVENTS_TOPIC strands nothing. The partial index
+// ix_outbox_event_unpublished serves it.
 const pendingSQL = `
 SELECT id, event_id, topic, event_type, message_key, payload::text,
        (extract(epoch FROM clock_timestamp() - created_at) * 1000000)::bigint,
@@ -159,7 +156,6 @@ SELECT id, event_id, topic, event_type, message_key, payload::text,
  ORDER BY id
  LIMIT $1`
 
-// Pending implements outbox.Session.
 func (s *outboxSession) Pending(ctx context.Context, limit int) ([]outbox.Event, error) {
 	rows, err := s.conn.Query(ctx, pendingSQL, limit)
 	if err != nil {
@@ -191,7 +187,6 @@ func (s *outboxSession) Pending(ctx context.Context, limit int) ([]outbox.Event,
 	return events, mapError(rows.Err())
 }
 
-// MarkPublished implements outbox.Session.
 func (s *outboxSession) MarkPublished(ctx context.Context, ids []int64) error {
 	_, err := s.conn.Exec(ctx,
 		`UPDATE outbox_event SET published_at = now() WHERE id = ANY($1) AND published_at IS NULL`, ids)

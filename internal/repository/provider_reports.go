@@ -80,7 +80,6 @@ func (c reportedClaim) record() *app.IdempotencyRecord {
 	}
 }
 
-// Charge implements app.ProviderReports.
 func (s *ProviderReports) Charge(ctx context.Context, provider domain.ProviderName, external domain.ExternalPaymentID) (app.ReportedCharge, bool, error) {
 	row, err := queryRow(ctx, s.db, reportedChargeSQL, map[string]any{"provider": string(provider), "external": string(external)})
 	if err != nil {
@@ -105,7 +104,6 @@ func (s *ProviderReports) Charge(ctx context.Context, provider domain.ProviderNa
 	return rep, true, nil
 }
 
-// Refund implements app.ProviderReports.
 func (s *ProviderReports) Refund(ctx context.Context, provider domain.ProviderName, external domain.ExternalRefundID) (app.ReportedRefund, bool, error) {
 	row, err := queryRow(ctx, s.db, reportedRefundSQL, map[string]any{"provider": string(provider), "external": string(external)})
 	if err != nil {
@@ -134,7 +132,6 @@ func (s *ProviderReports) Refund(ctx context.Context, provider domain.ProviderNa
 	return rep, true, nil
 }
 
-// KeepContradiction implements app.ProviderReports.
 func (s *ProviderReports) KeepContradiction(ctx context.Context, c app.Contradiction) error {
 	args, err := keepContradictionSQL.args(map[string]any{
 		"consumer":        c.Consumer,

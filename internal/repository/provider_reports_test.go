@@ -36,7 +36,7 @@ func TestProviderReportsFindTheObjectAndItsClaim(t *testing.T) {
 	exec(`INSERT INTO refund (payment_id, client_id, payment_provider, external_refund_id, amount, currency, status)
 		VALUES (?, 'demo-client', 'sandbox', 're_1', 5, 'EUR', 'PENDING')`, int64(settled.ID))
 	refundToken := uuid.New()
-	// A refund's record names its payment too (migration 00017): the
+	// A refund's record names its payment too: the
 	// settled charge's event must not take the refund's claim for its own.
 	exec(`INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, refund_id, payment_id)
 		VALUES ('demo-client', 'k-refund', 'refund', 'h3', 'IN_PROGRESS', ?, now(), (SELECT id FROM refund WHERE external_refund_id = 're_1'), ?)`, refundToken, int64(settled.ID))

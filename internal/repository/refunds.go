@@ -401,7 +401,6 @@ func (s *RefundStore) Release(ctx context.Context, k app.KeyClaim, refund domain
 	return s.releaseKey(ctx, releaseRefundStmt, k, map[string]any{"refund": int64(refund)})
 }
 
-// Get implements app.RefundStore.
 func (s *RefundStore) Get(ctx context.Context, id domain.RefundID) (domain.Refund, error) {
 	refunds, err := s.list(ctx, "id = ?", int64(id))
 	if err != nil {
@@ -413,7 +412,6 @@ func (s *RefundStore) Get(ctx context.Context, id domain.RefundID) (domain.Refun
 	return refunds[0], nil
 }
 
-// List implements app.RefundStore.
 func (s *RefundStore) List(ctx context.Context, payment domain.PaymentID) ([]domain.Refund, error) {
 	return s.list(ctx, "payment_id = ?", int64(payment))
 }

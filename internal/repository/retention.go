@@ -27,8 +27,7 @@ var retentionTargets = map[app.RetentionTable]retentionTarget{
 	// R-DIST-IDEM-5: a record is kept for the TTL after it was created. Past
 	// it, a COMPLETED record goes, whatever its command: its outcome is
 	// final, and the TTL is the rule's for every command. An IN_PROGRESS
-	// record goes only if it is a charge's (app.CommandCharge, migration
-	// 00013), its lock has expired by the database clock (the clock the
+	// record goes only if it is a charge's (app.CommandCharge), its lock has expired by the database clock (the clock the
 	// claim uses to grant takeovers) and no payment was reserved: while the
 	// lock is live a request is still working on it, and an expired claim
 	// with a reserved payment is the recovery point the completer needs to
@@ -49,12 +48,12 @@ var retentionTargets = map[app.RetentionTable]retentionTarget{
 	// configuration keeps at least as long as the idempotency TTL.
 	app.TableProcessedEvent: {
 		table: "processed_event",
-		key:   "event_id, consumer_name", // migration 00007: one row per consumer
+		key:   "event_id, consumer_name", // one row per consumer
 		age:   "processed_at",
 	},
 	// The outbox: published_at is NULL until the relay has published the
 	// row, and NULL < cutoff is never true, so an unpublished event is never
-	// deleted. The partial index of migration 00009 holds exactly the
+	// deleted. The partial index ix_outbox_event_published_at holds exactly the
 	// published rows in published_at order, so a batch reads only what it
 	// deletes. The table comes with the outbox migration; until that is
 	// applied the entry is skipped.
@@ -87,7 +86,8 @@ WITH batch AS (
 DELETE FROM %[1]s WHERE (%[2]s) IN (SELECT %[2]s FROM batch)`, t.table, t.key, cond, t.age)
 }
 
-// Retention implements app.Retention and app.AbandonedCharges.
+// Retention is what the jobs delete and resume: the rows past their
+// retention (app.Retention) and the abandoned claims (app.AbandonedCharges).
 type Retention struct {
 	db *gorm.DB
 }
@@ -119,9 +119,9 @@ func (s *Retention) DeleteExpiredBatch(ctx context.Context, table app.RetentionT
 	return int(res.RowsAffected), nil
 }
 
-// ListAbandoned implements app.AbandonedCharges. The partial index of
-// migration 00005 keeps this cheap however many completed records the table
-// holds.
+// ListAbandoned implements app.AbandonedCharges. The partial index
+// ix_idempotency_record_abandoned keeps this cheap however many completed
+// records the table holds.
 // Expiry is judged by the database clock, the clock the claim uses. Records
 // of other commands are filtered out here, not after the LIMIT, so however
 // many of them wait, they never crowd the caller's records out of a page.

@@ -47,7 +47,8 @@ type Config struct {
 	Timeout time.Duration
 }
 
-// Client implements app.ChargeProvider and app.RefundProvider.
+// Client is the sandbox provider's HTTP API as the charge and the refund
+// ports ask for it (app.ChargeProvider, app.RefundProvider).
 type Client struct {
 	charges operation
 	refunds operation
@@ -134,13 +135,11 @@ const (
 // maxAnswerBytes bounds what is read of an answer.
 const maxAnswerBytes = 64 << 10
 
-// Charge implements app.ChargeProvider.
 func (c *Client) Charge(ctx context.Context, req app.ProviderCharge) (app.ProviderDecision, error) {
 	body, want := describe(req.Charge.Amount, string(req.Charge.ExternalPaymentID), "")
 	return c.create(ctx, c.charges, req.IdempotencyKey, body, want)
 }
 
-// Refund implements app.RefundProvider.
 func (c *Client) Refund(ctx context.Context, req app.ProviderRefund) (app.ProviderDecision, error) {
 	fields, want := describe(req.Refund.Amount, string(req.Refund.ExternalRefundID), req.ChargeKey)
 	return c.create(ctx, c.refunds, req.IdempotencyKey, refundRequest{Charge: req.ChargeKey, chargeRequest: fields}, want)
