@@ -111,3 +111,137 @@ func ExternalPaymentOfProviderKey(provider ProviderName, key string) (external E
 	}
 	return ExternalPaymentID(rest), true
 }
+
+// RefundID identifies a refund row.
+type RefundID int64
+
+// ExternalRefundID is the client's id for one refund at the provider; with
+// the provider name it identifies one real refund, as ExternalPaymentID
+// does a payment (the refund's second layer).
+type ExternalRefundID string
+
+// MaxExternalRefundIDLength matches the refund table's CHECK.
+const MaxExternalRefundIDLength = 128
+
+// RefundStatus is where a refund stands: the payment's statuses, with the
+// same meanings for the provider's refund as for its charge.
+//
+//   - PENDING: reserved against its payment, the provider is being called
+//     or its answer is unknown; its amount counts against what may still
+//     be refunded;
+//   - SUCCEEDED: the provider refunded the amount;
+//   - DECLINED: the provider decided the refund, and declined it;
+//   - FAILED: the provider refused the request for good before deciding it
+//     and holds no refund under its key.
+//
+// A DECLINED or FAILED refund's amount is free to be refunded again.
+type RefundStatus = PaymentStatus
+
+// The refund's statuses, by their refund names.
+const (
+	RefundPending   = PaymentPending
+	RefundSucceeded = PaymentSucceeded
+	RefundDeclined  = PaymentDeclined
+	RefundFailed    = PaymentFailed
+)
+
+// Refund is one refund of part or all of a payment, through the provider
+// that charged it.
+type Refund struct {
+	// ID is the refund row's id; zero until it is stored.
+	ID RefundID
+	// PaymentID is the payment refunded.
+	PaymentID PaymentID
+	// Amount is how much to give back, in the payment's currency.
+	Amount Money
+	// Provider is the payment's provider: a refund goes where the money
+	// was taken.
+	Provider ProviderName
+	// ExternalRefundID is the client's id for this refund.
+	ExternalRefundID ExternalRefundID
+	// Status is PENDING until the provider decides.
+	Status RefundStatus
+}
+
+// NewRefund validates a PENDING refund of amount from payment. The amount
+// must be in the payment's currency and no more than the payment's amount;
+// whether it fits beside the payment's other refunds only the database can
+// say, atomically (the payment's refund total).
+func NewRefund(payment Payment, amount Money, external ExternalRefundID) (Refund, error) {
+	switch {
+	case payment.ID <= 0:
+		return Refund{}, fmt.Errorf("%w: a refund needs a stored payment", ErrInvalid)
+	case payment.Charge.Provider == "":
+		return Refund{}, fmt.Errorf("%w: the payment has no provider", ErrInvalid)
+	case amount.Currency() != payment.Charge.Amount.Currency():
+		return Refund{}, fmt.Errorf("%w: currency must be the payment's, %s", ErrInvalid, payment.Charge.Amount.Currency())
+	case amount.Amount().GreaterThan(payment.Charge.Amount.Amount()):
+		return Refund{}, fmt.Errorf("%w: amount must not exceed the payment's, %s", ErrInvalid, payment.Charge.Amount.AmountString())
+	}
+	if err := validExternalRefundID(external); err != nil {
+		return Refund{}, err
+	}
+	return Refund{
+		PaymentID:        payment.ID,
+		Amount:           amount,
+		Provider:         payment.Charge.Provider,
+		ExternalRefundID: external,
+		Status:           RefundPending,
+	}, nil
+}
+
+// validExternalRefundID accepts 1 to MaxExternalRefundIDLength printable
+// ASCII characters, as the API takes an externalPaymentId. ASCII keeps one
+// byte one character, so the column's length CHECK and this agree, and the
+// id travels in the provider's idempotency key, an HTTP header, unharmed.
+func validExternalRefundID(external ExternalRefundID) error {
+	if len(external) == 0 || len(external) > MaxExternalRefundIDLength {
+		return fmt.Errorf("%w: externalRefundId must be 1 to %d characters", ErrInvalid, MaxExternalRefundIDLength)
+	}
+	for i := 0; i < len(external); i++ {
+		if external[i] < 0x20 || external[i] > 0x7e {
+			return fmt.Errorf("%w: externalRefundId must be printable ASCII", ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// IsSameRefund reports whether o describes this very refund: R-DIST-IDEM-4
+// for refunds, a new idempotency key for a known external refund gets the
+// existing refund only when it is the same refund; anything else is a
+// conflict, never a second row.
+func (r Refund) IsSameRefund(o Refund) bool {
+	return r.PaymentID == o.PaymentID &&
+		r.Amount.Equal(o.Amount) &&
+		r.Provider == o.Provider &&
+		r.ExternalRefundID == o.ExternalRefundID
+}
+
+// refundKeyPrefix starts every refund's provider key. A charge's key starts
+// with its provider's name, and provider names are the adapters' own
+// ("sandbox"; the API accepts only configured ones), none of them "refund":
+// so no refund's key equals a charge's, and the two commands can never be
+// answered with each other's result by a provider that keeps one key space
+// for both. Name no provider "refund".
+const refundKeyPrefix = "refund:"
+
+// ProviderIdempotencyKey is the key this service sends to the provider for
+// the refund. Like Charge.ProviderIdempotencyKey it is derived from the
+// business operation (provider + external refund id), not from the client's
+// key, so every attempt at this refund, whatever key it came with, is
+// refunded once.
+func (r Refund) ProviderIdempotencyKey() string {
+	return refundKeyPrefix + string(r.Provider) + ":" + string(r.ExternalRefundID)
+}
+
+// ExternalRefundOfProviderKey is the external refund whose refund at
+// provider has the provider key key (ProviderIdempotencyKey's inverse), as
+// ExternalPaymentOfProviderKey is for a charge. ok is false for a key that
+// is not a refund's at provider.
+func ExternalRefundOfProviderKey(provider ProviderName, key string) (external ExternalRefundID, ok bool) {
+	rest, ok := strings.CutPrefix(key, refundKeyPrefix+string(provider)+":")
+	if !ok || rest == "" {
+		return "", false
+	}
+	return ExternalRefundID(rest), true
+}

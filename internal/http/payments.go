@@ -1,17 +1,8 @@
 package http
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"mime"
 	"net/http"
-	"reflect"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-playground/validator/v10"
@@ -20,11 +11,7 @@ import (
 
 	"github.com/example/payment-service/internal/app"
 	"github.com/example/payment-service/internal/domain"
-	"github.com/example/payment-service/internal/strictjson"
 )
-
-// maxBodyBytes caps a request body; larger is 413.
-const maxBodyBytes = 64 << 10
 
 // chargeOperation is the endpoint's name in the command hash.
 const chargeOperation = "POST /payments"
@@ -97,64 +84,6 @@ func (h *paymentHandlers) chargePayment(c echo.Context) error {
 	return h.respond(c, result, err)
 }
 
-// respond answers a money-moving command: the stored response as it is (a
-// replay says so in Idempotent-Replayed), or the error's problem; the
-// idempotency metrics count what happened.
-func (h *paymentHandlers) respond(c echo.Context, result app.CommandResult, err error) error {
-	var inProgress *app.InProgressError
-	var unknown *app.OutcomeUnknownError
-	switch {
-	case errors.Is(err, app.ErrKeyReused):
-		h.metrics.keyReused.Inc()
-	case errors.As(err, &inProgress):
-		h.metrics.inProgress.Inc()
-	case errors.As(err, &unknown):
-		h.metrics.unknown.Inc()
-	case err == nil && result.Replayed:
-		h.metrics.replays.Inc()
-		c.Response().Header().Set("Idempotent-Replayed", "true")
-	}
-	if err != nil {
-		return err
-	}
-	contentType := echo.MIMEApplicationJSON
-	if result.Response.StatusCode >= 400 {
-		contentType = contentTypeProblem
-		linkProblemDocs(c.Response().Header(), storedProblemCode(result.Response.Body))
-	}
-	return c.Blob(result.Response.StatusCode, contentType, result.Response.Body)
-}
-
-// commandHeaders checks a command's request headers: a JSON body, and the
-// Idempotency-Key, which it returns.
-func commandHeaders(req *http.Request) (string, error) {
-	if err := jsonContent(req); err != nil {
-		return "", err
-	}
-	return idempotencyKey(req.Header)
-}
-
-// jsonContent checks that the request's body is declared application/json.
-func jsonContent(req *http.Request) error {
-	if mediaType, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType)); err != nil || mediaType != echo.MIMEApplicationJSON {
-		return newProblem(http.StatusUnsupportedMediaType, codeUnsupportedMediaType, "Unsupported media type",
-			"Send the body as application/json.")
-	}
-	return nil
-}
-
-// storedProblemCode reads the code of a stored problem (ResponseEncoder
-// wrote it), for its Link; an unreadable body links to the page's top.
-func storedProblemCode(body []byte) string {
-	var p struct {
-		Code string `json:"code"`
-	}
-	if json.Unmarshal(body, &p) != nil {
-		return ""
-	}
-	return p.Code
-}
-
 // getPayment handles GET /payments/:id.
 func (h *paymentHandlers) getPayment(c echo.Context) error {
 	id, err := positiveIDParam(c, "id")
@@ -166,16 +95,6 @@ func (h *paymentHandlers) getPayment(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, toPaymentResponse(p))
-}
-
-// positiveIDParam reads a path parameter that must be a positive int64, or
-// returns the validation problem naming it.
-func positiveIDParam(c echo.Context, name string) (int64, error) {
-	id, err := strconv.ParseInt(c.Param(name), 10, 64)
-	if err != nil || id <= 0 {
-		return 0, validationProblem([]FieldError{{Field: name, Message: "must be a positive integer"}})
-	}
-	return id, nil
 }
 
 // decodeCharge reads, decodes and validates the body into a domain charge.
@@ -197,19 +116,6 @@ func (h *paymentHandlers) decodeCharge(c echo.Context) (domain.Charge, error) {
 		return domain.Charge{}, validationProblem(errs)
 	}
 	return chargeOf(req)
-}
-
-// readBody reads a request body of at most maxBodyBytes.
-func readBody(c echo.Context) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxBodyBytes))
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return nil, payloadTooLarge()
-	}
-	if err != nil {
-		return nil, newProblem(http.StatusBadRequest, codeMalformedJSON, "Malformed JSON", "The body could not be read.")
-	}
-	return body, nil
 }
 
 // decodeWellFormedCharge reads a body that is what a client should send:
@@ -291,39 +197,6 @@ func fieldIndex(name []byte) int {
 	return -1
 }
 
-// decodeReportingEverything is the thorough decoder of a request body into
-// the request struct R (the charge's, for a body that
-// decodeWellFormedCharge did not take; the refund's, for every body): it names every repeated name, every
-// unknown field and every field of the wrong JSON type, together with the
-// validator's findings, in one problem.
-func decodeReportingEverything[R any](h *paymentHandlers, body []byte) (R, error) {
-	// A repeated name is ambiguous: encoding/json keeps the last value, a
-	// gateway or audit log in front of us may keep the first, and the two
-	// would disagree on what was charged. Refused before anything else
-	// reads the body.
-	if dups := strictjson.DuplicateKeys(body); len(dups) > 0 {
-		errs := make([]FieldError, len(dups))
-		for i, path := range dups {
-			errs[i] = FieldError{Field: path, Message: "appears more than once; send each field once"}
-		}
-		return *new(R), validationProblem(errs)
-	}
-
-	var req R
-	var typeErrs []FieldError
-	if err := decodeStrict(body, &req); err != nil {
-		var fde *fieldDecodeErrors
-		if !errors.As(err, &fde) {
-			return *new(R), err
-		}
-		typeErrs = fde.errs
-	}
-	if errs := h.validateFields(&req, typeErrs); len(errs) > 0 {
-		return *new(R), validationProblem(errs)
-	}
-	return req, nil
-}
-
 // chargeOf builds the domain charge from a validated request.
 func chargeOf(req chargeRequest) (domain.Charge, error) {
 	// The validator has checked every field, so these constructors cannot
@@ -343,189 +216,6 @@ func chargeOf(req chargeRequest) (domain.Charge, error) {
 	}
 	return charge, nil
 }
-
-// decodeStrict decodes one JSON object into the struct v points to,
-// field by field, so that every field of the wrong JSON type and every
-// unknown field is reported, not only the first. Syntax errors and trailing
-// data are malformed JSON.
-func decodeStrict(body []byte, v any) error {
-	malformed := func(err error) error {
-		return newProblem(http.StatusBadRequest, codeMalformedJSON, "Malformed JSON",
-			"The body is not a valid JSON object: "+err.Error())
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	var fields map[string]json.RawMessage
-	if err := dec.Decode(&fields); err != nil {
-		return malformed(err)
-	}
-	if dec.More() {
-		return malformed(errors.New("trailing data after the JSON object"))
-	}
-	if fields == nil {
-		return malformed(errors.New("the body must be a JSON object"))
-	}
-
-	target := reflect.ValueOf(v).Elem()
-	byName := map[string]reflect.Value{}
-	for i := 0; i < target.NumField(); i++ {
-		name, _, _ := strings.Cut(target.Type().Field(i).Tag.Get("json"), ",")
-		byName[name] = target.Field(i)
-	}
-	var errs []FieldError
-	for _, name := range sortedKeys(fields) {
-		field, ok := byName[name]
-		if !ok {
-			errs = append(errs, FieldError{Field: name, Message: "unknown field"})
-			continue
-		}
-		if err := json.Unmarshal(fields[name], field.Addr().Interface()); err != nil {
-			errs = append(errs, FieldError{Field: name, Message: "must be " + jsonTypeName(field.Type().Elem())})
-			field.SetZero() // a partly decoded value must not be used
-		}
-	}
-	if len(errs) > 0 {
-		return &fieldDecodeErrors{errs: errs}
-	}
-	return nil
-}
-
-// fieldDecodeErrors carries per-field type errors to be merged with the
-// validator's findings into one problem.
-type fieldDecodeErrors struct{ errs []FieldError }
-
-func (e *fieldDecodeErrors) Error() string { return "invalid fields" }
-
-func sortedKeys(m map[string]json.RawMessage) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-func jsonTypeName(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Int64:
-		return "an integer"
-	default:
-		return "of type " + t.String()
-	}
-}
-
-// validateFields runs the validator and returns every field error, after
-// the decode errors already found (a field with a decode error is not
-// reported twice).
-func (h *paymentHandlers) validateFields(req any, decodeErrs []FieldError) []FieldError {
-	errs := decodeErrs
-	reported := map[string]bool{}
-	for _, e := range decodeErrs {
-		reported[e.Field] = true
-	}
-	var verrs validator.ValidationErrors
-	if err := h.validate.Struct(req); errors.As(err, &verrs) {
-		for _, fe := range verrs {
-			if !reported[fe.Field()] {
-				errs = append(errs, FieldError{Field: fe.Field(), Message: fieldMessage(fe)})
-			}
-		}
-	}
-	return errs
-}
-
-func fieldMessage(fe validator.FieldError) string {
-	switch fe.Tag() {
-	case "required":
-		return "is required"
-	case "gt":
-		return "must be greater than " + fe.Param()
-	case "min", "max":
-		return fmt.Sprintf("must be 1 to %d characters", domain.MaxExternalPaymentIDLength)
-	case "printascii":
-		return "must be printable ASCII"
-	case "iso4217":
-		return "must be an ISO 4217 currency code"
-	case "amount":
-		return fmt.Sprintf("must be a decimal string greater than 0 with at most %d integer and %d fraction digits",
-			domain.MaxIntegerDigits, domain.MaxFractionDigits)
-	case "provider":
-		return "unknown payment provider"
-	default:
-		return "is invalid (" + fe.Tag() + ")"
-	}
-}
-
-// newValidator builds the request validator: JSON field names in errors, a
-// decimal amount rule, and the set of known providers.
-func newValidator(providers []domain.ProviderName) *validator.Validate {
-	v := validator.New(validator.WithRequiredStructEnabled())
-	v.RegisterTagNameFunc(func(f reflect.StructField) string {
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		return name
-	})
-	known := map[string]bool{}
-	for _, p := range providers {
-		known[string(p)] = true
-	}
-	must(v.RegisterValidation("provider", func(fl validator.FieldLevel) bool {
-		return known[fl.Field().String()]
-	}))
-	must(v.RegisterValidation("amount", func(fl validator.FieldLevel) bool {
-		return validAmount(fl.Field().String())
-	}))
-	return v
-}
-
-// validAmount accepts a plain decimal string ("100.50") as the spec's
-// pattern ^[0-9]{1,15}(\.[0-9]{1,4})?$ writes it (no exponent, no sign, no
-// spaces) and a value that domain.NewMoney accepts.
-//
-// The shape is checked on the text first, so no decimal arithmetic ever
-// runs on more than 20 characters: the digit checks of a decimal cost time
-// in the square of its length, and a 10,001-character "0.000...1" cost
-// about 124 ms of CPU per request when it was parsed first
-// (BenchmarkValidAmountWorstCase).
-func validAmount(s string) bool {
-	intPart, frac, hasPoint := strings.Cut(s, ".")
-	if !digitsBetween(intPart, 1, domain.MaxIntegerDigits) ||
-		hasPoint && !digitsBetween(frac, 1, domain.MaxFractionDigits) {
-		return false
-	}
-	d, err := decimal.NewFromString(s)
-	if err != nil {
-		return false
-	}
-	_, err = domain.NewMoney(d, "XXX")
-	return err == nil
-}
-
-// digitsBetween reports whether s is lo to hi ASCII digits.
-func digitsBetween(s string, lo, hi int) bool {
-	if len(s) < lo || len(s) > hi {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-func must(err error) {
-	if err != nil {
-		panic(err)
-	}
-}
-
-// ResponseEncoder renders the commands' outcomes into the exact responses
-// that are stored with the idempotency key and replayed byte for byte
-// (app.ChargeResponses, app.RefundResponses). Bodies hold nothing
-// request-specific (no request id, no time of the reply), so the stored
-// bytes are right for every replay.
-type ResponseEncoder struct{}
 
 // EncodeChargeOutcome renders a charge's outcome.
 func (ResponseEncoder) EncodeChargeOutcome(o app.ChargeOutcome) (app.StoredResponse, error) {
@@ -564,22 +254,3 @@ func (ResponseEncoder) EncodeChargeOutcome(o app.ChargeOutcome) (app.StoredRespo
 	}
 	return storedResponse("charge", status, body)
 }
-
-// errUnknownOutcome: an outcome kind the encoder does not know.
-func errUnknownOutcome(command string, kind int) error {
-	return fmt.Errorf("encode %s outcome: unknown kind %d", command, kind)
-}
-
-// storedResponse renders body as the stored response with status.
-func storedResponse(command string, status int, body any) (app.StoredResponse, error) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return app.StoredResponse{}, fmt.Errorf("encode %s outcome: %w", command, err)
-	}
-	return app.StoredResponse{StatusCode: status, Body: b}, nil
-}
-
-var (
-	_ app.ChargeResponses = ResponseEncoder{}
-	_ app.RefundResponses = ResponseEncoder{}
-)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -166,3 +167,243 @@ func (row idempotencyRecordRow) toApp() app.IdempotencyRecord {
 }
 
 var _ app.KeyStore = (*Keys)(nil)
+
+// The key in every command's statements: its claim, phase 1's
+// usual-answer guard, its fenced completion and release, and the outbox
+// row, as SQL clauses; and the Go that runs phase 3 (recordOutcome) and the
+// release (releaseKey). Each command composes them with its own
+// reservation clauses into one statement at start-up (charges.go,
+// refunds.go), so a phase stays one statement and one round trip.
+// statements/*.sql shows each composed statement whole, as PostgreSQL
+// receives it.
+
+// claimKeyClause is the clause "claimed" for command, whose recovery point
+// is the column recoveryPoint, set from the id of the row its statement's
+// "reserved" clause inserted (which comes first: the key's lock is the last
+// every command takes). It returns the recovery point.
+//
+// Insert-if-absent, never find-then-save (R-DIST-IDEM-3). The record names
+// its command: the jobs read a recovery point only in records of the
+// command whose it is. The DO UPDATE branch is the takeover
+// of a crashed or answer-lost claim: only an IN_PROGRESS record of the same
+// command and command hash whose lock has run out (the hash covers the
+// operation too, but how a command hashes is its own affair; the name is
+// checked as well), and the new lock_token fences the old owner out. A
+// takeover keeps the recovery point it finds.
+//
+// paymentLink, when not empty, also writes the reservation's payment (the
+// column of that name in "reserved") into the record's payment_id, kept on
+// a takeover like the recovery point. A refund names it: a release older
+// than the record's command column reads payment_id NULL on any
+// unfinished record as "a charge that reserved nothing" and deletes it, so
+// during a rolling deploy from one a refund's record must not look like
+// one (docs/decisions/0022). A charge passes "": its payment_id is its
+// recovery point already.
+func claimKeyClause(command app.CommandName, recoveryPoint, paymentLink string) string {
+	var linkColumn, linkValue, linkKept string
+	if paymentLink != "" {
+		linkColumn = ", payment_id"
+		linkValue = ", (SELECT " + paymentLink + " FROM reserved)"
+		linkKept = "\n           payment_id = coalesce(r.payment_id, EXCLUDED.payment_id),"
+	}
+	return strings.NewReplacer("{command}", string(command), "{recovery_point}", recoveryPoint,
+		"{link_column}", linkColumn, "{link_value}", linkValue, "{link_kept}", linkKept).Replace(`claimed AS (
+    INSERT INTO idempotency_record AS r (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, {recovery_point}{link_column})
+    VALUES (@client, @key, '{command}', @hash, 'IN_PROGRESS', @token, clock_timestamp() + @lock_micros * interval '1 microsecond', (SELECT id FROM reserved){link_value})
+        ON CONFLICT (client_id, idempotency_key) DO UPDATE
+       SET lock_token = EXCLUDED.lock_token,
+           locked_until = EXCLUDED.locked_until,
+           {recovery_point} = coalesce(r.{recovery_point}, EXCLUDED.{recovery_point}),{link_kept}
+           updated_at = now()
+     WHERE r.status = 'IN_PROGRESS'
+       AND r.locked_until < clock_timestamp()
+       AND r.command = EXCLUDED.command
+       AND r.command_hash = EXCLUDED.command_hash
+ RETURNING r.{recovery_point}
+)`)
+}
+
+// onlyTheUsualAnswer is phase 1's final WHERE condition: run @atomic (on
+// its own), the statement keeps only a claimed key whose reservation, the
+// row alias reservation, is PENDING and is the claim's recovery point
+// recoveryPoint; any other answer calls charge_needs_transaction() (one
+// function for every command's phase 1), whose error rolls back everything
+// the statement wrote. CASE, because only CASE fixes the
+// order in which SQL evaluates; coalesce, because a missing reservation
+// makes it NULL.
+func onlyTheUsualAnswer(reservation, recoveryPoint string) string {
+	return strings.NewReplacer("{r}", reservation, "{recovery_point}", recoveryPoint).Replace(`CASE WHEN @atomic AND NOT coalesce(
+                 EXISTS (SELECT 1 FROM claimed)
+             AND {r}.status = 'PENDING'
+             AND {r}.id = (SELECT {recovery_point} FROM claimed), false)
+            THEN charge_needs_transaction()
+            ELSE true
+       END`)
+}
+
+// completeKeyClause is the clause "completed": the key completed with the
+// response, fenced by the lock token, only when guard (the reservation is
+// still PENDING) holds. A request whose lock was taken over matches nothing
+// here, and so writes nothing anywhere: every other write of phase 3 hangs
+// on this clause.
+func completeKeyClause(guard string) string {
+	return `completed AS (
+    UPDATE idempotency_record
+       SET status = 'COMPLETED', response = CAST(@response AS json), http_status = @http_status,
+           lock_token = NULL, locked_until = NULL, updated_at = now()
+     WHERE client_id = @client AND idempotency_key = @key
+       AND status = 'IN_PROGRESS' AND lock_token = @token
+       AND ` + guard + `
+ RETURNING 1
+)`
+}
+
+// announceClause is the clause "announced", the outbox row (R-DIST-IDEM-1):
+// one event per decided reservation, one row of from, written with the
+// decision; the relay publishes it after the commit.
+func announceClause(from string) string {
+	return `announced AS (
+    INSERT INTO outbox_event (event_id, topic, message_key, event_type, payload, trace_context)
+    SELECT @event_id, @topic, @message_key, @event_type, CAST(@payload AS json),
+           CAST(NULLIF(@trace_context, '') AS json) -- '': the request was not traced
+      FROM ` + from + `
+ RETURNING 1
+)`
+}
+
+// lockHeldByToken: the token @token still owns the key, as the
+// statement's snapshot sees it.
+const lockHeldByToken = `EXISTS (SELECT 1 FROM idempotency_record
+                WHERE client_id = @client AND idempotency_key = @key
+                  AND status = 'IN_PROGRESS' AND lock_token = @token)`
+
+// recordedAndLockHeld are phase 3's first two answers: the event was
+// appended (so everything was written), and the token still owns the key
+// (if not, ErrLockLost).
+const recordedAndLockHeld = `EXISTS (SELECT 1 FROM announced) AS recorded,
+       ` + lockHeldByToken + ` AS lock_held`
+
+// lockStillHeldStmt asks lockHeldByToken again, in a snapshot of its own:
+// see recordOutcome.
+var lockStillHeldStmt = compileNamed(`SELECT ` + lockHeldByToken)
+
+// releaseKeyClause is the clause "released": the claim deleted, fenced by
+// the lock token, when guard holds; it returns the record's recovery point
+// recoveryPoint. A request whose lock was taken over matches nothing here,
+// and every other write of the release hangs on this clause.
+func releaseKeyClause(recoveryPoint, guard string) string {
+	return `released AS (
+    DELETE FROM idempotency_record
+     WHERE client_id = @client AND idempotency_key = @key
+       AND status = 'IN_PROGRESS' AND lock_token = @token
+       AND ` + guard + `
+ RETURNING ` + recoveryPoint + `
+)`
+}
+
+// releaseKey runs a command's release statement q, which answers whether
+// the clause "released" deleted the claim: app.ErrLockLost when it did not.
+func (c conn) releaseKey(ctx context.Context, q namedSQL, k app.KeyClaim, values map[string]any) error {
+	values["client"] = string(k.Scope.ClientID)
+	values["key"] = k.Scope.Key
+	values["token"] = k.Token
+	return c.run(ctx, func(db *gorm.DB) error {
+		row, err := queryRow(ctx, db, q, values)
+		if err != nil {
+			return err
+		}
+		var released bool
+		if err := row.Scan(&released); err != nil {
+			return fmt.Errorf("release the key: %w", err)
+		}
+		if !released {
+			return app.ErrLockLost
+		}
+		return nil
+	})
+}
+
+// claimValues are the key's parameters of a claim statement; atomic: on
+// the pool, keeping only the usual answer.
+func (c conn) claimValues(k app.KeyClaim, values map[string]any) map[string]any {
+	values["atomic"] = !c.inTx
+	values["client"] = string(k.Scope.ClientID)
+	values["key"] = k.Scope.Key
+	values["hash"] = k.CommandHash
+	values["token"] = k.Token
+	values["lock_micros"] = k.LockFor.Microseconds()
+	return values
+}
+
+// errNotPending: phase 3 wrote nothing although its token owns the key, because
+// the reservation is no longer PENDING.
+var errNotPending = errors.New("the reservation is not PENDING")
+
+// recordOutcome runs a command's phase 3 statement q, built of
+// completeKeyClause, the command's own settling and announceClause, and
+// answering recordedAndLockHeld and the reservation's status. values are the
+// command's own parameters; the key's, the response's and the event row's
+// are added here. It returns nil when everything was written (and tells
+// the outbox's waker, OutboxConfig.wrote), app.ErrLockLost when the token
+// no longer owns the key, and errNotPending with the reservation's status
+// otherwise.
+func (c conn) recordOutcome(ctx context.Context, q namedSQL, scope app.IdempotencyScope, token uuid.UUID,
+	resp app.StoredResponse, ev outboxEventRow, values map[string]any) (string, error) {
+	if err := c.gate.enter(ctx); err != nil {
+		return "", err
+	}
+	defer c.gate.leave()
+	db := c.db
+	values["client"] = string(scope.ClientID)
+	values["key"] = scope.Key
+	values["token"] = token
+	values["response"] = string(resp.Body)
+	values["http_status"] = resp.StatusCode
+	values["event_id"] = ev.EventID
+	values["topic"] = ev.Topic
+	values["message_key"] = ev.MessageKey
+	values["event_type"] = ev.EventType
+	values["payload"] = ev.Payload
+	values["trace_context"] = ptrString(ev.TraceContext)
+	row, err := queryRow(ctx, db, q, values)
+	if err != nil {
+		return "", err
+	}
+	var recorded, lockHeld bool
+	var status sql.NullString
+	if err := row.Scan(&recorded, &lockHeld, &status); err != nil {
+		return "", mapError(fmt.Errorf("record the outcome: %w", err))
+	}
+	if !recorded && lockHeld {
+		// The statement's snapshot is taken before it waits for its first
+		// lock (a refund's payment). A takeover that claimed the key and
+		// committed meanwhile makes the fenced completion match nothing,
+		// yet that snapshot still shows the old token: a new statement's
+		// does not (TestRefundPhasesTakeLocksInOneOrder).
+		if lockHeld, err = lockStillHeld(ctx, db, values); err != nil {
+			return "", err
+		}
+	}
+	switch {
+	case recorded:
+		c.outbox.wrote()
+		return "", nil
+	case !lockHeld:
+		return "", app.ErrLockLost
+	default:
+		return status.String, errNotPending
+	}
+}
+
+// lockStillHeld runs lockStillHeldStmt with phase 3's values.
+func lockStillHeld(ctx context.Context, db *gorm.DB, values map[string]any) (bool, error) {
+	row, err := queryRow(ctx, db, lockStillHeldStmt, values)
+	if err != nil {
+		return false, err
+	}
+	var held bool
+	if err := row.Scan(&held); err != nil {
+		return false, mapError(fmt.Errorf("read the key's lock: %w", err))
+	}
+	return held, nil
+}

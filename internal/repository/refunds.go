@@ -17,7 +17,7 @@ import (
 
 // RefundStore implements app.RefundStore on the refund table. A refund's
 // phase 1 and phase 3 are each one statement, composed of the refund's own
-// clauses below and the clauses every command shares (clauses.go);
+// clauses below and the key's clauses every command shares (keys.go);
 // statements/refund.sql shows them whole.
 //
 // The refund total is payment.refund_reserved: PENDING and SUCCEEDED

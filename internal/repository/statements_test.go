@@ -23,14 +23,14 @@ var statementFiles = []struct {
 	about      string
 	statements []statementEntry
 }{
-	{"charge.sql", "A charge's statements (charges.go, keys.go, clauses.go)", []statementEntry{
+	{"charge.sql", "A charge's statements (charges.go, keys.go)", []statementEntry{
 		{"lookupKeySQL", "phase 0: the key's record, read with no lock and no transaction (every command's)", lookupKeyStmt},
 		{"claimAndReserveSQL", "phase 1: the payment reserved and the key claimed, in one statement", claimAndReserveStmt},
 		{"recordOutcomeSQL", "phase 3: the key completed, the payment's final status and its event, in one statement", recordOutcomeStmt},
 		{"lockStillHeldStmt", "phase 3's second look at the key's lock, in a snapshot of its own (every command's)", lockStillHeldStmt},
 		{"releaseChargeSQL", "the release after the provider did not act: the key and its PENDING payment, in one statement", releaseChargeStmt},
 	}},
-	{"refund.sql", "A refund's statements (refunds.go, keys.go, clauses.go)", []statementEntry{
+	{"refund.sql", "A refund's statements (refunds.go, keys.go)", []statementEntry{
 		{"lookupKeySQL", "phase 0: the key's record, read with no lock and no transaction (every command's)", lookupKeyStmt},
 		{"claimAndReserveRefundSQL", "phase 1: the refund reserved against its payment and the key claimed, in one statement", claimAndReserveRefundStmt},
 		{"reserveRefundSQL", "phase 1's rare path: the reservation alone, saying what stands in the way", reserveRefundStmt},
