@@ -83,7 +83,7 @@ func TestRuleMapCheckerCatchesRot(t *testing.T) {
 	table := strings.Join([]string{
 		"| Rule | What it demands | Where in the code | Proved by | The failure it prevents |",
 		"|---|---|---|---|---|",
-		"| R-DIST-IDEM-3 | a key | [charges.go](../internal/repository/charges.go): `claimAndReserveSQL`, `ChargeStore.LookupKey` | [idempotency_test.go](../internal/repository/idempotency_test.go): `TestClaimIsAtomicUnderConcurrency` | double charge |",
+		"| R-DIST-IDEM-3 | a key | [charges.go](../internal/repository/charges.go): `claimAndReserveSQL`, `ChargeStore.Claim` | [idempotency_test.go](../internal/repository/idempotency_test.go): `TestClaimIsAtomicUnderConcurrency` | double charge |",
 		"| R-BOGUS-1 | nothing | [gone.go](../internal/gone.go): `Gone`; [charges.go](../internal/repository/charges.go): `noSuchFunction` | [idempotency_test.go](../internal/repository/idempotency_test.go): `TestNoSuchTest` | rot |",
 		"| R-BOGUS-2 | nothing | `Unlinked` | [idempotency_test.go](../internal/repository/idempotency_test.go): `claimAndReserveSQL` | rot |",
 	}, "\n")
