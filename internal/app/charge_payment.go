@@ -226,15 +226,22 @@ var paymentEventTypes = map[domain.PaymentStatus]string{
 // NewPaymentEvent builds the event of a payment that has just reached its
 // final status.
 func NewPaymentEvent(p domain.Payment, saga uuid.NullUUID, occurredAt time.Time) (PaymentEvent, error) {
-	typ, ok := paymentEventTypes[p.Status]
+	id, typ, err := newEvent(paymentEventTypes, p.Status, "payment", int64(p.ID))
+	return PaymentEvent{ID: id, Type: typ, SagaID: saga, Payment: p, OccurredAt: occurredAt.UTC()}, err
+}
+
+// newEvent is the id and the type of the event that announces a final
+// status, one of types; an error for a status that is not final.
+func newEvent(types map[domain.PaymentStatus]string, status domain.PaymentStatus, what string, id int64) (uuid.UUID, string, error) {
+	typ, ok := types[status]
 	if !ok {
-		return PaymentEvent{}, fmt.Errorf("payment %d is %s: only a final status is an event", p.ID, p.Status)
+		return uuid.Nil, "", fmt.Errorf("%s %d is %s: only a final status is an event", what, id, status)
 	}
-	id, err := uuid.NewV7()
+	eventID, err := uuid.NewV7()
 	if err != nil {
-		return PaymentEvent{}, fmt.Errorf("event id: %w", err)
+		return uuid.Nil, "", fmt.Errorf("event id: %w", err)
 	}
-	return PaymentEvent{ID: id, Type: typ, SagaID: saga, Payment: p, OccurredAt: occurredAt.UTC()}, nil
+	return eventID, typ, nil
 }
 
 // ChargePayment charges an order through a payment provider, exactly once

@@ -276,14 +276,16 @@ type outcome struct {
 
 func TestIdempotentCommandAnswersEveryPhase(t *testing.T) {
 	t.Parallel()
-	now := time.Now()
 	tests := []struct {
 		name   string
 		before *app.IdempotencyRecord // the key's record before the request
-		steps  func(keys *fakeKeys) *testSteps
-		keys   func(keys *fakeKeys)
-		bound  time.Duration
-		want   outcome
+		// lockLeft sets before's lock to end this long after the subtest
+		// starts (negative: ended that long ago).
+		lockLeft time.Duration
+		steps    func(keys *fakeKeys) *testSteps
+		keys     func(keys *fakeKeys)
+		bound    time.Duration
+		want     outcome
 	}{
 		// Phase 0: answered from the record, nothing written.
 		{name: "replay of a completed key",
@@ -295,13 +297,13 @@ func TestIdempotentCommandAnswersEveryPhase(t *testing.T) {
 			steps:  func(*fakeKeys) *testSteps { return &testSteps{} },
 			want:   outcome{err: app.ErrKeyReused, key: app.RecordCompleted}},
 		{name: "a duplicate meets a young live claim: come back in a second",
-			before: &app.IdempotencyRecord{CommandHash: "h", Status: app.RecordInProgress, LockToken: uuid.New(), LockedUntil: now.Add(testLock - time.Second)},
-			steps:  func(*fakeKeys) *testSteps { return &testSteps{} },
-			want:   outcome{inProg: true, retry: time.Second, key: app.RecordInProgress}},
+			before: &app.IdempotencyRecord{CommandHash: "h", Status: app.RecordInProgress, LockToken: uuid.New()}, lockLeft: testLock - time.Second,
+			steps: func(*fakeKeys) *testSteps { return &testSteps{} },
+			want:  outcome{inProg: true, retry: time.Second, key: app.RecordInProgress}},
 		{name: "a duplicate meets a claim past its answer bound: wait for the lock",
-			before: &app.IdempotencyRecord{CommandHash: "h", Status: app.RecordInProgress, LockToken: uuid.New(), LockedUntil: now.Add(12 * time.Second)},
-			steps:  func(*fakeKeys) *testSteps { return &testSteps{} },
-			want:   outcome{inProg: true, retry: 12 * time.Second, key: app.RecordInProgress}},
+			before: &app.IdempotencyRecord{CommandHash: "h", Status: app.RecordInProgress, LockToken: uuid.New()}, lockLeft: 12 * time.Second,
+			steps: func(*fakeKeys) *testSteps { return &testSteps{} },
+			want:  outcome{inProg: true, retry: 12 * time.Second, key: app.RecordInProgress}},
 		{name: "the database is down before anything",
 			steps: func(*fakeKeys) *testSteps { return &testSteps{} },
 			keys:  func(k *fakeKeys) { k.lookupErr = errDatabase },
@@ -309,9 +311,9 @@ func TestIdempotentCommandAnswersEveryPhase(t *testing.T) {
 
 		// Phase 1.
 		{name: "an expired claim is taken over and resumed",
-			before: &app.IdempotencyRecord{CommandHash: "h", Status: app.RecordInProgress, LockToken: uuid.New(), LockedUntil: now.Add(-time.Second)},
-			steps:  func(*fakeKeys) *testSteps { return &testSteps{claims: resumed, call: approved} },
-			want:   outcome{status: 201, body: `"APPROVED"`, key: app.RecordCompleted, calls: 1, recorded: []app.Settlement{app.SettledApproved}}},
+			before: &app.IdempotencyRecord{CommandHash: "h", Status: app.RecordInProgress, LockToken: uuid.New()}, lockLeft: -time.Second,
+			steps: func(*fakeKeys) *testSteps { return &testSteps{claims: resumed, call: approved} },
+			want:  outcome{status: 201, body: `"APPROVED"`, key: app.RecordCompleted, calls: 1, recorded: []app.Settlement{app.SettledApproved}}},
 		{name: "phase 1 answers without a call (second or third layer)",
 			steps: func(*fakeKeys) *testSteps {
 				return &testSteps{claims: []claimAnswer{{err: app.ErrClaimNeedsTransaction}, {kind: app.ClaimAnswered}}}
@@ -449,6 +451,9 @@ func TestIdempotentCommandAnswersEveryPhase(t *testing.T) {
 			if tc.before != nil {
 				rec := *tc.before
 				rec.Scope = testScope
+				if tc.lockLeft != 0 {
+					rec.LockedUntil = time.Now().Add(tc.lockLeft)
+				}
 				keys.recs[testScope] = rec
 			}
 			db := &fakeDB{keys: keys}

@@ -262,15 +262,8 @@ var refundEventTypes = map[domain.RefundStatus]string{
 // NewRefundEvent builds the event of a refund that has just reached its
 // final status.
 func NewRefundEvent(r domain.Refund, order domain.OrderID, saga uuid.NullUUID, occurredAt time.Time) (RefundEvent, error) {
-	typ, ok := refundEventTypes[r.Status]
-	if !ok {
-		return RefundEvent{}, fmt.Errorf("refund %d is %s: only a final status is an event", r.ID, r.Status)
-	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return RefundEvent{}, fmt.Errorf("event id: %w", err)
-	}
-	return RefundEvent{ID: id, Type: typ, SagaID: saga, OrderID: order, Refund: r, OccurredAt: occurredAt.UTC()}, nil
+	id, typ, err := newEvent(refundEventTypes, r.Status, "refund", int64(r.ID))
+	return RefundEvent{ID: id, Type: typ, SagaID: saga, OrderID: order, Refund: r, OccurredAt: occurredAt.UTC()}, err
 }
 
 // RefundPayment refunds part or all of a payment through the provider that

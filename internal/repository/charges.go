@@ -70,17 +70,8 @@ reserved AS (
  RETURNING *
 ),
 ` + claimKeyClause(app.CommandCharge, "payment_id", "") + `,
--- The payment this charge goes on with: the one just reserved, or, after
--- a takeover, the recovery point.
-charged AS (
-    SELECT * FROM reserved
-     UNION ALL
-    SELECT p.* FROM payment p JOIN claimed c ON p.id = c.payment_id
-     WHERE NOT EXISTS (SELECT 1 FROM reserved)
-)
-SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
-       EXISTS (SELECT 1 FROM reserved) AS reserved,
-       (SELECT payment_id FROM claimed) AS recovery_point,
+` + goesOnWithClause("charged", "payment", "p", "payment_id") + `
+SELECT ` + claimAnswers("payment_id") + `,
        EXISTS (SELECT 1 FROM matching_order) AS order_matches,
        (SELECT saga_id FROM order_projection WHERE order_id = @order) AS saga_id,
        ch.id AS payment_id, ch.client_id, ch.order_id, ch.customer_id, ch.payment_provider,

@@ -223,6 +223,29 @@ func claimKeyClause(command app.CommandName, recoveryPoint, paymentLink string) 
 )`)
 }
 
+// goesOnWithClause is the clause name, the reservation a command's phase
+// 1 goes on with: the one its "reserved" clause just inserted or, after a
+// takeover, the recovery point (recoveryPoint) of table (as alias) that
+// "claimed" returned.
+func goesOnWithClause(name, table, alias, recoveryPoint string) string {
+	return `-- The reservation this command goes on with: the one just reserved, or,
+-- after a takeover, the recovery point.
+` + name + ` AS (
+    SELECT * FROM reserved
+     UNION ALL
+    SELECT ` + alias + `.* FROM ` + table + ` ` + alias + ` JOIN claimed c ON ` + alias + `.id = c.` + recoveryPoint + `
+     WHERE NOT EXISTS (SELECT 1 FROM reserved)
+)`
+}
+
+// claimAnswers are phase 1's first three answers: the key claimed, the
+// reservation made, and the recovery point the claim holds.
+func claimAnswers(recoveryPoint string) string {
+	return `EXISTS (SELECT 1 FROM claimed) AS claimed,
+       EXISTS (SELECT 1 FROM reserved) AS reserved,
+       (SELECT ` + recoveryPoint + ` FROM claimed) AS recovery_point`
+}
+
 // onlyTheUsualAnswer is phase 1's final WHERE condition: run @atomic (on
 // its own), the statement keeps only a claimed key whose reservation, the
 // row alias reservation, is PENDING and is the claim's recovery point

@@ -177,17 +177,8 @@ given_back AS (
 var claimAndReserveRefundSQL = `
 WITH` + reserveRefundClauses + `,
 ` + claimKeyClause(app.CommandRefund, "refund_id", "payment_id") + `,
--- The refund this command goes on with: the one just reserved, or, after a
--- takeover, the recovery point.
-refund_row AS (
-    SELECT * FROM reserved
-     UNION ALL
-    SELECT f.* FROM refund f JOIN claimed c ON f.id = c.refund_id
-     WHERE NOT EXISTS (SELECT 1 FROM reserved)
-)
-SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
-       EXISTS (SELECT 1 FROM reserved) AS reserved,
-       (SELECT refund_id FROM claimed) AS recovery_point,
+` + goesOnWithClause("refund_row", "refund", "f", "refund_id") + `
+SELECT ` + claimAnswers("refund_id") + `,
        (SELECT o.saga_id FROM order_projection o JOIN payment p ON p.order_id = o.order_id
          WHERE p.id = @payment) AS saga_id,
        f.id, f.payment_id, f.client_id, f.payment_provider, f.external_refund_id, f.amount, f.currency, f.status

@@ -46,8 +46,8 @@ claimed AS (
        AND r.command_hash = EXCLUDED.command_hash
  RETURNING r.payment_id
 ),
--- The payment this charge goes on with: the one just reserved, or, after
--- a takeover, the recovery point.
+-- The reservation this command goes on with: the one just reserved, or,
+-- after a takeover, the recovery point.
 charged AS (
     SELECT * FROM reserved
      UNION ALL

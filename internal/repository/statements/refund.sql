@@ -80,8 +80,8 @@ claimed AS (
        AND r.command_hash = EXCLUDED.command_hash
  RETURNING r.refund_id
 ),
--- The refund this command goes on with: the one just reserved, or, after a
--- takeover, the recovery point.
+-- The reservation this command goes on with: the one just reserved, or,
+-- after a takeover, the recovery point.
 refund_row AS (
     SELECT * FROM reserved
      UNION ALL
