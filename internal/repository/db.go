@@ -124,6 +124,7 @@ type Transactor struct {
 	db     *gorm.DB
 	outbox OutboxConfig
 	gate   *Gate
+	pool   app.Repos // the repositories on the pool (AutoCommit)
 }
 
 // NewTransactor returns the transaction provider the use cases run in.
@@ -132,6 +133,7 @@ func NewTransactor(db *gorm.DB, opts ...TransactorOption) *Transactor {
 	for _, opt := range opts {
 		opt(t)
 	}
+	t.pool = repos(conn{db: t.db, gate: t.gate, outbox: t.outbox})
 	return t
 }
 
@@ -150,8 +152,9 @@ func WithGate(g *Gate) TransactorOption {
 
 // AutoCommit implements app.Transactor: the repositories on the pool,
 // each statement waiting its turn at the gate and committing on its own.
+// They are built once: every phase of every request asks for them.
 func (t *Transactor) AutoCommit() app.Repos {
-	return repos(conn{db: t.db, gate: t.gate, outbox: t.outbox})
+	return t.pool
 }
 
 // Transact runs fn in one READ COMMITTED transaction. The statements that
