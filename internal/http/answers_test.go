@@ -102,7 +102,6 @@ type heldProvider struct {
 	landed   chan struct{} // closed once the held request was forwarded
 	lookups  atomic.Int32
 	first    atomic.Bool
-	once     sync.Once
 	released sync.Once
 }
 
