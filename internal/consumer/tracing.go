@@ -11,7 +11,7 @@ import (
 	"github.com/example/payment-service/internal/telemetry"
 )
 
-// batchSpan traces one batch (Consumer.process).
+// batchSpan traces one batch (Consumer.process, SagaConsumer.process).
 //
 // A batch is applied in one transaction, and its records come from many
 // producers' traces, so it is traced twice over:
@@ -30,12 +30,12 @@ type batchSpan struct {
 	committed bool // offsets committed
 }
 
-func (c *Consumer) traceBatch(ctx context.Context, msgs []kafka.Message) (context.Context, *batchSpan) {
+func (l *loop) traceBatch(ctx context.Context, msgs []kafka.Message) (context.Context, *batchSpan) {
 	// With tracing off the spans are no-ops: the records' headers are not
 	// read, and no span per record is started (below).
 	var parents []trace.SpanContext
 	var links []trace.Link
-	if c.traced {
+	if l.traced {
 		parents = make([]trace.SpanContext, len(msgs))
 		links = make([]trace.Link, 0, len(msgs))
 		for i, m := range msgs {
@@ -44,12 +44,12 @@ func (c *Consumer) traceBatch(ctx context.Context, msgs []kafka.Message) (contex
 			}
 		}
 	}
-	ctx, batch := c.cfg.Tracer.Start(ctx, "consume "+c.cfg.Topic, trace.WithSpanKind(trace.SpanKindConsumer),
+	ctx, batch := l.cfg.Tracer.Start(ctx, "consume "+l.cfg.Topic, trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithNewRoot(), trace.WithLinks(links...),
 		trace.WithAttributes(
 			attribute.String("messaging.system", "kafka"),
-			attribute.String("messaging.destination.name", c.cfg.Topic),
-			attribute.String("messaging.consumer.group.name", c.cfg.GroupID),
+			attribute.String("messaging.destination.name", l.cfg.Topic),
+			attribute.String("messaging.consumer.group.name", l.cfg.GroupID),
 			attribute.Int("messaging.batch.message_count", len(msgs)),
 		))
 	s := &batchSpan{batch: batch}
@@ -61,7 +61,7 @@ func (c *Consumer) traceBatch(ctx context.Context, msgs []kafka.Message) (contex
 		if !parents[i].IsValid() {
 			continue
 		}
-		_, rec := c.cfg.Tracer.Start(trace.ContextWithRemoteSpanContext(ctx, parents[i]), "process "+c.cfg.Topic,
+		_, rec := l.cfg.Tracer.Start(trace.ContextWithRemoteSpanContext(ctx, parents[i]), "process "+l.cfg.Topic,
 			trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(toBatch),
 			trace.WithAttributes(
 				attribute.String("messaging.system", "kafka"),
