@@ -340,6 +340,12 @@ func (ch *channel) check(key []byte, headers map[string]string, value []byte) er
 	if err != nil {
 		return fmt.Errorf("asyncapi: channel %s (%s): %w", ch.id, ch.address, err)
 	}
+	if !m.isJSON() {
+		// A dead letter's value is the original bytes, whatever they say:
+		// neither its members nor its headers' agreement with them are
+		// the contract's business.
+		body = nil
+	}
 	var problems []string
 	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	if m.isJSON() {

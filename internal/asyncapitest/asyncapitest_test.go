@@ -191,6 +191,9 @@ func TestValidVariantsPass(t *testing.T) {
 		headers      map[string]string
 		value        string
 	}{
+		"dead letter: original headers that disagree with the value": {"order.events.DLT", "k", map[string]string{"eventId": sagaID, "eventType": "X",
+			"x-dlt-error-code": "invalid-event-id", "x-dlt-error-message": "m", "x-dlt-original-topic": "order.events", "x-dlt-original-partition": "0",
+			"x-dlt-original-offset": "1", "x-dlt-consumer-group": "g"}, `{"eventId":"` + eventID + `","eventType":"OrderCreated.v1"}`},
 		"order: number amount":              {"order.events", "1001", nil, order(`,"amount":100.50`)},
 		"order: BigDecimal exponent":        {"order.events", "1001", nil, order(`,"amount":1E+3`)},
 		"order: largest amount":             {"order.events", "1001", nil, order(`,"amount":999999999999999.9999`)},
