@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/example/payment-service/internal/asyncapitest"
 	"github.com/example/payment-service/internal/kafka/idempotent"
 	"github.com/example/payment-service/internal/kafkatest"
 	"github.com/example/payment-service/internal/testdb"
@@ -339,6 +340,7 @@ func TestPoisonMessagesGoToTheDeadLetterTopic(t *testing.T) {
 		t.Errorf("processed_event rows = %d, want 2 (poison is not recorded)", got)
 	}
 	recs := kafkatest.ReadAll(t, brokers, dlt, 30*time.Second)
+	asyncapitest.ValidateRecords(t, "order.events.DLT", recs)
 	if len(recs) != len(poisons) {
 		t.Fatalf("dead-letter topic holds %d records, want %d", len(recs), len(poisons))
 	}
@@ -425,7 +427,9 @@ func TestDeadLetterProducerFailures(t *testing.T) {
 			if got := count(t, pool, `SELECT count(*) FROM order_projection`); got != 2 {
 				t.Errorf("order_projection rows = %d, want the 2 good events", got)
 			}
-			if got := len(kafkatest.ReadAll(t, brokers, dlt, 30*time.Second)); got != tc.inDLT {
+			dead := kafkatest.ReadAll(t, brokers, dlt, 30*time.Second)
+			asyncapitest.ValidateRecords(t, "order.events.DLT", dead)
+			if got := len(dead); got != tc.inDLT {
 				t.Errorf("dead-letter topic holds %d records, want %d", got, tc.inDLT)
 			}
 			if got := counter(t, r.c.metrics.deadLetterRefused); got != tc.refused {
@@ -483,6 +487,7 @@ func TestEventTheDatabaseRejectsGoesToTheDeadLetterTopic(t *testing.T) {
 		t.Errorf("the rejected event is recorded as processed")
 	}
 	recs := kafkatest.ReadAll(t, brokers, dlt, 30*time.Second)
+	asyncapitest.ValidateRecords(t, "order.events.DLT", recs)
 	if len(recs) != 1 {
 		t.Fatalf("dead-letter topic holds %d records, want 1", len(recs))
 	}
@@ -666,6 +671,7 @@ func TestFutureDatedEventDoesNotFreezeTheOrder(t *testing.T) {
 		t.Errorf("processed_event rows = %d, want 1 (only the real event)", n)
 	}
 	recs := kafkatest.ReadAll(t, brokers, dlt, 30*time.Second)
+	asyncapitest.ValidateRecords(t, "order.events.DLT", recs)
 	if len(recs) != 2 {
 		t.Fatalf("dead-letter topic holds %d records, want the 2 future-dated ones", len(recs))
 	}
@@ -698,6 +704,10 @@ func TestDecode(t *testing.T) {
 		amount   string // want, when valid
 		currency string
 		reason   string // want, when poison
+		// clockOnly: poison by the consumer's clock alone, which the
+		// contract (api/asyncapi.yaml) cannot see; every other poison
+		// breaks the contract too, and every valid event keeps it.
+		clockOnly bool
 	}{
 		{name: "number amount", value: body(`,"amount":100.50,"currency":"RUB"`), amount: "100.5", currency: "RUB"},
 		{name: "string amount", value: body(`,"amount":"100.50","currency":"RUB"`), amount: "100.5", currency: "RUB"},
@@ -723,8 +733,8 @@ func TestDecode(t *testing.T) {
 		{name: "bad currency", value: body(`,"amount":1,"currency":"rub"`), reason: ReasonInvalidField},
 		{name: "bad saga id", value: body(`,"amount":1,"sagaId":"x"`), reason: ReasonInvalidField},
 		{name: "order id a string", value: []byte(`{"eventId":"` + id + `","eventType":"OrderCreated.v1","orderId":"1","customerId":42,"amount":1,"occurredAt":"2026-11-29T10:00:00Z"}`), reason: ReasonInvalidField},
-		{name: "occurredAt in 2999", value: at("2999-01-01T00:00:00Z"), reason: ReasonInvalidTime},
-		{name: "occurredAt past the allowed skew", value: at("2026-11-29T10:05:00.000001Z"), reason: ReasonInvalidTime},
+		{name: "occurredAt in 2999", value: at("2999-01-01T00:00:00Z"), reason: ReasonInvalidTime, clockOnly: true},
+		{name: "occurredAt past the allowed skew", value: at("2026-11-29T10:05:00.000001Z"), reason: ReasonInvalidTime, clockOnly: true},
 		{name: "occurredAt the zero time", value: at("0001-01-01T00:00:00Z"), reason: ReasonInvalidTime},
 		{name: "occurredAt the Unix epoch", value: at("1970-01-01T00:00:00Z"), reason: ReasonInvalidTime},
 		{name: "no occurredAt", value: []byte(`{"eventId":"` + id + `","eventType":"OrderCreated.v1","orderId":1,"customerId":42,"amount":1}`), reason: ReasonInvalidField},
@@ -733,6 +743,12 @@ func TestDecode(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e, err := d.decode(tc.value)
+			switch contractErr := asyncapitest.Check("order.events", []byte("1001"), nil, tc.value); {
+			case tc.reason == "" && contractErr != nil:
+				t.Errorf("the consumer takes the event, the contract refuses it: %v", contractErr)
+			case tc.reason != "" && !tc.clockOnly && contractErr == nil:
+				t.Errorf("poison (%s) that the contract takes as valid", tc.reason)
+			}
 			var pe *PoisonError
 			if tc.reason != "" {
 				if !errors.As(err, &pe) || pe.Reason != tc.reason {

@@ -20,6 +20,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/example/payment-service/internal/app"
+	"github.com/example/payment-service/internal/asyncapitest"
 	"github.com/example/payment-service/internal/kafka/idempotent"
 	"github.com/example/payment-service/internal/kafkatest"
 	"github.com/example/payment-service/internal/repository"
@@ -196,8 +197,20 @@ func (e event) message() idempotent.Message {
 // publish writes msgs to topic with the service's idempotent producer and
 // returns once all are acknowledged. Records with the same key go to the
 // same partition, in the order given.
+//
+// Each record the decoder takes (by a clock that no date is ahead of) must
+// be a valid OrderCreated.v1 of the AsyncAPI contract: the tests' events
+// are what the contract promises producers may send. The poison records
+// the decoder refuses are not checked here; TestDecode and
+// FuzzContractAcceptsOnlyWhatTheDecoderAccepts hold the contract to
+// refusing them.
 func publish(t *testing.T, brokers []string, topic string, msgs ...idempotent.Message) {
 	t.Helper()
+	for _, m := range msgs {
+		if _, err := clocklessDecoder.decode(m.Value); err == nil {
+			asyncapitest.Validate(t, "order.events", m.Key, asyncapitest.IdempotentHeaders(m.Headers), m.Value)
+		}
+	}
 	p, err := idempotent.New(idempotent.Config{Brokers: brokers, Topic: topic, RetryBackoff: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -164,6 +164,7 @@ func TestContractOpenAPI(t *testing.T) {
 		{name: "health", method: "GET", path: "/health", wantStatus: 200},
 		{name: "metrics", method: "GET", path: "/metrics", wantStatus: 200},
 		{name: "openapi", method: "GET", path: "/openapi.yaml", noAuth: true, wantStatus: 200},
+		{name: "asyncapi", method: "GET", path: "/asyncapi.yaml", noAuth: true, wantStatus: 200},
 		{name: "docs", method: "GET", path: "/docs", noAuth: true, wantStatus: 200},
 		{name: "problems", method: "GET", path: "/problems", noAuth: true, wantStatus: 200},
 	}

@@ -19,8 +19,9 @@ import (
 // docsPath is where the interactive API page lives; its assets are under it.
 const docsPath = "/docs"
 
-// registerDocs serves the contract, a page to browse and try it, and the
-// page that documents every problem code. None needs an API key: reading the contract is not using the API. "Try it out"
+// registerDocs serves the contracts (the HTTP API's and the Kafka topics'),
+// a page to browse and try the API, and the page that documents every
+// problem code. None needs an API key: reading the contract is not using the API. "Try it out"
 // on the page sends the Bearer key the user types under Authorize, to this
 // same service (the spec's server URL is relative).
 //
@@ -33,6 +34,10 @@ func registerDocs(e *echo.Echo) {
 	e.GET("/openapi.yaml", func(c echo.Context) error {
 		c.Response().Header().Set(echo.HeaderXContentTypeOptions, "nosniff")
 		return c.Blob(http.StatusOK, "application/yaml", api.OpenAPI)
+	})
+	e.GET("/asyncapi.yaml", func(c echo.Context) error {
+		c.Response().Header().Set(echo.HeaderXContentTypeOptions, "nosniff")
+		return c.Blob(http.StatusOK, "application/yaml", api.AsyncAPI)
 	})
 	ui := v5emb.NewHandlerWithConfig(swgui.Config{
 		Title:       "payment-service API",

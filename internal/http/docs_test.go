@@ -9,22 +9,26 @@ import (
 	"testing"
 )
 
-// GET /openapi.yaml serves the contract the binary was built with, byte for
-// byte, and GET /docs a page whose every script, style and icon comes from
-// the service itself: no key needed, nothing from a CDN.
+// GET /openapi.yaml and GET /asyncapi.yaml serve the contracts the binary
+// was built with, byte for byte, and GET /docs a page whose every script,
+// style and icon comes from the service itself: no key needed, nothing from
+// a CDN.
 func TestDocsServeTheEmbeddedSpecAndLocalAssets(t *testing.T) {
 	t.Parallel()
 	s := startService(t, nil)
 	noKey := map[string]string{"Authorization": ""}
 
-	spec := s.request(t, http.MethodGet, "/openapi.yaml", "", noKey)
-	want, err := os.ReadFile("../../api/openapi.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if spec.status != http.StatusOK || !bytes.Equal(spec.body, want) || spec.header.Get("Content-Type") != "application/yaml" {
-		t.Fatalf("GET /openapi.yaml: %d %s, %d bytes; want 200 application/yaml with api/openapi.yaml's %d bytes",
-			spec.status, spec.header.Get("Content-Type"), len(spec.body), len(want))
+	for _, name := range []string{"openapi.yaml", "asyncapi.yaml"} {
+		spec := s.request(t, http.MethodGet, "/"+name, "", noKey)
+		want, err := os.ReadFile("../../api/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if spec.status != http.StatusOK || !bytes.Equal(spec.body, want) || spec.header.Get("Content-Type") != "application/yaml" ||
+			spec.header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Fatalf("GET /%s: %d %s, %d bytes; want 200 application/yaml (nosniff) with api/%s's %d bytes",
+				name, spec.status, spec.header.Get("Content-Type"), len(spec.body), name, len(want))
+		}
 	}
 
 	page := s.request(t, http.MethodGet, "/docs", "", noKey)

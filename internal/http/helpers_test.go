@@ -60,6 +60,9 @@ func startServiceWith(t testing.TB, dsn string, env map[string]string, provider 
 		opt(&o)
 	}
 	s := servicetest.Start(t, servicetest.Options{DSN: dsn, Env: env, Provider: provider, Logs: o.logs, Service: o.service})
+	// Before the service stops and its pool closes (cleanups run last
+	// first): every event the test made it write keeps the contract.
+	t.Cleanup(func() { checkOutboxContract(t, s.DB) })
 	return &testService{url: s.URL, db: s.DB, provider: s.Provider}
 }
 

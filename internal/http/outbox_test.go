@@ -12,7 +12,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/example/payment-service/internal/asyncapitest"
 	"github.com/example/payment-service/internal/kafkatest"
 	"github.com/example/payment-service/internal/sandboxprovider"
 	"github.com/example/payment-service/internal/testdb"
@@ -32,6 +34,57 @@ type eventJSON struct {
 	PaymentProvider   string    `json:"paymentProvider"`
 	ExternalPaymentID string    `json:"externalPaymentId"`
 	OccurredAt        time.Time `json:"occurredAt"`
+}
+
+// checkOutboxContract holds every row in the outbox of the database at db
+// to api/asyncapi.yaml, as the record the relay publishes of it: the row's
+// key and payload, the eventId and eventType headers, and the trace
+// context's headers when the row has one. Every test's service runs it at
+// the test's end, so each event any test makes the service write (charges,
+// refunds, provider reports) is checked, published or not. A test whose
+// service never had a database (one that tests failing closed) has no
+// outbox to check.
+func checkOutboxContract(t testing.TB, db *pgxpool.Pool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := db.Ping(ctx); err != nil {
+		return
+	}
+	rows, err := db.Query(ctx,
+		`SELECT event_id, event_type, message_key, payload::text, coalesce(trace_context::text, '{}') FROM outbox_event ORDER BY id`)
+	if err != nil {
+		t.Errorf("reading the outbox to check it against api/asyncapi.yaml: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id uuid.UUID
+		var typ, key, payload, trace string
+		if err := rows.Scan(&id, &typ, &key, &payload, &trace); err != nil {
+			t.Error(err)
+			return
+		}
+		headers := map[string]string{"eventId": id.String(), "eventType": typ}
+		var traceContext map[string]string
+		if err := json.Unmarshal([]byte(trace), &traceContext); err != nil {
+			t.Errorf("outbox row %s: trace context %s: %v", id, trace, err)
+		}
+		for _, name := range []string{"traceparent", "tracestate"} {
+			if v := traceContext[name]; v != "" {
+				headers[name] = v
+			}
+		}
+		channel, err := asyncapitest.ChannelOf(typ)
+		if err != nil {
+			t.Errorf("outbox row %s: %v", id, err)
+			continue
+		}
+		asyncapitest.Validate(t, channel, []byte(key), headers, []byte(payload))
+	}
+	if err := rows.Err(); err != nil {
+		t.Error(err)
+	}
 }
 
 type outboxRow struct {
@@ -203,6 +256,7 @@ func TestPaymentEventIsPublishedToTheTopic(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	recs := kafkatest.ReadAll(t, brokers, topic, 30*time.Second)
+	asyncapitest.ValidateRecords(t, "payment.events", recs)
 	if len(recs) != 2 {
 		t.Fatalf("topic holds %d records, want 2", len(recs))
 	}

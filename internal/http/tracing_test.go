@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/example/payment-service/internal/asyncapitest"
 	"github.com/example/payment-service/internal/kafka/idempotent"
 	"github.com/example/payment-service/internal/kafkatest"
 	"github.com/example/payment-service/internal/sandboxprovider"
@@ -224,12 +225,15 @@ func TestTracingOffCarriesNoTraceContext(t *testing.T) {
 	}
 }
 
+// waitRecords waits for want records of the payment events topic and
+// returns them, each held to api/asyncapi.yaml.
 func waitRecords(t *testing.T, brokers []string, topic string, want int) []kafkatest.Record {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		recs := kafkatest.ReadAll(t, brokers, topic, 30*time.Second)
 		if len(recs) >= want {
+			asyncapitest.ValidateRecords(t, "payment.events", recs)
 			return recs
 		}
 		if time.Now().After(deadline) {

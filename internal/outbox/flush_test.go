@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/example/payment-service/internal/asyncapitest"
 	"github.com/example/payment-service/internal/kafkatest"
 	"github.com/example/payment-service/internal/outbox"
 )
@@ -74,7 +75,9 @@ func TestFlushPublishesWhatCommittedBeforeIt(t *testing.T) {
 			t.Fatalf("round %d: %d rows unpublished after Flush returned", round, got)
 		}
 	}
-	if got := len(kafkatest.ReadAll(t, e.brokers, e.topic, 30*time.Second)); got != 15 {
+	recs := kafkatest.ReadAll(t, e.brokers, e.topic, 30*time.Second)
+	asyncapitest.ValidateRecords(t, "payment.events", recs)
+	if got := len(recs); got != 15 {
 		t.Fatalf("records on the topic = %d, want 15", got)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/example/payment-service/internal/app"
+	"github.com/example/payment-service/internal/asyncapitest"
 	"github.com/example/payment-service/internal/kafka/idempotent"
 	"github.com/example/payment-service/internal/kafkatest"
 	"github.com/example/payment-service/internal/outbox"
@@ -218,10 +219,12 @@ func runRelay(t testing.TB, cfg outbox.Config) (stop func()) {
 	return stop
 }
 
-// eventJSON is the consumer's view of a payment event.
+// eventJSON is the consumer's view of a payment event, and the value
+// writeEvent writes: without a saga, sagaId is absent, as the service's
+// writers leave it (api/asyncapi.yaml has no null sagaId).
 type eventJSON struct {
 	EventID           uuid.UUID `json:"eventId"`
-	SagaID            *string   `json:"sagaId"`
+	SagaID            *string   `json:"sagaId,omitempty"`
 	EventType         string    `json:"eventType"`
 	PaymentID         int64     `json:"paymentId"`
 	OrderID           int64     `json:"orderId"`
@@ -243,11 +246,13 @@ func header(r kafkatest.Record, key string) string {
 }
 
 // checkTopic compares what the topic holds with the outbox rows: every
-// record is a row (same eventId in header and value, same key, same bytes),
-// row i appears copies(row) times, and per key the first appearances follow
-// the rows' id order, all on one partition.
+// record is a row (same eventId in header and value, same key, same bytes)
+// and a valid payment.events message of api/asyncapi.yaml, row i appears
+// copies(row) times, and per key the first appearances follow the rows' id
+// order, all on one partition.
 func checkTopic(t *testing.T, recs []kafkatest.Record, rows []outboxRow, copies func(outboxRow) int) {
 	t.Helper()
+	asyncapitest.ValidateRecords(t, "payment.events", recs)
 	byEventID := map[uuid.UUID]outboxRow{}
 	for _, r := range rows {
 		byEventID[r.EventID] = r
