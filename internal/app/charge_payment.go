@@ -266,7 +266,7 @@ type ChargePayment struct {
 // NewChargePayment builds the use case on core.
 func NewChargePayment(core *Core, providers map[domain.ProviderName]ChargeProvider, responses ChargeResponses) *ChargePayment {
 	return &ChargePayment{db: core.db, providers: providers,
-		run: NewIdempotentCommand(core, CommandCharge, &chargeSteps{providers: providers, responses: responses})}
+		run: NewIdempotentCommand(core, CommandCharge, &chargeSteps{providers: providers, responses: responses, replies: core.replies})}
 }
 
 // Handle runs the charge. Errors are the core's (IdempotentCommand.Handle),
@@ -292,6 +292,9 @@ func (uc *ChargePayment) Resume(ctx context.Context, rec IdempotencyRecord) erro
 		return fmt.Errorf("read payment %d: %w", *rec.PaymentID, err)
 	}
 	cmd := ChargeCommand{Scope: rec.Scope, Charge: payment.Charge, Operation: OperationChargePayment}
+	if _, _, saga := SagaStepOf(rec.Scope); saga {
+		cmd.Operation = OperationSagaCharge
+	}
 	if err := uc.run.rebuilt(rec, cmd); err != nil {
 		return fmt.Errorf("payment %d: %w", payment.ID, err)
 	}
@@ -315,6 +318,16 @@ func (t chargeReservation) LogValue() slog.Value {
 type chargeSteps struct {
 	providers map[domain.ProviderName]ChargeProvider
 	responses ChargeResponses
+	replies   SagaReplies // nil: no saga transport
+}
+
+// encode renders an outcome as the key's answer: a reply for a saga step's
+// key, an HTTP response otherwise.
+func (s *chargeSteps) encode(k KeyClaim, o ChargeOutcome) (StoredResponse, error) {
+	if step, _, ok := SagaStepOf(k.Scope); ok && s.replies != nil {
+		return s.replies.EncodeSagaReply(chargeReply(step, o))
+	}
+	return s.responses.EncodeChargeOutcome(o)
 }
 
 // Claim: phase 1. On the pool only the usual answer comes back: a fresh
@@ -403,7 +416,7 @@ func (s *chargeSteps) answer(ctx context.Context, r Repos, k KeyClaim, p domain.
 	case domain.PaymentFailed:
 		kind = ChargeFailed
 	}
-	resp, err := s.responses.EncodeChargeOutcome(ChargeOutcome{Kind: kind, Payment: p})
+	resp, err := s.encode(k, ChargeOutcome{Kind: kind, Payment: p})
 	return storeAnswer[chargeReservation](ctx, r, k, resp, err)
 }
 
@@ -435,7 +448,7 @@ var chargeOutcomes = map[Settlement]ChargeOutcomeKind{
 func (s *chargeSteps) Record(ctx context.Context, r Repos, k KeyClaim, t chargeReservation, settled Settlement) (StoredResponse, error) {
 	outcome := ChargeOutcome{Kind: chargeOutcomes[settled], Payment: t.payment}
 	outcome.Payment.Status = settled.Status()
-	resp, err := s.responses.EncodeChargeOutcome(outcome)
+	resp, err := s.encode(k, outcome)
 	if err != nil {
 		return StoredResponse{}, err
 	}

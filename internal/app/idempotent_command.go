@@ -55,10 +55,29 @@ type IdempotencyScope struct {
 // StoredResponse is the reply kept for a key (R-DIST-IDEM-3): the status
 // and the exact body bytes, replayed as they are.
 type StoredResponse struct {
-	// StatusCode is the HTTP status the first answer had.
+	// StatusCode is the HTTP status the first answer had (for a saga
+	// step's reply, the status an HTTP command with that answer gets).
 	StatusCode int
 	// Body is the first answer's body, byte for byte.
 	Body []byte
+	// Publish, when set, is the message that carries Body to its reader: a
+	// saga step is answered on a topic. The statement that stores the
+	// response appends it to the outbox too, so the answer and its message
+	// commit together. Not stored: a replay rebuilds it (SagaReplies).
+	Publish *Publication
+}
+
+// Publication is how a stored response travels as a message: through the
+// outbox, to the replies topic, keyed so that one saga's replies stay in
+// order.
+type Publication struct {
+	// EventID is the message's eventId (R-DIST-IDEM-1): the same on every
+	// publication of the response, so its reader dedups a re-published one.
+	EventID uuid.UUID
+	// EventType is the message's type, such as PaymentStepCharged.v1.
+	EventType string
+	// Key is the message key: the saga id.
+	Key string
 }
 
 // RecordStatus is where an idempotency record stands.
@@ -138,6 +157,10 @@ type Repos struct {
 	// ProviderReports is what a provider's event is about
 	// (apply_provider_event.go).
 	ProviderReports ProviderReports
+	// Sagas is the saga_step table (saga.go).
+	Sagas SagaStore
+	// Outbox publishes a stored response again (saga.go).
+	Outbox OutboxStore
 }
 
 // KeyStore is the idempotency_record table: the first layer.
@@ -145,12 +168,19 @@ type KeyStore interface {
 	// Lookup reads a key's record without locking or writing anything.
 	Lookup(ctx context.Context, scope IdempotencyScope) (rec IdempotencyRecord, found bool, err error)
 	// Complete stores an answer that needs no provider call and ends the
-	// claim; ErrLockLost if token no longer owns the record.
+	// claim, with its message when resp.Publish is set; ErrLockLost if
+	// token no longer owns the record.
 	Complete(ctx context.Context, scope IdempotencyScope, token uuid.UUID, resp StoredResponse) error
 	// ExpireLock ends token's lock now but keeps the claim IN_PROGRESS with
 	// its recovery point, so that the next retry takes it over at once;
 	// ErrLockLost if token no longer owns the record.
 	ExpireLock(ctx context.Context, scope IdempotencyScope, token uuid.UUID) error
+	// Answer stores resp as the answer of a key that holds no record, with
+	// no claim before it: an answer that needs no provider call and no
+	// reservation (a saga step's failure once its order never came, a
+	// tombstone's reply). It stores nothing and returns false when the key
+	// holds a record.
+	Answer(ctx context.Context, scope IdempotencyScope, command CommandName, hash string, resp StoredResponse) (bool, error)
 }
 
 // Command is a validated command that moves money.
@@ -260,6 +290,7 @@ type CommandResult struct {
 // tracer, and the commands in flight that a shutdown drains.
 type Core struct {
 	db           Transactor
+	replies      SagaReplies
 	lockTimeout  time.Duration
 	answerBound  time.Duration
 	requestBound time.Duration
@@ -305,6 +336,13 @@ func WithAnswerBound(d time.Duration) CoreOption {
 // earlier request is waited for.
 func WithRequestBound(d time.Duration) CoreOption {
 	return func(c *Core) { c.requestBound = d }
+}
+
+// WithSagaReplies is how the commands answer a saga step's key (a
+// SagaStepScope): with a reply on the replies topic instead of an HTTP
+// response. Without it a saga step is answered as an HTTP command.
+func WithSagaReplies(r SagaReplies) CoreOption {
+	return func(c *Core) { c.replies = r }
 }
 
 // IdempotentCommand runs one kind of command through the core.

@@ -63,6 +63,16 @@ func (f *fakeKeys) Complete(_ context.Context, s app.IdempotencyScope, token uui
 	})
 }
 
+func (f *fakeKeys) Answer(_ context.Context, s app.IdempotencyScope, command app.CommandName, hash string, resp app.StoredResponse) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.recs[s]; ok {
+		return false, nil
+	}
+	f.recs[s] = app.IdempotencyRecord{Scope: s, Command: command, CommandHash: hash, Status: app.RecordCompleted, Response: resp}
+	return true, nil
+}
+
 func (f *fakeKeys) ExpireLock(_ context.Context, s app.IdempotencyScope, token uuid.UUID) error {
 	if f.expireErr != nil {
 		return f.expireErr

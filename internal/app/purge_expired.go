@@ -17,6 +17,8 @@ const (
 	TableProcessedEvent RetentionTable = "processed_event"
 	// TableOutboxEvent is the outbox; only published rows are ever deleted.
 	TableOutboxEvent RetentionTable = "outbox_event"
+	// TableSagaStep is the saga's steps, kept as long as their keys.
+	TableSagaStep RetentionTable = "saga_step"
 )
 
 // ErrRetentionTableAbsent: the table does not exist in this database (yet).
@@ -89,6 +91,7 @@ func (uc *PurgeExpired) Handle(ctx context.Context, now time.Time) ([]PurgeResul
 		{TableIdempotencyRecord, uc.policy.IdempotencyTTL},
 		{TableProcessedEvent, uc.policy.ProcessedEvents},
 		{TableOutboxEvent, uc.policy.PublishedOutbox},
+		{TableSagaStep, uc.policy.IdempotencyTTL},
 	}
 	results := make([]PurgeResult, 0, len(plan))
 	for _, p := range plan {

@@ -293,7 +293,7 @@ type RefundPayment struct {
 // NewRefundPayment builds the use case on core.
 func NewRefundPayment(core *Core, provider RefundProvider, responses RefundResponses) *RefundPayment {
 	return &RefundPayment{db: core.db,
-		run: NewIdempotentCommand(core, CommandRefund, &refundSteps{provider: provider, responses: responses})}
+		run: NewIdempotentCommand(core, CommandRefund, &refundSteps{provider: provider, responses: responses, replies: core.replies})}
 }
 
 // Handle runs the refund. Errors are the core's (IdempotentCommand.Handle),
@@ -315,6 +315,9 @@ func (uc *RefundPayment) Resume(ctx context.Context, rec IdempotencyRecord) erro
 	}
 	cmd := RefundCommand{Scope: rec.Scope, PaymentID: refund.PaymentID, Amount: refund.Amount.Amount(),
 		ExternalRefundID: refund.ExternalRefundID, Operation: OperationRefundPayment}
+	if _, _, saga := SagaStepOf(rec.Scope); saga {
+		cmd.Operation = OperationSagaCompensation
+	}
 	if err := uc.run.rebuilt(rec, cmd); err != nil {
 		return fmt.Errorf("refund %d: %w", refund.ID, err)
 	}
@@ -363,6 +366,16 @@ func (t refundReservation) LogValue() slog.Value {
 type refundSteps struct {
 	provider  RefundProvider
 	responses RefundResponses
+	replies   SagaReplies // nil: no saga transport
+}
+
+// encode renders an outcome as the key's answer: a compensation's reply
+// for a saga step's key, an HTTP response otherwise.
+func (s *refundSteps) encode(k KeyClaim, o RefundOutcome) (StoredResponse, error) {
+	if step, compensates, ok := SagaStepOf(k.Scope); ok && s.replies != nil {
+		return s.replies.EncodeSagaReply(compensationReply(step, compensates, o))
+	}
+	return s.responses.EncodeRefundOutcome(o)
 }
 
 // Claim: phase 1, after the payment's read. On the pool both are
@@ -469,7 +482,7 @@ func (s *refundSteps) answer(ctx context.Context, r Repos, k KeyClaim, refund do
 	case domain.RefundFailed:
 		kind = RefundFailed
 	}
-	resp, err := s.responses.EncodeRefundOutcome(RefundOutcome{Kind: kind, Refund: refund})
+	resp, err := s.encode(k, RefundOutcome{Kind: kind, Refund: refund})
 	return storeAnswer[refundReservation](ctx, r, k, resp, err)
 }
 
@@ -498,7 +511,7 @@ var refundOutcomes = map[Settlement]RefundOutcomeKind{
 func (s *refundSteps) Record(ctx context.Context, r Repos, k KeyClaim, t refundReservation, settled Settlement) (StoredResponse, error) {
 	refund := t.refund
 	refund.Status = settled.Status()
-	resp, err := s.responses.EncodeRefundOutcome(RefundOutcome{Kind: refundOutcomes[settled], Refund: refund})
+	resp, err := s.encode(k, RefundOutcome{Kind: refundOutcomes[settled], Refund: refund})
 	if err != nil {
 		return StoredResponse{}, err
 	}

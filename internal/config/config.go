@@ -110,6 +110,10 @@ type Config struct {
 	// OrderConsumer configures the order-projection consumer, which runs
 	// only when KafkaBrokers is set.
 	OrderConsumer OrderConsumer
+	// Saga configures the payment step of order sagas: its commands
+	// consumer runs only when KafkaBrokers is set, on the order consumer's
+	// KAFKA_CONSUMER_* settings.
+	Saga Saga
 
 	// Tracing (the standard OTEL_* variables; tracing.go) is off unless an
 	// OTLP endpoint is set.
@@ -160,6 +164,34 @@ type OrderConsumer struct {
 	MaxAttempts int
 }
 
+// Saga is the saga transport's configuration.
+type Saga struct {
+	// CommandsTopic (PAYMENT_COMMANDS_TOPIC, default payment.commands) is
+	// consumed: ChargeOrder.v1 and CompensateCharge.v1.
+	CommandsTopic string
+	// CommandsDLTTopic (PAYMENT_COMMANDS_DLT_TOPIC, default
+	// payment.commands.DLT) receives commands that cannot be read. It must
+	// exist.
+	CommandsDLTTopic string
+	// RepliesTopic (PAYMENT_REPLIES_TOPIC, default payment.replies)
+	// receives the steps' replies, through the outbox.
+	RepliesTopic string
+	// Group (PAYMENT_COMMANDS_GROUP, default payment-saga) is the commands'
+	// consumer group, and its consumer_name in processed_event.
+	Group string
+	// ClientID (SAGA_CLIENT_ID, default saga) is the API client the
+	// saga's payments belong to: give it a key in API_KEYS to read them
+	// over HTTP.
+	ClientID string
+	// OrderWait (SAGA_ORDER_WAIT, default 30s, 0 to 1h) is how long a step
+	// whose order the projection does not hold yet is tried again before
+	// it fails order-not-found.
+	OrderWait time.Duration
+	// Workers (SAGA_WORKERS, default 16, 1 to 256) is how many sagas of a
+	// fetched batch are carried out at once.
+	Workers int
+}
+
 // APIKey is one client's credential. Only the key's SHA-256 digest is kept,
 // so the comparison in the auth middleware runs over equal-length values.
 type APIKey struct {
@@ -204,6 +236,7 @@ func Load(getenv func(string) string) (Config, error) {
 	cfg.ShutdownConsumerTimeout = p.duration("SHUTDOWN_CONSUMER_TIMEOUT", 5*time.Second, 100*time.Millisecond, 10*time.Minute)
 	cfg.ShutdownRelayTimeout = p.duration("SHUTDOWN_RELAY_TIMEOUT", 3*time.Second, 100*time.Millisecond, 10*time.Minute)
 	cfg.OrderConsumer = p.orderConsumer()
+	cfg.Saga = p.saga(cfg.OrderConsumer)
 	cfg.Webhooks = p.webhooks()
 	cfg.Tracing = p.tracing()
 	// A provider call must end while its claim still holds the key: a call
@@ -393,6 +426,34 @@ func (p *parser) apiKeys(name string) []APIKey {
 		keys = append(keys, APIKey{ClientID: client, KeyDigest: digest})
 	}
 	return keys
+}
+
+// saga reads the saga transport's variables.
+func (p *parser) saga(order OrderConsumer) Saga {
+	s := Saga{
+		CommandsTopic:    p.topic("PAYMENT_COMMANDS_TOPIC", "payment.commands"),
+		CommandsDLTTopic: p.topic("PAYMENT_COMMANDS_DLT_TOPIC", "payment.commands.DLT"),
+		RepliesTopic:     p.topic("PAYMENT_REPLIES_TOPIC", "payment.replies"),
+		Group:            p.str("PAYMENT_COMMANDS_GROUP", "payment-saga", false),
+		ClientID:         p.str("SAGA_CLIENT_ID", "saga", false),
+		OrderWait:        p.duration("SAGA_ORDER_WAIT", 30*time.Second, 0, time.Hour),
+		Workers:          p.positiveInt("SAGA_WORKERS", 16),
+	}
+	if s.Workers > 256 {
+		p.fail("SAGA_WORKERS", "must be at most 256, got %d", s.Workers)
+	}
+	if s.CommandsTopic == s.CommandsDLTTopic {
+		p.fail("PAYMENT_COMMANDS_DLT_TOPIC", "must differ from PAYMENT_COMMANDS_TOPIC (%s)", s.CommandsTopic)
+	}
+	if s.Group == order.Group {
+		p.fail("PAYMENT_COMMANDS_GROUP", "must differ from ORDER_CONSUMER_GROUP (%s): each consumer records its own events", order.Group)
+	}
+	for _, t := range []string{order.Topic, order.DLTTopic} {
+		if s.CommandsTopic == t || s.RepliesTopic == t {
+			p.fail("PAYMENT_COMMANDS_TOPIC", "the saga's topics must differ from the order events' (%s)", t)
+		}
+	}
+	return s
 }
 
 // orderConsumer reads the order-projection consumer's variables.

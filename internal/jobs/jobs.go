@@ -31,6 +31,12 @@ type Deps struct {
 	Purge *app.PurgeExpired
 	// Complete is the completer use case.
 	Complete *app.CompleteAbandonedCharges
+	// Saga, if set, has its waiting compensations taken up after each
+	// completer run, and its steps left unresolved for longer than
+	// SagaUnresolvedAfter counted (payment_saga_steps_unresolved).
+	Saga *app.SagaSteps
+	// SagaUnresolvedAfter: see Saga.
+	SagaUnresolvedAfter time.Duration
 	// Logger gets one line per run.
 	Logger *slog.Logger
 	// Registry gets the jobs' metrics.
@@ -44,6 +50,8 @@ type Deps struct {
 type Jobs struct {
 	purge    *app.PurgeExpired
 	complete *app.CompleteAbandonedCharges
+	saga     *app.SagaSteps
+	sagaAge  time.Duration
 	logger   *slog.Logger
 	now      func() time.Time
 	m        metrics
@@ -55,7 +63,8 @@ func New(d Deps) *Jobs {
 	if now == nil {
 		now = time.Now
 	}
-	return &Jobs{purge: d.Purge, complete: d.Complete, logger: d.Logger, now: now, m: newMetrics(d.Registry)}
+	return &Jobs{purge: d.Purge, complete: d.Complete, saga: d.Saga, sagaAge: d.SagaUnresolvedAfter,
+		logger: d.Logger, now: now, m: newMetrics(d.Registry)}
 }
 
 // RunOnce runs every job once, in order: abandoned charges are completed
@@ -79,19 +88,34 @@ func (j *Jobs) PurgeExpired(ctx context.Context) error {
 	return err
 }
 
-// CompleteAbandonedCharges runs one pass of the completer.
+// CompleteAbandonedCharges runs one pass of the completer: the abandoned
+// commands (saga steps among them), then the compensations that wait for
+// a step it may just have settled.
 func (j *Jobs) CompleteAbandonedCharges(ctx context.Context) error {
 	start := time.Now()
 	res, err := j.complete.Handle(ctx)
 	for outcome, n := range map[string]int{"completed": res.Completed, "released": res.Released, "busy": res.Busy, "unknown": res.Unknown, "failed": res.Failed} {
 		j.m.abandoned.WithLabelValues(outcome).Add(float64(n))
 	}
-	j.finish(ctx, JobCompleteAbandonedCharges, start, err, []any{
+	attrs := []any{
 		"duration", time.Since(start),
 		"completed", res.Completed, "released", res.Released, "busy", res.Busy, "unknown", res.Unknown, "failed", res.Failed,
-	})
+	}
+	if j.saga != nil && err == nil {
+		var done, waiting, unresolved int
+		done, waiting, err = j.saga.CompleteWaitingCompensations(ctx, waitingCompensationsPerRun)
+		if err == nil {
+			unresolved, err = j.saga.Unresolved(ctx, j.sagaAge)
+			j.m.sagaUnresolved.Set(float64(unresolved))
+		}
+		attrs = append(attrs, "compensations_done", done, "compensations_waiting", waiting, "saga_steps_unresolved", unresolved)
+	}
+	j.finish(ctx, JobCompleteAbandonedCharges, start, err, attrs)
 	return err
 }
+
+// waitingCompensationsPerRun bounds the compensations one run takes up.
+const waitingCompensationsPerRun = 100
 
 // finish writes the run's log line and metrics.
 func (j *Jobs) finish(ctx context.Context, job string, start time.Time, err error, attrs []any) {
@@ -115,6 +139,9 @@ type metrics struct {
 	duration  *prometheus.HistogramVec
 	deleted   *prometheus.CounterVec
 	abandoned *prometheus.CounterVec
+	// sagaUnresolved is the saga's steps left without a reply, as of the
+	// last completer run.
+	sagaUnresolved prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -136,6 +163,10 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			Name: "payment_abandoned_charges_total",
 			Help: "Abandoned charges handled by the completer, by outcome (completed, released, busy, unknown: the provider's answer is still not known, failed).",
 		}, []string{"outcome"}),
+		sagaUnresolved: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "payment_saga_steps_unresolved",
+			Help: "Saga steps without a reply for longer than the completer's grace, as of its last run: a claimed key not yet completed (the provider's outcome unknown), or a compensation waiting for its step.",
+		}),
 	}
 	// Export zeros for every job and outcome: a counter series that first
 	// appears at 1 is invisible to increase() and rate(), so an alert on
@@ -145,6 +176,6 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			m.runs.WithLabelValues(job, outcome)
 		}
 	}
-	reg.MustRegister(m.runs, m.duration, m.deleted, m.abandoned)
+	reg.MustRegister(m.runs, m.duration, m.deleted, m.abandoned, m.sagaUnresolved)
 	return m
 }

@@ -98,7 +98,8 @@ decided AS (
        AND EXISTS (SELECT 1 FROM completed)
  RETURNING id
 ),
-` + announceClause("decided") + `
+` + announceClause("decided") + `,
+` + replyClause("announced") + `
 SELECT ` + recordedAndLockHeld + `,
        (SELECT status FROM payment WHERE id = @payment_id) AS payment_status`
 

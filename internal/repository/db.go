@@ -129,7 +129,7 @@ type Transactor struct {
 
 // NewTransactor returns the transaction provider the use cases run in.
 func NewTransactor(db *gorm.DB, opts ...TransactorOption) *Transactor {
-	t := &Transactor{db: db, outbox: OutboxConfig{PaymentEventsTopic: DefaultPaymentEventsTopic}}
+	t := &Transactor{db: db, outbox: OutboxConfig{PaymentEventsTopic: DefaultPaymentEventsTopic, RepliesTopic: DefaultPaymentRepliesTopic}}
 	for _, opt := range opts {
 		opt(t)
 	}
@@ -194,6 +194,8 @@ func repos(c conn) app.Repos {
 		Orders:          &OrderStore{c},
 		ProcessedEvents: &ProcessedEvents{c},
 		ProviderReports: &ProviderReports{c},
+		Sagas:           &SagaStore{c},
+		Outbox:          &Outbox{c},
 	}
 }
 

@@ -81,15 +81,105 @@ func lookupKey(ctx context.Context, db *gorm.DB, scope app.IdempotencyScope) (ap
 	return rec, true, nil
 }
 
+// completeKeySQL stores an answer that needs no provider call, fenced by
+// the lock token, with the answer's own message when it has one (a saga
+// step's reply): both or neither.
+var completeKeySQL = `
+WITH
+` + completeKeyClause("true") + `,
+` + replyClause("completed") + `
+SELECT EXISTS (SELECT 1 FROM completed)`
+
+// answerKeySQL stores an answer under a key that holds no record, with its
+// message when it has one; a record already there is left as it is.
+var answerKeySQL = `
+WITH
+answered AS (
+    INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, response, http_status)
+    VALUES (@client, @key, @command, @hash, 'COMPLETED', CAST(@response AS json), @http_status)
+        ON CONFLICT (client_id, idempotency_key) DO NOTHING
+ RETURNING 1
+),
+` + replyClause("answered") + `
+SELECT EXISTS (SELECT 1 FROM answered)`
+
+var (
+	completeKeyStmt = compileNamed(completeKeySQL)
+	answerKeyStmt   = compileNamed(answerKeySQL)
+)
+
+// Complete implements app.KeyStore: completeKeySQL.
 func (s *Keys) Complete(ctx context.Context, scope app.IdempotencyScope, token uuid.UUID, resp app.StoredResponse) error {
-	return s.updateOwned(ctx, scope, token, map[string]any{
-		"status":       string(app.RecordCompleted),
-		"response":     gorm.Expr("?::json", string(resp.Body)),
-		"http_status":  resp.StatusCode,
-		"lock_token":   nil,
-		"locked_until": nil,
-		"updated_at":   gorm.Expr("now()"),
+	values, err := s.responseValues(ctx, scope, resp)
+	if err != nil {
+		return err
+	}
+	values["token"] = token
+	completed, err := s.answerWith(ctx, completeKeyStmt, resp, values)
+	if err == nil && !completed {
+		return app.ErrLockLost
+	}
+	return err
+}
+
+// Answer implements app.KeyStore: answerKeySQL.
+func (s *Keys) Answer(ctx context.Context, scope app.IdempotencyScope, command app.CommandName, hash string, resp app.StoredResponse) (bool, error) {
+	values, err := s.responseValues(ctx, scope, resp)
+	if err != nil {
+		return false, err
+	}
+	values["command"] = string(command)
+	values["hash"] = hash
+	return s.answerWith(ctx, answerKeyStmt, resp, values)
+}
+
+// answerWith runs q, which stores resp and answers whether it did.
+func (s *Keys) answerWith(ctx context.Context, q namedSQL, resp app.StoredResponse, values map[string]any) (stored bool, err error) {
+	err = s.run(ctx, func(db *gorm.DB) error {
+		row, err := queryRow(ctx, db, q, values)
+		if err != nil {
+			return err
+		}
+		return row.Scan(&stored)
 	})
+	if err != nil {
+		return false, fmt.Errorf("store the key's answer: %w", err)
+	}
+	if stored && resp.Publish != nil {
+		s.outbox.wrote()
+	}
+	return stored, nil
+}
+
+// responseValues are the parameters of a statement that stores resp as
+// scope's answer, its message's included (replyClause).
+func (c conn) responseValues(ctx context.Context, scope app.IdempotencyScope, resp app.StoredResponse) (map[string]any, error) {
+	traceContext, err := traceContextJSON(ctx)
+	if err != nil {
+		return nil, err
+	}
+	values := map[string]any{
+		"client":        string(scope.ClientID),
+		"key":           scope.Key,
+		"response":      string(resp.Body),
+		"http_status":   resp.StatusCode,
+		"trace_context": ptrString(traceContext),
+	}
+	c.replyValues(values, resp)
+	return values, nil
+}
+
+// replyValues are replyClause's parameters: resp's message, if it has one.
+func (c conn) replyValues(values map[string]any, resp app.StoredResponse) {
+	pub := resp.Publish
+	values["reply"] = pub != nil
+	if pub == nil {
+		pub = &app.Publication{}
+	}
+	values["reply_event_id"] = pub.EventID
+	values["reply_topic"] = c.outbox.RepliesTopic
+	values["reply_key"] = pub.Key
+	values["reply_type"] = pub.EventType
 }
 
 // ExpireLock implements app.KeyStore. The lock ends by the database clock,
@@ -294,6 +384,23 @@ func announceClause(from string) string {
 )`
 }
 
+// replyClause is the clause "replied": the stored response's own message
+// (app.Publication), when @reply: a saga step's reply, whose payload is the
+// response stored (@response), appended to the outbox with the answer it
+// carries and hanging on from, the clause that stored that answer. A
+// reply's message is its answer, byte for byte: a re-sent step gets it
+// again with the same eventId (OutboxStore.Republish).
+func replyClause(from string) string {
+	return `replied AS (
+    INSERT INTO outbox_event (event_id, topic, message_key, event_type, payload, trace_context)
+    SELECT @reply_event_id, @reply_topic, @reply_key, @reply_type, CAST(@response AS json),
+           CAST(NULLIF(@trace_context, '') AS json)
+      FROM ` + from + `
+     WHERE @reply
+ RETURNING 1
+)`
+}
+
 // lockHeldByToken: the token @token still owns the key, as the
 // statement's snapshot sees it.
 const lockHeldByToken = `EXISTS (SELECT 1 FROM idempotency_record
@@ -388,6 +495,7 @@ func (c conn) recordOutcome(ctx context.Context, q namedSQL, scope app.Idempoten
 	values["event_type"] = ev.EventType
 	values["payload"] = ev.Payload
 	values["trace_context"] = ptrString(ev.TraceContext)
+	c.replyValues(values, resp)
 	row, err := queryRow(ctx, db, q, values)
 	if err != nil {
 		return "", err

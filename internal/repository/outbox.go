@@ -15,12 +15,19 @@ import (
 // DefaultPaymentEventsTopic is where payment events go unless configured.
 const DefaultPaymentEventsTopic = "payment.events"
 
+// DefaultPaymentRepliesTopic is where saga steps' replies go unless
+// configured.
+const DefaultPaymentRepliesTopic = "payment.replies"
+
 // OutboxConfig says where outbox rows are addressed, and whom to tell once
 // they are committed.
 type OutboxConfig struct {
 	// PaymentEventsTopic is the Kafka topic of PaymentSucceeded.v1,
 	// PaymentDeclined.v1 and PaymentFailed.v1.
 	PaymentEventsTopic string
+	// RepliesTopic is the Kafka topic of the saga steps' replies
+	// (app.SagaReply).
+	RepliesTopic string
 	// Waker, if set, is woken after each commit that wrote outbox rows,
 	// so that a relay publishes them now rather than at its next poll
 	// (outbox.Waker).

@@ -208,7 +208,8 @@ refund_locked AS MATERIALIZED (
 ),
 ` + completeKeyClause("EXISTS (SELECT 1 FROM refund_locked)") + `,
 ` + settleRefundClauses("EXISTS (SELECT 1 FROM completed)") + `,
-` + announceClause("settled") + `
+` + announceClause("settled") + `,
+` + replyClause("announced") + `
 SELECT ` + recordedAndLockHeld + `,
        (SELECT status FROM refund WHERE id = @refund) AS refund_status`
 

@@ -63,6 +63,17 @@ var retentionTargets = map[app.RetentionTable]retentionTarget{
 		age:         "published_at",
 		mayBeAbsent: true,
 	},
+	// A saga's steps are kept as long as their keys (the idempotency TTL),
+	// but for a compensation that still waits for its step: a tombstone
+	// or a step's content is what keeps the late or re-sent step from
+	// moving money, and within the TTL it is always there.
+	app.TableSagaStep: {
+		table:       "saga_step",
+		key:         "saga_id, step_name",
+		age:         "created_at",
+		also:        "NOT waiting",
+		mayBeAbsent: true,
+	},
 }
 
 // sql builds the batch delete. The batch is chosen oldest first (the age

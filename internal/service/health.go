@@ -17,10 +17,13 @@ import (
 // charge, and taking a replica out of rotation because Kafka is unwell
 // would stop payments for no reason. Operators alert on the gauge instead
 // (docs/operations.md, "Health and what to alert on").
-func backgroundComponents(reg prometheus.Registerer, c *consumer.Consumer, r *outbox.Relay) []httpapi.Component {
+func backgroundComponents(reg prometheus.Registerer, c *consumer.Consumer, saga *consumer.SagaConsumer, r *outbox.Relay) []httpapi.Component {
 	var out []httpapi.Component
 	if c != nil {
 		out = append(out, httpapi.Component{Name: "order-consumer", Health: c.Health})
+	}
+	if saga != nil {
+		out = append(out, httpapi.Component{Name: "saga-consumer", Health: saga.Health})
 	}
 	if r != nil {
 		out = append(out, httpapi.Component{Name: "outbox-relay", Health: r.Health})

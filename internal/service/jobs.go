@@ -39,8 +39,12 @@ func newJobs(cfg config.Config, db *gorm.DB, uc useCases, registry prometheus.Re
 			app.CommandRefund: uc.refundPayment,
 		},
 			r.CompleterGrace, abandonedChargesPerRun, logger),
-		Logger:   logger,
-		Registry: registry,
+		Saga: uc.sagaSteps,
+		// A step is unresolved once the completer should have taken it
+		// up: its lock and the completer's grace are over.
+		SagaUnresolvedAfter: cfg.IdempotencyLockTimeout + r.CompleterGrace,
+		Logger:              logger,
+		Registry:            registry,
 	})
 }
 

@@ -20,13 +20,28 @@ func newOrderConsumer(cfg config.Config, tx app.Transactor, reg prometheus.Regis
 		return nil, nil
 	}
 	c := cfg.OrderConsumer
-	return consumer.New(consumer.Config{
+	cc := consumerConfig(cfg, tracing)
+	cc.Topic, cc.DLTTopic, cc.GroupID = c.Topic, c.DLTTopic, c.Group
+	cc.DefaultCurrency, cc.MaxClockSkew = domain.Currency(c.DefaultCurrency), c.MaxClockSkew
+	return consumer.New(cc, app.NewApplyOrderEvents(tx, c.Group), reg, logger)
+}
+
+// newSagaConsumer builds the payment commands' consumer, or returns nil
+// when KAFKA_BROKERS is not set.
+func newSagaConsumer(cfg config.Config, steps *app.SagaSteps, reg prometheus.Registerer, tracing *telemetry.Tracing, logger *slog.Logger) (*consumer.SagaConsumer, error) {
+	if len(cfg.KafkaBrokers) == 0 {
+		return nil, nil
+	}
+	cc := consumerConfig(cfg, tracing)
+	cc.Topic, cc.DLTTopic, cc.GroupID = cfg.Saga.CommandsTopic, cfg.Saga.CommandsDLTTopic, cfg.Saga.Group
+	return consumer.NewSagaConsumer(cc, steps, cfg.Saga.Workers, reg, logger)
+}
+
+// consumerConfig is what both consumers take from KAFKA_*.
+func consumerConfig(cfg config.Config, tracing *telemetry.Tracing) consumer.Config {
+	c := cfg.OrderConsumer
+	return consumer.Config{
 		Brokers:           cfg.KafkaBrokers,
-		Topic:             c.Topic,
-		DLTTopic:          c.DLTTopic,
-		GroupID:           c.Group,
-		DefaultCurrency:   domain.Currency(c.DefaultCurrency),
-		MaxClockSkew:      c.MaxClockSkew,
 		MaxWait:           c.MaxWait,
 		HeartbeatInterval: c.HeartbeatInterval,
 		SessionTimeout:    c.SessionTimeout,
@@ -36,5 +51,5 @@ func newOrderConsumer(cfg config.Config, tx app.Transactor, reg prometheus.Regis
 		MaxRetryBackoff:   c.MaxRetryBackoff,
 		MaxAttempts:       c.MaxAttempts,
 		Tracer:            tracing.TracerIfEnabled("github.com/example/payment-service/internal/consumer"),
-	}, app.NewApplyOrderEvents(tx, c.Group), reg, logger)
+	}
 }

@@ -58,9 +58,10 @@ type Service struct {
 	server   *http.Server
 	debug    *debugServer // nil unless DEBUG_ADDR is set
 
-	relay         *outbox.Relay      // nil without KAFKA_BROKERS
-	outboxWaker   *outbox.Waker      // runs whether or not this replica relays
-	orderConsumer *consumer.Consumer // nil without KAFKA_BROKERS
+	relay         *outbox.Relay          // nil without KAFKA_BROKERS
+	outboxWaker   *outbox.Waker          // runs whether or not this replica relays
+	orderConsumer *consumer.Consumer     // nil without KAFKA_BROKERS
+	sagaConsumer  *consumer.SagaConsumer // nil without KAFKA_BROKERS
 	jobs          *scheduledJobs
 	commands      *app.Core          // its commands are drained before the pool closes (shutdown.go)
 	tracing       *telemetry.Tracing // flushed after everything else stopped
@@ -109,6 +110,7 @@ type useCases struct {
 	core          *app.Core // what every money-moving command shares
 	chargePayment *app.ChargePayment
 	refundPayment *app.RefundPayment // on the charge's core: one drain for both
+	sagaSteps     *app.SagaSteps     // the two, reached by the saga's commands
 	// outboxWaker wakes the relays after commits that wrote events; only
 	// serve runs it (a cleanup's events wait for the relays' poll).
 	outboxWaker *outbox.Waker
@@ -139,23 +141,29 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 	// the order they came, not in database/sql's random order.
 	gate := repository.NewGate(cfg.DatabaseMaxConns)
 	waker := outbox.NewWaker(repository.OutboxNotifier(db, gate), logger)
-	outboxCfg := repository.OutboxConfig{PaymentEventsTopic: cfg.PaymentEventsTopic, Waker: waker}
+	outboxCfg := repository.OutboxConfig{PaymentEventsTopic: cfg.PaymentEventsTopic, RepliesTopic: cfg.Saga.RepliesTopic, Waker: waker}
 	tx := repository.NewTransactor(db, repository.WithOutbox(outboxCfg), repository.WithGate(gate))
 	core := app.NewCore(tx, cfg.IdempotencyLockTimeout, logger,
 		app.WithTracer(tracing.Tracer("github.com/example/payment-service/internal/app")),
 		// A live attempt answers within its call's bound, after which the
 		// record follows at once.
 		app.WithAnswerBound(cfg.ProviderTimeout+time.Second),
-		app.WithRequestBound(cfg.ProviderMaxRequestAge))
+		app.WithRequestBound(cfg.ProviderMaxRequestAge),
+		// A saga step's key is answered by a reply on its topic.
+		app.WithSagaReplies(consumer.SagaReplies{}))
+	charges := app.NewChargePayment(core, providers, httpapi.ResponseEncoder{})
+	// The sandbox is the one provider, and it refunds too; its refund
+	// calls are counted and traced with its charges.
+	refunds := app.NewRefundPayment(core,
+		provider.InstrumentRefunds(sandbox.Name, sandboxClient, calls, observe...), httpapi.ResponseEncoder{})
 	return useCases{
 		tx:            tx,
 		providerNames: names,
 		core:          core,
-		chargePayment: app.NewChargePayment(core, providers, httpapi.ResponseEncoder{}),
-		// The sandbox is the one provider, and it refunds too; its refund
-		// calls are counted and traced with its charges.
-		refundPayment: app.NewRefundPayment(core,
-			provider.InstrumentRefunds(sandbox.Name, sandboxClient, calls, observe...), httpapi.ResponseEncoder{}),
+		chargePayment: charges,
+		refundPayment: refunds,
+		sagaSteps: app.NewSagaSteps(charges, refunds, consumer.SagaReplies{}, domain.ClientID(cfg.Saga.ClientID),
+			cfg.Saga.OrderWait, cfg.Saga.Group, logger),
 		outboxWaker: waker,
 	}, nil
 }
@@ -211,6 +219,10 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...Op
 	if err != nil {
 		return nil, err
 	}
+	sagaConsumer, err := newSagaConsumer(cfg, uc.sagaSteps, registry, tracing, logger)
+	if err != nil {
+		return nil, err
+	}
 	relay, err := newOutboxRelay(cfg, logger, registry, tracing)
 	if err != nil {
 		return nil, err
@@ -236,7 +248,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...Op
 		// Readiness is the database only; the background components are
 		// on /health and in metrics (health.go).
 		Ready:      func(ctx context.Context) error { return repository.Ping(ctx, db) },
-		Components: backgroundComponents(registry, orderConsumer, relay),
+		Components: backgroundComponents(registry, orderConsumer, sagaConsumer, relay),
 		Registry:   registry,
 		Tracing:    tracing,
 	})
@@ -266,6 +278,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...Op
 		relay:         relay,
 		outboxWaker:   uc.outboxWaker,
 		orderConsumer: orderConsumer,
+		sagaConsumer:  sagaConsumer,
 		jobs:          jobs,
 		commands:      uc.core,
 		tracing:       tracing,
@@ -283,7 +296,7 @@ func (s *Service) Addr() string { return s.listener.Addr().String() }
 func (s *Service) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 
-	var relay, orderConsumer *background
+	var relay, orderConsumer, sagaConsumer *background
 	if s.relay != nil {
 		relay = s.goBackground(g, ctx, "outbox relay", s.relay.Run)
 	}
@@ -299,6 +312,9 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.orderConsumer != nil {
 		orderConsumer = s.goBackground(g, ctx, "order consumer", s.orderConsumer.Run)
 	}
+	if s.sagaConsumer != nil {
+		sagaConsumer = s.goBackground(g, ctx, "saga commands consumer", s.sagaConsumer.Run)
+	}
 	s.debug.run(g, s.logger)
 	s.jobs.scheduler.Start()
 
@@ -309,7 +325,7 @@ func (s *Service) Run(ctx context.Context) error {
 			"consumer_timeout", s.cfg.ShutdownConsumerTimeout, "relay_timeout", s.cfg.ShutdownRelayTimeout)
 		stopCtx := context.WithoutCancel(ctx)
 		var err error
-		poolFree, err = s.stopWriters(stopCtx, orderConsumer)
+		poolFree, err = s.stopWriters(stopCtx, orderConsumer, sagaConsumer)
 		// The writers have stopped; the relay publishes what they
 		// committed without a wake (stopRelay).
 		waker.stop(stopCtx)

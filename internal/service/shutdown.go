@@ -10,13 +10,13 @@ import (
 
 // stopWriters stops everything that writes to the database, side by side,
 // each within its own bound: the scheduled jobs (ShutdownJobsTimeout), the
-// order consumer (ShutdownConsumerTimeout), and the HTTP server, whose
+// consumers (ShutdownConsumerTimeout), and the HTTP server, whose
 // in-flight requests drain, followed by the charges they started
 // (ShutdownTimeout for both). Side by side, a stage stuck until its bound
 // delays the others' end by nothing, and the shutdown by at most its own
 // bound. It reports whether the database pool may close (drainCharges) and
 // the stages' errors.
-func (s *Service) stopWriters(ctx context.Context, orderConsumer *background) (poolFree bool, err error) {
+func (s *Service) stopWriters(ctx context.Context, consumers ...*background) (poolFree bool, err error) {
 	httpCtx, cancel := s.stageContext(ctx, "http drain", s.cfg.ShutdownTimeout)
 	defer cancel()
 	var (
@@ -30,18 +30,24 @@ func (s *Service) stopWriters(ctx context.Context, orderConsumer *background) (p
 			jobsErr = fmt.Errorf("jobs shutdown: %w", jobsErr)
 		}
 	})
-	wg.Go(func() {
-		consumerCtx, cancel := s.stageContext(ctx, "order consumer", s.cfg.ShutdownConsumerTimeout)
-		defer cancel()
-		orderConsumer.stop(consumerCtx)
-	})
+	for _, c := range consumers {
+		wg.Go(func() {
+			if c == nil {
+				return
+			}
+			consumerCtx, cancel := s.stageContext(ctx, c.name, s.cfg.ShutdownConsumerTimeout)
+			defer cancel()
+			c.stop(consumerCtx)
+		})
+	}
 	wg.Go(func() {
 		if httpErr = s.server.Shutdown(httpCtx); httpErr != nil {
 			httpErr = fmt.Errorf("http shutdown: %w", httpErr)
 		}
 	})
 	wg.Wait()
-	// Only now can no new charge start (the completer is a job). Charges
+	// Only now can no new charge start (the completer is a job, the
+	// saga's commands come through a consumer). Charges
 	// outlive their requests' handlers only if the HTTP drain's bound ran
 	// out; they are aborted and logged, never left under a closed pool.
 	poolFree = s.drainCharges(httpCtx)

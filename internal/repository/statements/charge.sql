@@ -76,7 +76,7 @@ SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
        END;
 
 -- recordOutcomeSQL: phase 3: the key completed, the payment's final status and its event, in one statement.
--- Parameters: $1 response, $2 http_status, $3 client, $4 key, $5 token, $6 payment_id, $7 final_status, $8 event_id, $9 topic, $10 message_key, $11 event_type, $12 payload, $13 trace_context.
+-- Parameters: $1 response, $2 http_status, $3 client, $4 key, $5 token, $6 payment_id, $7 final_status, $8 event_id, $9 topic, $10 message_key, $11 event_type, $12 payload, $13 trace_context, $14 reply_event_id, $15 reply_topic, $16 reply_key, $17 reply_type, $18 reply.
 WITH
 completed AS (
     UPDATE idempotency_record
@@ -100,6 +100,14 @@ announced AS (
     SELECT $8, $9, $10, $11, CAST($12 AS json),
            CAST(NULLIF($13, '') AS json) -- '': the request was not traced
       FROM decided
+ RETURNING 1
+),
+replied AS (
+    INSERT INTO outbox_event (event_id, topic, message_key, event_type, payload, trace_context)
+    SELECT $14, $15, $16, $17, CAST($1 AS json),
+           CAST(NULLIF($13, '') AS json)
+      FROM announced
+     WHERE $18
  RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM announced) AS recorded,

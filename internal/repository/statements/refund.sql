@@ -186,7 +186,7 @@ SELECT id, payment_id, client_id, payment_provider, external_refund_id, amount, 
  WHERE payment_provider = $1 AND external_refund_id = $2;
 
 -- recordRefundOutcomeSQL: phase 3: the key completed, the refund's final status and its event, in one statement.
--- Parameters: $1 refund, $2 response, $3 http_status, $4 client, $5 key, $6 token, $7 status, $8 event_id, $9 topic, $10 message_key, $11 event_type, $12 payload, $13 trace_context.
+-- Parameters: $1 refund, $2 response, $3 http_status, $4 client, $5 key, $6 token, $7 status, $8 event_id, $9 topic, $10 message_key, $11 event_type, $12 payload, $13 trace_context, $14 reply_event_id, $15 reply_topic, $16 reply_key, $17 reply_type, $18 reply.
 WITH
 refund_payment AS MATERIALIZED (
     SELECT p.id
@@ -231,6 +231,14 @@ announced AS (
     SELECT $8, $9, $10, $11, CAST($12 AS json),
            CAST(NULLIF($13, '') AS json) -- '': the request was not traced
       FROM settled
+ RETURNING 1
+),
+replied AS (
+    INSERT INTO outbox_event (event_id, topic, message_key, event_type, payload, trace_context)
+    SELECT $14, $15, $16, $17, CAST($2 AS json),
+           CAST(NULLIF($13, '') AS json)
+      FROM announced
+     WHERE $18
  RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM announced) AS recorded,

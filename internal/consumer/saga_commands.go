@@ -1,0 +1,266 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/example/payment-service/internal/app"
+)
+
+// SagaStepper is the use case the commands are handed to: app.SagaSteps.
+type SagaStepper interface {
+	// Charge carries out a charge step; firstTried bounds its wait for
+	// the order.
+	Charge(ctx context.Context, c app.SagaCharge, firstTried time.Time) (app.SagaResult, error)
+	// Compensate carries out a compensation.
+	Compensate(ctx context.Context, c app.SagaCompensation) (app.SagaResult, error)
+	// Invalid answers a command that cannot be carried out, once per
+	// eventID.
+	Invalid(ctx context.Context, eventID uuid.UUID, step app.SagaStep, detail string) (app.SagaResult, error)
+}
+
+// SagaConsumer consumes the payment commands topic (the saga transport,
+// R-DIST-IDEM-1's third id) until its context ends.
+//
+// What it adds to the order events consumer's loop:
+//
+//   - Each command is carried out by app.SagaSteps, which deduplicates it
+//     on its step's (sagaId, stepName): a redelivered or re-sent command
+//     moves no money again and gets its stored reply again. The offset is
+//     committed once every command of the batch is durably answered or
+//     claimed: a step whose outcome is unknown is claimed, and its reply
+//     comes when whoever settles it (a retry, the completer, the
+//     provider's event) records it; the topic moves on meanwhile.
+//   - A batch's commands are carried out saga by saga: the commands of one
+//     saga (one message key, so one partition) one after the other, in
+//     offset order; different sagas at once, up to Workers.
+//   - A step that must be tried again (the provider did not act, another
+//     payment of the order is in flight, the order is not projected yet,
+//     the database is down) is retried with backoff; only its own saga and
+//     the batch's commit wait for it.
+//   - A command that cannot be read goes to the dead-letter topic with the
+//     reason in its headers, as an order event does; if its sagaId and
+//     stepName can be read, the step is answered failed (invalid-command)
+//     too, once per record.
+type SagaConsumer struct {
+	*loop
+	steps   SagaStepper
+	workers int
+	metrics *sagaMetrics
+}
+
+// DefaultSagaWorkers is how many sagas of a batch are carried out at once.
+const DefaultSagaWorkers = 16
+
+// Steps of the saga consumer, as the "step" label of its retries metric.
+const (
+	stepSagaCharge     = "charging"
+	stepSagaCompensate = "compensating"
+	stepSagaInvalid    = "answering an invalid command"
+)
+
+// NewSagaConsumer builds the consumer of cfg.Topic (PAYMENT_COMMANDS_TOPIC)
+// with up to workers sagas at once (DefaultSagaWorkers if 0), and registers
+// its metrics on reg. cfg.GroupID names it in processed_event too.
+func NewSagaConsumer(cfg Config, steps SagaStepper, workers int, reg prometheus.Registerer, logger *slog.Logger) (*SagaConsumer, error) {
+	reasons := []string{ReasonInvalidJSON, ReasonInvalidEventID, ReasonUnknownEventType, ReasonInvalidAmount, ReasonInvalidField, ReasonDuplicateKey, ReasonRejected}
+	l, err := newLoop(cfg, "saga commands consumer", "saga_commands", reasons,
+		[]string{stepDeadLetter, stepSagaCharge, stepSagaCompensate, stepSagaInvalid}, reg, logger)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newSagaMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	if workers <= 0 {
+		workers = DefaultSagaWorkers
+	}
+	return &SagaConsumer{loop: l, steps: steps, workers: workers, metrics: m}, nil
+}
+
+// Run consumes until ctx ends; see Consumer.Run.
+func (c *SagaConsumer) Run(ctx context.Context) error {
+	return c.run(ctx, c.process)
+}
+
+// process carries out one batch and commits its offsets; it returns
+// without committing when ctx ends while a command waits for a retry.
+func (c *SagaConsumer) process(ctx context.Context, batch []kafka.Message) {
+	ctx, span := c.traceBatch(ctx, batch)
+	defer span.end()
+	// As for the order events: work on a started command runs to its end;
+	// only the waits between attempts end with ctx.
+	work := context.WithoutCancel(ctx)
+
+	var poisoned []deadRecord
+	var invalid []sagaPoison
+	bySaga := map[uuid.UUID][]sagaCommand{}
+	var sagas []uuid.UUID
+	for _, m := range batch {
+		cmd, bad := decodeSagaCommand(m.Value)
+		if bad != nil {
+			poisoned = append(poisoned, deadRecord{msg: m, reason: bad.PoisonError})
+			if bad.step != nil {
+				if bad.eventID == uuid.Nil {
+					// Once per record, however often it is delivered.
+					bad.eventID = recordID(m)
+				}
+				invalid = append(invalid, *bad)
+			}
+			continue
+		}
+		cmd.msg = m
+		saga := cmd.step().SagaID
+		if _, ok := bySaga[saga]; !ok {
+			sagas = append(sagas, saga)
+		}
+		bySaga[saga] = append(bySaga[saga], cmd)
+	}
+	if err := c.deadLetterAll(ctx, work, poisoned); err != nil {
+		return
+	}
+	for _, bad := range invalid {
+		err := c.retry(ctx, stepSagaInvalid, never, 0, func() error {
+			_, err := c.steps.Invalid(work, bad.eventID, *bad.step, bad.Reason+": "+bad.Detail)
+			return err
+		})
+		if err != nil {
+			return
+		}
+		c.metrics.steps.WithLabelValues("invalid", string(app.ReplyFailed)).Inc()
+	}
+
+	var rejected []deadRecord
+	var mu sync.Mutex
+	done := c.each(ctx, sagas, func(saga uuid.UUID) bool {
+		for _, cmd := range bySaga[saga] {
+			err := c.carryOut(ctx, work, cmd)
+			if errors.Is(err, app.ErrDataRejected) {
+				mu.Lock()
+				rejected = append(rejected, deadRecord{msg: cmd.msg, reason: &PoisonError{Reason: ReasonRejected, Detail: err.Error()}})
+				mu.Unlock()
+				continue
+			}
+			if err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	if !done {
+		return
+	}
+	if err := c.deadLetterAll(ctx, work, rejected); err != nil {
+		return
+	}
+	c.setState(nil)
+	c.commit(work, batch, span)
+}
+
+// each runs fn for every saga, up to c.workers at once, and reports
+// whether every call returned true.
+func (c *SagaConsumer) each(ctx context.Context, sagas []uuid.UUID, fn func(uuid.UUID) bool) bool {
+	sem := make(chan struct{}, c.workers)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok := true
+	for _, saga := range sagas {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return false
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if !fn(saga) {
+				mu.Lock()
+				ok = false
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return ok
+}
+
+// carryOut carries out one command, retrying until it is answered or
+// claimed. It returns ctx's error if ctx ends first, and
+// app.ErrDataRejected once the database has rejected the command
+// MaxAttempts times (the command is then dead-lettered).
+func (c *SagaConsumer) carryOut(ctx, work context.Context, cmd sagaCommand) error {
+	kind, what := "charge", stepSagaCharge
+	if cmd.compensate != nil {
+		kind, what = "compensation", stepSagaCompensate
+	}
+	firstTried := time.Now()
+	var res app.SagaResult
+	rejected := func(err error) bool { return errors.Is(err, app.ErrDataRejected) }
+	err := c.retry(ctx, what, rejected, c.cfg.MaxAttempts, func() error {
+		attempt, cancel := context.WithTimeout(work, 30*time.Second)
+		defer cancel()
+		var err error
+		if cmd.charge != nil {
+			res, err = c.steps.Charge(attempt, *cmd.charge, firstTried)
+		} else {
+			res, err = c.steps.Compensate(attempt, *cmd.compensate)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	c.metrics.record(kind, res)
+	return nil
+}
+
+// never: no failure is final.
+func never(error) bool { return false }
+
+// recordID is a record's own id, for a command whose eventId cannot be
+// read: the same for every delivery of the record.
+func recordID(m kafka.Message) uuid.UUID {
+	return uuid.NewSHA1(uuid.NameSpaceURL, []byte("kafka:"+m.Topic+"/"+strconv.Itoa(m.Partition)+"/"+strconv.FormatInt(m.Offset, 10)))
+}
+
+// sagaMetrics are the saga consumer's own series.
+type sagaMetrics struct {
+	steps *prometheus.CounterVec
+}
+
+func newSagaMetrics(reg prometheus.Registerer) (*sagaMetrics, error) {
+	m := &sagaMetrics{steps: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "saga_steps_total",
+		Help: "Saga commands carried out by the commands consumer, by kind (charge, compensation, invalid) and outcome: the reply type, \"pending\" (claimed; the reply comes when the outcome is settled) or \"replayed\" (a delivered-again or re-sent step answered by its stored reply).",
+	}, []string{"kind", "outcome"})}
+	for _, kind := range []string{"charge", "compensation"} {
+		for _, outcome := range []string{string(app.SagaPending), "replayed"} {
+			m.steps.WithLabelValues(kind, outcome)
+		}
+	}
+	if err := reg.Register(m.steps); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *sagaMetrics) record(kind string, res app.SagaResult) {
+	outcome := string(res.Reply.Type)
+	switch {
+	case res.Outcome == app.SagaPending:
+		outcome = string(app.SagaPending)
+	case res.Replayed:
+		outcome = "replayed"
+	}
+	m.steps.WithLabelValues(kind, outcome).Inc()
+}
