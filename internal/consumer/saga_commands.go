@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/example/payment-service/internal/app"
 )
@@ -95,7 +96,7 @@ func (c *SagaConsumer) Run(ctx context.Context) error {
 // process carries out one batch and commits its offsets; it returns
 // without committing when ctx ends while a command waits for a retry.
 func (c *SagaConsumer) process(ctx context.Context, batch []kafka.Message) {
-	ctx, span := c.traceBatch(ctx, batch)
+	ctx, span := c.traceBatchOf(ctx, batch, false)
 	defer span.end()
 	// As for the order events: work on a started command runs to its end;
 	// only the waits between attempts end with ctx.
@@ -143,7 +144,7 @@ func (c *SagaConsumer) process(ctx context.Context, batch []kafka.Message) {
 	var mu sync.Mutex
 	done := c.each(ctx, sagas, func(saga uuid.UUID) bool {
 		for _, cmd := range bySaga[saga] {
-			err := c.carryOut(ctx, work, cmd)
+			err := c.traced(ctx, work, span, cmd)
 			if errors.Is(err, app.ErrDataRejected) {
 				mu.Lock()
 				rejected = append(rejected, deadRecord{msg: cmd.msg, reason: &PoisonError{Reason: ReasonRejected, Detail: err.Error()}})
@@ -192,6 +193,23 @@ func (c *SagaConsumer) each(ctx context.Context, sagas []uuid.UUID, fn func(uuid
 	}
 	wg.Wait()
 	return ok
+}
+
+// traced carries out cmd under its record's span (traceRecord): the trace
+// its orchestrator started runs on through the provider call and into the
+// reply, whose outbox row keeps the span's context.
+func (c *SagaConsumer) traced(ctx, work context.Context, batch *batchSpan, cmd sagaCommand) error {
+	recCtx, span := c.traceRecord(work, cmd.msg, batch)
+	if span == nil {
+		return c.carryOut(ctx, work, cmd)
+	}
+	defer span.End()
+	err := c.carryOut(ctx, recCtx, cmd)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return err
 }
 
 // carryOut carries out one command, retrying until it is answered or

@@ -31,6 +31,13 @@ type batchSpan struct {
 }
 
 func (l *loop) traceBatch(ctx context.Context, msgs []kafka.Message) (context.Context, *batchSpan) {
+	return l.traceBatchOf(ctx, msgs, true)
+}
+
+// traceBatchOf is traceBatch; perRecord false starts no span per record:
+// the saga consumer starts its own, around each command's work
+// (traceRecord).
+func (l *loop) traceBatchOf(ctx context.Context, msgs []kafka.Message, perRecord bool) (context.Context, *batchSpan) {
 	// With tracing off the spans are no-ops: the records' headers are not
 	// read, and no span per record is started (below).
 	var parents []trace.SpanContext
@@ -53,7 +60,7 @@ func (l *loop) traceBatch(ctx context.Context, msgs []kafka.Message) (context.Co
 			attribute.Int("messaging.batch.message_count", len(msgs)),
 		))
 	s := &batchSpan{batch: batch}
-	if !batch.IsRecording() {
+	if !batch.IsRecording() || !perRecord {
 		return ctx, s // tracing off: no span per record either
 	}
 	toBatch := trace.Link{SpanContext: batch.SpanContext()}
@@ -72,6 +79,30 @@ func (l *loop) traceBatch(ctx context.Context, msgs []kafka.Message) (context.Co
 		s.records = append(s.records, rec)
 	}
 	return ctx, s
+}
+
+// traceRecord starts the span of one record's own work, "process <topic>":
+// a child of the record's traceparent, if it has one (else of the batch's
+// span), linked to the batch's span. Its context is what the work runs
+// under, so the record's trace runs on through the work's statements and
+// calls, and into what the work publishes. With tracing off it starts
+// nothing and returns a nil span.
+func (l *loop) traceRecord(ctx context.Context, m kafka.Message, batch *batchSpan) (context.Context, trace.Span) {
+	if !l.traced || !batch.batch.IsRecording() {
+		return ctx, nil
+	}
+	parent := ctx
+	if sc := recordSpanContext(m); sc.IsValid() {
+		parent = trace.ContextWithRemoteSpanContext(ctx, sc)
+	}
+	return l.cfg.Tracer.Start(parent, "process "+l.cfg.Topic,
+		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(trace.Link{SpanContext: batch.batch.SpanContext()}),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "kafka"),
+			attribute.String("messaging.destination.name", m.Topic),
+			attribute.Int("messaging.destination.partition.id", m.Partition),
+			attribute.Int64("messaging.kafka.offset", m.Offset),
+		))
 }
 
 // recordSpanContext is the span context in a record's W3C trace-context

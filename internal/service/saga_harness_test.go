@@ -18,6 +18,7 @@ import (
 	"github.com/example/payment-service/internal/asyncapitest"
 	"github.com/example/payment-service/internal/kafkatest"
 	"github.com/example/payment-service/internal/sandboxprovider"
+	"github.com/example/payment-service/internal/service"
 	"github.com/example/payment-service/internal/servicetest"
 	"github.com/example/payment-service/internal/testdb"
 )
@@ -52,7 +53,7 @@ func (r reply) str(field string) string {
 }
 
 // startSaga runs the service with env over the saga's settings.
-func startSaga(t *testing.T, env map[string]string, provider sandboxprovider.Config) *sagaRig {
+func startSaga(t *testing.T, env map[string]string, provider sandboxprovider.Config, opts ...service.Option) *sagaRig {
 	t.Helper()
 	brokers := kafkatest.Brokers(t)
 	r := &sagaRig{
@@ -87,7 +88,7 @@ func startSaga(t *testing.T, env map[string]string, provider sandboxprovider.Con
 	for k, v := range env {
 		vars[k] = v
 	}
-	r.svc = servicetest.Start(t, servicetest.Options{DSN: testdb.New(t), Env: vars, Provider: provider})
+	r.svc = servicetest.Start(t, servicetest.Options{DSN: testdb.New(t), Env: vars, Provider: provider, Service: opts})
 	r.writer = &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: r.commands, Balancer: &kafka.Hash{},
 		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
 	t.Cleanup(func() { _ = r.writer.Close() })
@@ -148,6 +149,15 @@ func resent(cmd map[string]any) map[string]any {
 	out["eventId"] = uuid.Must(uuid.NewV7()).String()
 	out["occurredAt"] = time.Now().UTC().Format(time.RFC3339Nano)
 	return out
+}
+
+// withHeader is cmd's record with one more header.
+func (r *sagaRig) withHeader(t *testing.T, cmd map[string]any, key, value string) kafka.Message {
+	t.Helper()
+	m := r.messages(t, []map[string]any{cmd})[0]
+	m.Headers = append(m.Headers, kafka.Header{Key: key, Value: []byte(value)})
+	asyncapitest.Validate(t, "paymentCommands", m.Key, asyncapitest.KafkaHeaders(m.Headers), m.Value)
+	return m
 }
 
 // send publishes commands, each keyed by its sagaId, with eventId and

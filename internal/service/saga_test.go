@@ -1,7 +1,9 @@
 package service_test
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -9,10 +11,14 @@ import (
 	"github.com/google/uuid"
 	"github.com/segmentio/kafka-go"
 	"github.com/shopspring/decimal"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/example/payment-service/internal/asyncapitest"
 	"github.com/example/payment-service/internal/kafkatest"
 	"github.com/example/payment-service/internal/sandboxprovider"
+	"github.com/example/payment-service/internal/service"
 )
 
 // The payment step of an order saga, end to end: commands on the commands
@@ -338,5 +344,53 @@ func TestSagaCommandsThatCannotBeRead(t *testing.T) {
 	}
 	if n := r.svc.Count(t, `SELECT count(*) FROM payment WHERE order_id = $1`, order); n != 1 {
 		t.Fatalf("%d payments for the order, want only the valid step's", n)
+	}
+}
+
+// A step is one trace, continued from its command's traceparent: the
+// command's processing span, the charge's phases and provider call under
+// it, and the reply carries the same trace in its headers.
+func TestSagaStepIsOneTraceIntoItsReply(t *testing.T) {
+	exporter := tracetest.NewInMemoryExporter()
+	provider := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))
+	t.Cleanup(func() { _ = provider.Shutdown(context.Background()) })
+	r := startSaga(t, nil, sandboxprovider.Config{}, service.WithTracerProvider(provider))
+	order := r.newOrder(t, "12.00")
+	saga := uuid.New()
+
+	orchestrator := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID(uuid.New()), SpanID: trace.SpanID{8, 7, 6, 5, 4, 3, 2, 1}, TraceFlags: trace.FlagsSampled,
+	})
+	traceparent := "00-" + orchestrator.TraceID().String() + "-" + orchestrator.SpanID().String() + "-01"
+	r.sendRaw(t, r.withHeader(t, chargeCmd(saga, "charge-payment", order, "12.00", "pi_traced_"+saga.String()), "traceparent", traceparent))
+
+	got := r.awaitReply(t, saga, "charge-payment", 1)[0]
+	if parts := strings.Split(got.Headers["traceparent"], "-"); len(parts) != 4 || parts[1] != orchestrator.TraceID().String() {
+		t.Fatalf("reply headers %v: want the command's trace %s", got.Headers, orchestrator.TraceID())
+	}
+	var process, call *tracetest.SpanStub
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		process, call = nil, nil
+		spans := exporter.GetSpans()
+		for i, sp := range spans {
+			if sp.SpanContext.TraceID() != orchestrator.TraceID() {
+				continue
+			}
+			switch sp.Name {
+			case "process " + r.commands:
+				process = &spans[i]
+			case "provider charge":
+				call = &spans[i]
+			}
+		}
+		if process != nil && call != nil {
+			break
+		}
+	}
+	if process == nil || call == nil {
+		t.Fatalf("the command's trace lacks its processing span (%v) or its provider call (%v)", process != nil, call != nil)
+	}
+	if process.Parent.SpanID() != orchestrator.SpanID() || process.SpanKind != trace.SpanKindConsumer {
+		t.Fatalf("processing span: parent %v, kind %v; want a consumer span under the orchestrator's", process.Parent, process.SpanKind)
 	}
 }
