@@ -40,8 +40,9 @@
  *   FINDSAVE       the claim is find-then-save (a SELECT, then an upsert of
  *                  the whole row decided on what the SELECT saw) instead of
  *                  one INSERT ... ON CONFLICT DO UPDATE ... WHERE statement
- *   DELUNKNOWN     the code before issue 9: any provider error releases the
- *                  key and deletes the PENDING payment ("nothing charged")
+ *   DELUNKNOWN     the earlier design that released the key on any provider
+ *                  error: the key released and the PENDING payment deleted
+ *                  ("nothing charged") even when the outcome is unknown
  *   NOORDERIDX     no partial UNIQUE (order_id) index (third layer)
  *   NOLEASE        a claim has no lease: its lock never expires by itself
  *                  (only the early release gives it back); breaks P5
@@ -50,8 +51,8 @@
  *                  that nothing was charged)
  *   BUSYASNONE     the lookup's "a request under this key is being
  *                  processed" taken as "no charge"
- *   NOSETTLE       the code before issue 21: any refusal of a resumed
- *                  payment keeps it PENDING as unknown (no lookup); breaks
+ *   NOSETTLE       the earlier rule that settled no refusal of a resumed
+ *                  payment: it stays PENDING as unknown (no lookup); breaks
  *                  P5's liveness when every retry is refused
  *   HOOKNOFENCE    (with WEBHOOK) the event's record is not fenced by the
  *                  token of the claim it read: any IN_PROGRESS record of the
@@ -83,8 +84,8 @@
 #define CMD_E(i) 0
 #define CMD_A(i) 1
 #elif SCEN == 2
-/* one order: a second key with a second external payment (issue 9's new
- * payment intent per attempt) */
+/* one order: a second key with a second external payment (a client that
+ * makes a new payment intent per attempt) */
 #define NCLI 2
 #define CMD_K(i) ((i) - 1)
 #define CMD_E(i) ((i) - 1)
@@ -498,7 +499,7 @@ inline charge(k, e, a, me)
 						:: reply == R_APPROVED ->
 							pay[e].st = SUCCEEDED; COMPLETE_WRITE(k, A_201); ans = A_201;
 							if
-							:: pamt[e] != pay[e].amt -> SEEN(16)   /* issue 9's reviewer scenario */
+							:: pamt[e] != pay[e].amt -> SEEN(16)   /* recorded for an amount never charged */
 							:: else -> skip
 							fi;
 							CHARGED_AS(e, pay[e].amt)

@@ -50,9 +50,10 @@
  *                  breaks P10
  *   NOFENCE        fenced writes do not compare lock_token, only the key and
  *                  status = 'IN_PROGRESS'; breaks P12, then P11
- *   NOCOMMAND      issue 20's hazard: the completer reads every record as a
- *                  charge's, so a refund's record (payment_id NULL) is
- *                  "nothing reserved" and is released; breaks P11
+ *   NOCOMMAND      the completer before records knew their command: it
+ *                  reads every record as a charge's, so a refund's record
+ *                  (payment_id NULL) is "nothing reserved" and is
+ *                  released; breaks P11
  *   DELUNKNOWN     an unknown outcome is taken as "not refunded": the key is
  *                  released and the PENDING refund deleted, its amount given
  *                  back; breaks P12 (and P11)

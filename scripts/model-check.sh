@@ -176,11 +176,11 @@ suite_checks() {
 	run live-order    live   pass -DSCEN=2 -DMAXFAULTS=1
 	run live-ext      live   pass -DSCEN=3 -DMAXFAULTS=0
 	run live-reuse    live   pass -DSCEN=4 -DMAXFAULTS=1
-	# issue 21: a refusal for good after a crash or a lost answer; every
-	# retry is refused, and each request still gets a final answer
+	# a refusal for good after a crash or a lost answer; every retry is
+	# refused, and each request still gets a final answer
 	run live-refused  live   pass -DSCEN=1 -DMAXDBFAIL=0 -DMAXSLOW=0 -DMAXDNC=0
-	# issue 24: the provider's events (webhooks) as a second writer; one
-	# fault for one key, none for two payments of the order (two events)
+	# the provider's events (webhooks) as a second writer; one fault for
+	# one key, none for two payments of the order (two events)
 	run safety-webhook-key   safety pass -DSCEN=1 -DWEBHOOK -DMAXFAULTS=1
 	run safety-webhook-order safety pass -DSCEN=2 -DWEBHOOK -DMAXFAULTS=0
 	run live-webhook-key     live   pass -DSCEN=1 -DWEBHOOK -DMAXFAULTS=0
@@ -230,7 +230,7 @@ suite_findsave() {
 suite_delunknown() {
 	run mutant-delunknown         bfs "violation:VIOLATED P6" -DSCEN=1 -DDELUNKNOWN
 	run mutant-delunknown-money   bfs "violation:VIOLATED P2" -DSCEN=1 -DDELUNKNOWN -DSKIP_P6 -DMAXATT=1
-	run mutant-delunknown-issue9  bfs "violation:WITNESS 16 reached" -DSCEN=3 -DDELUNKNOWN -DSKIP_P6 -DWITNESS=16 -DMAXATT=1 -DMAXREFUSE=0 \
+	run mutant-delunknown-amount  bfs "violation:WITNESS 16 reached" -DSCEN=3 -DDELUNKNOWN -DSKIP_P6 -DWITNESS=16 -DMAXATT=1 -DMAXREFUSE=0 \
 		-DMAXCRASH=0 -DMAXSLOW=0 -DMAXDNC=0 -DMAXDBFAIL=0
 }
 suite_noorderidx() {
