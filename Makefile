@@ -5,10 +5,11 @@ BIN         ?= bin
 
 .PHONY: dev demo compose-check fresh-machine-check test test-kafka test-fault test-fault-long test-fault-rolling-long fuzz contract-fuzz lint build migrate bench bench-api bench-scale bench-tracing docs-screenshot help model model-mutants model-deep \
 	model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease \
-	model-mutant-nolookup model-mutant-busyasnone model-mutant-nosettle model-mutant-refuseonce \
+	model-mutant-nolookup model-mutant-busyasnone model-mutant-nosettle model-mutant-nowait \
 	model-mutant-hooknofence model-mutant-hookfinal model-mutant-hooknodedup \
 	model-mutant-refund-checkthenact model-mutant-refund-newkey model-mutant-refund-nofence \
-	model-mutant-refund-nocommand model-mutant-refund-delunknown model-mutant-refund-nolease
+	model-mutant-refund-nocommand model-mutant-refund-delunknown model-mutant-refund-nolease \
+	model-mutant-refund-nowait
 
 help:
 	@echo "make dev      run the service on a throwaway PostgreSQL (no Docker), http://127.0.0.1:8080"
@@ -200,10 +201,11 @@ model-mutants:
 	scripts/model-check.sh mutants refund-mutants
 
 model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease \
-model-mutant-nolookup model-mutant-busyasnone model-mutant-nosettle model-mutant-refuseonce \
+model-mutant-nolookup model-mutant-busyasnone model-mutant-nosettle model-mutant-nowait \
 model-mutant-hooknofence model-mutant-hookfinal model-mutant-hooknodedup \
 model-mutant-refund-checkthenact model-mutant-refund-newkey model-mutant-refund-nofence \
-model-mutant-refund-nocommand model-mutant-refund-delunknown model-mutant-refund-nolease:
+model-mutant-refund-nocommand model-mutant-refund-delunknown model-mutant-refund-nolease \
+model-mutant-refund-nowait:
 	scripts/model-check.sh $(patsubst model-mutant-%,%,$@)
 
 # Larger bounds: minutes per run, up to MODEL_MEMLIM MB each; not run by CI.

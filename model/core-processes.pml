@@ -64,7 +64,8 @@ proctype Client(byte me)
 #define EXPIRABLE(k) false
 #endif
 
-/* Time and failures: replica crashes, lock expiry, the TTL purge. */
+/* Time and failures: replica crashes, lock expiry, the TTL purge, the bound
+ * B passing. */
 active proctype Environment()
 {
 	byte k, t;
@@ -122,6 +123,14 @@ end:
 #endif
 		printf("the TTL purge deletes K%d\n", k);
 		DELETE_RECORD(k); k = 0
+	   }
+	:: atomic {
+		/* B passes since the key's latest takeover, while its owner waits
+		 * for it (model/core.pml, "the bound on a request's age") */
+		ANY_KEY(IN_WINDOW) ->
+		PICK_KEY(IN_WINDOW, k);
+		printf("the bound B passes since K%d's latest takeover\n", k);
+		window[k] = 0; k = 0
 	   }
 	od
 }

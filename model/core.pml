@@ -78,6 +78,16 @@ typedef Rec {
 
 Rec  rec[NKEY];    /* idempotency_record, primary key (client_id, key) */
 
+/* The bound B on a request's age (PROVIDER_REQUEST_MAX_AGE): the provider
+ * acts on a request only within B of its sending. An attempt sends while its
+ * claim's lock is live, and a takeover claims the key only after the
+ * previous claim's lock ended, so once B has passed since a takeover no
+ * earlier attempt's request can still reach the provider. window[k]: B has
+ * not passed since the latest takeover of key k. A takeover opens it (the
+ * claim's write), B passing closes it (below, "the bound on a request's
+ * age"). */
+bit  window[NKEY];
+
 bool kill[NTOK];   /* this attempt dies with its replica at its next step */
 byte crashes, slow, lost, dnc, refusals, dbfail, purges, faults;
 
@@ -88,6 +98,9 @@ bool alive[NTOK];        /* the attempt with this token is running */
 byte clients_done;       /* clients that stopped */
 byte nfinal;             /* clients that got a final answer */
 bool completer_done;
+byte calls[NTOK];        /* the key (+ 1) whose provider call attempt t has still
+                          * to make or to settle (0: none) */
+bool waiting[NTOK];      /* attempt t waits for B to pass since its claim */
 
 /* A per-key condition on any key, and the choice of a key that meets it. */
 #if NKEY == 3
@@ -139,10 +152,12 @@ bool completer_done;
 #define OWNED(k, me) (rec[k].st == INPROG)
 #endif
 
-/* The claim's write: the INSERT, or the DO UPDATE of a takeover.
- * CLAIM_CHECK(k) is the model's check before it. */
+/* The claim's write: the INSERT, or the DO UPDATE of a takeover (which
+ * opens the key's window: an earlier attempt's request may still be on its
+ * way). CLAIM_CHECK(k) is the model's check before it. */
 #define CLAIM_WRITE(k, me, h, p) \
 	CLAIM_CHECK(k); \
+	window[k] = (rec[k].st == INPROG -> 1 : window[k]); \
 	rec[k].st = INPROG; rec[k].hash = h; rec[k].tok = me; rec[k].exp = 0; \
 	rec[k].RECOVERY = p; rec[k].resp = A_NONE; holder[k] = me; owner_alive[k] = 1
 
@@ -161,11 +176,125 @@ bool completer_done;
  * claim, that claim's owner is gone, so its lock may expire at any time. */
 #define ATTEMPT_STARTS(me) d_step { alive[me] = 1; ans = A_CRASH }
 #define ATTEMPT_ENDS(k, me) \
-	alive[me] = 0; \
+	alive[me] = 0; CALL_SETTLED(k, me); \
 	if \
 	:: holder[k] == (me) -> owner_alive[k] = 0 \
 	:: else -> skip \
 	fi
+
+/* ------------------------------------------ the bound on a request's age */
+
+/* B passing since a takeover of key k ("window[k] = 0") is time, an event
+ * that may come at any moment. It changes only what the attempts that look
+ * at it do: the call of an attempt whose claim was taken over (too old or
+ * not) and the wait of the key's owner. So the model takes it only there:
+ * such a call may find that it has passed (TOO_OLD: it passes now, if it
+ * had not), and while an owner waits the environment may take it
+ * (IN_WINDOW, model/core-processes.pml). Moved to the next moment one of
+ * them looks, an event that comes earlier changes nothing. */
+
+/* The provider refuses as too old the call of an attempt whose claim was
+ * taken over once B has passed since the key's latest takeover: not
+ * charged, nothing recorded under the key. Until then it may still reach
+ * the provider (ON_TIME). */
+#define TOO_OLD(k, me) (holder[k] != (me))
+#define ON_TIME(k, me) (holder[k] == (me) || window[k])
+
+/* A resumed attempt refused for good whose lookup found nothing under the
+ * key records FAILED only once B has passed since its own claim (the key's
+ * latest takeover: it holds the claim); before, it waits. NOWAIT is the
+ * earlier rule: FAILED at once. */
+#ifndef NOWAIT
+#define BOUND_PASSED(k) (!window[k])
+#else
+#define BOUND_PASSED(k) true
+#endif
+
+/* The wait ends when B has passed, or when the lock has ended first
+ * (expired; taken over, or completed by the provider's event: no longer
+ * owned). */
+#define WAIT_ENDS(k, me) (!window[k] || rec[k].exp || !OWNED(k, me))
+#define WAITED_ENOUGH(k, me) (!window[k] && OWNED(k, me))
+#define CANNOT_WAIT(k, me) (rec[k].exp || !OWNED(k, me))
+
+/* settleFailedCall after a resumed attempt's refusal: the lookup by key,
+ * one step with the refused call's answer (it reads only the provider's
+ * ledger). The model says what it finds: LOOKUP_FINDS(o, me, seen) are its
+ * options for a decision, a lost answer and a request being processed,
+ * LOOKUP_NONE(o) is nothing under the key and LOOKUP_SAYS_NONE(o, me) its
+ * narration; W_LOOKUP_FOUND and the other W_ are its witnesses. Nothing
+ * under the key after a refusal for now is unknown; after a refusal for
+ * good it is FAILED once B has passed since this attempt's claim, and
+ * before that the attempt waits. */
+#define LOOK_UP(k, o, me) \
+	if \
+	LOOKUP_FINDS(o, me, W_LOOKUP_FOUND) \
+	:: LOOKUP_NONE(o) -> \
+		LOOKUP_SAYS_NONE(o, me); \
+		if \
+		:: reply == R_REFUSED && BOUND_PASSED(k) -> reply = R_FAIL; SEEN(W_LOOKUP_FAILED) \
+		:: reply == R_REFUSED && !BOUND_PASSED(k) -> WAIT_AND_LOOK_UP(k, o, me) \
+		:: else -> reply = R_UNKNOWN \
+		fi \
+	fi
+/* The wait: the step blocks (others run) until B has passed since the
+ * attempt's claim, and the key is looked up again: a request that landed
+ * meanwhile is found, and nothing is FAILED. If the lock ends first, the
+ * outcome is unknown. A crash ends the wait as it ends any step. */
+#define WAIT_AND_LOOK_UP(k, o, me) \
+	waiting[me] = 1; \
+	WAIT_ENDS(k, me); \
+	waiting[me] = 0; \
+	if \
+	:: WAITED_ENOUGH(k, me) -> \
+		printf("T%d: B has passed since its claim: looks the key up again\n", me); \
+		if \
+		LOOKUP_FINDS(o, me, W_WAITED_FOUND) \
+		:: LOOKUP_NONE(o) -> \
+			LOOKUP_SAYS_NONE(o, me); reply = R_FAIL; \
+			SEEN(W_LOOKUP_FAILED); SEEN(W_WAITED_FAILED) \
+		fi \
+	:: CANNOT_WAIT(k, me) -> \
+		reply = R_UNKNOWN; SEEN(W_CANNOT_WAIT); \
+		printf("T%d: its lock ends before B has passed: unknown\n", me) \
+	fi
+
+/* A key's window matters only while an attempt has a call of that key to
+ * make (it may be late) or to settle (it may wait): phase 1 notes it
+ * (CALL_PENDING, with the command's go); the call ends it (CALL_MADE),
+ * except for the owner of a resumed reservation, whose answer's step ends
+ * it (CALL_SETTLED), as does the attempt's end. When no attempt of the key
+ * has one, its window is closed, so that states that differ only in it are
+ * one. */
+#if NTOK == 5
+#define ANY_TOK(P, k) (P(1, k) || P(2, k) || P(3, k) || P(4, k))
+#else
+#define ANY_TOK(P, k) (P(1, k) || P(2, k) || P(3, k))
+#endif
+#define CALLS(t, k) (calls[t] == (k) + 1)
+#define WAITS(t, k) (calls[t] == (k) + 1 && waiting[t])
+#define IN_WINDOW(k) (window[k] && ANY_TOK(WAITS, k))
+#define WINDOW_UNUSED(k) \
+	if \
+	:: !ANY_TOK(CALLS, k) -> window[k] = 0 \
+	:: else -> skip \
+	fi
+#define CALL_PENDING(k, me, go) \
+	if \
+	:: go -> calls[me] = (k) + 1 \
+	:: else -> skip \
+	fi; \
+	WINDOW_UNUSED(k)
+#define CALL_SETTLED(k, me) calls[me] = 0; waiting[me] = 0; WINDOW_UNUSED(k)
+#define CALL_MADE(k, me, resumed) \
+	d_step { \
+		if \
+		:: !(resumed) || holder[k] != (me) -> CALL_SETTLED(k, me) \
+		:: else -> skip \
+		fi \
+	}
+/* the same at the end of a step that is not a d_step already */
+#define CALL_SETTLED_STEP(k, me) d_step { CALL_SETTLED(k, me) }
 
 /* The completer's pick: an IN_PROGRESS record whose lock expired. */
 #define ABANDONED(k) (rec[k].st == INPROG && rec[k].exp)

@@ -9,8 +9,10 @@
  * no decision: release, FAILED, the lookup by key, early lock release), the
  * completer of abandoned charges, the TTL purge, a provider that is
  * idempotent by its own key, whose answers can be lost, that may refuse
- * requests for good before it looks at their key, and that answers a lookup
- * by key truthfully; replicas that crash at any step, and locks that expire
+ * requests for good before it looks at their key, that answers a lookup
+ * by key truthfully, and that refuses a request older than the bound B
+ * (PROVIDER_REQUEST_MAX_AGE; a resumed refusal then waits for B before it
+ * records FAILED); replicas that crash at any step, and locks that expire
  * while their owner is slow or after it has gone. With WEBHOOK, the
  * provider's events (webhooks) applied by ApplyProviderEvent, a second
  * writer of phase 3. What the refund's model (model/refund.pml) shares with
@@ -40,8 +42,9 @@
  *   FINDSAVE       the claim is find-then-save (a SELECT, then an upsert of
  *                  the whole row decided on what the SELECT saw) instead of
  *                  one INSERT ... ON CONFLICT DO UPDATE ... WHERE statement
- *   DELUNKNOWN     the code before issue 9: any provider error releases the
- *                  key and deletes the PENDING payment ("nothing charged")
+ *   DELUNKNOWN     the earlier design that released the key on any provider
+ *                  error: the key released and the PENDING payment deleted
+ *                  ("nothing charged") even when the outcome is unknown
  *   NOORDERIDX     no partial UNIQUE (order_id) index (third layer)
  *   NOLEASE        a claim has no lease: its lock never expires by itself
  *                  (only the early release gives it back); breaks P5
@@ -50,9 +53,13 @@
  *                  that nothing was charged)
  *   BUSYASNONE     the lookup's "a request under this key is being
  *                  processed" taken as "no charge"
- *   NOSETTLE       the code before issue 21: any refusal of a resumed
- *                  payment keeps it PENDING as unknown (no lookup); breaks
+ *   NOSETTLE       the earlier rule that settled no refusal of a resumed
+ *                  payment: it stays PENDING as unknown (no lookup); breaks
  *                  P5's liveness when every retry is refused
+ *   NOWAIT         (with REFUSEONCE) the earlier rule for a resumed payment
+ *                  refused for good: FAILED as soon as the lookup finds
+ *                  nothing, without waiting until B has passed since the
+ *                  attempt's claim; breaks P6, then P8
  *   HOOKNOFENCE    (with WEBHOOK) the event's record is not fenced by the
  *                  token of the claim it read: any IN_PROGRESS record of the
  *                  key is completed; breaks P4
@@ -61,11 +68,13 @@
  *                  fence, no PENDING condition); breaks P15, then P7
  *   HOOKNODEDUP    (with WEBHOOK) no processed_event: every delivery is
  *                  processed; breaks P14
- * A provider that breaks an assumption (must produce a counterexample too):
+ * A weaker provider (the checks must pass with it too):
  *   REFUSEONCE     a refusal for good answers the refused request only; a
  *                  later request for E may be accepted (by default the
  *                  provider refuses every later request for E, as 0018
- *                  defines "for good")
+ *                  defines "for good"). FAILED after a resumed refusal then
+ *                  rests on the bound B alone (see "the bound on a
+ *                  request's age", model/core.pml)
  */
 
 /* ------------------------------------------------------------ scenarios */
@@ -83,8 +92,8 @@
 #define CMD_E(i) 0
 #define CMD_A(i) 1
 #elif SCEN == 2
-/* one order: a second key with a second external payment (issue 9's new
- * payment intent per attempt) */
+/* one order: a second key with a second external payment (a client that
+ * makes a new payment intent per attempt) */
 #define NCLI 2
 #define CMD_K(i) ((i) - 1)
 #define CMD_E(i) ((i) - 1)
@@ -261,6 +270,40 @@ bool refusing[NEXT]; /* the provider refuses every request for E, for good */
 /* The charge's check before a claim's write (model/core.pml). */
 #define CLAIM_CHECK(k) P3(k)
 
+/* The lookup by key (LookupCharge) after a resumed payment's refusal: what
+ * the provider holds under E's key, told truthfully; the answer can be
+ * lost. The lookup's step, and what nothing under the key settles, are
+ * the core's (LOOK_UP, model/core.pml). */
+#ifndef BUSYASNONE
+#define LOOKUP_BUSY(e) (prov[e] == P_RUNNING)
+#define LOOKUP_NONE(e) (prov[e] == P_NONE)
+#else
+#define LOOKUP_BUSY(e) false
+#define LOOKUP_NONE(e) (prov[e] == P_NONE || prov[e] == P_RUNNING)
+#endif
+#define LOOKUP_FINDS(e, me, seen) \
+	:: MAY(lost, MAXLOST) -> \
+		FAULT(lost); reply = R_UNKNOWN; \
+		printf("T%d <- provider E%d: the lookup's answer is lost (unknown)\n", me, e) \
+	:: prov[e] == P_CHARGED -> \
+		reply = R_APPROVED; SEEN(seen); \
+		printf("T%d <- provider E%d: looked up: charged\n", me, e) \
+	:: prov[e] == P_DECLINED -> \
+		reply = R_DECLINED; SEEN(seen); \
+		printf("T%d <- provider E%d: looked up: declined\n", me, e) \
+	:: LOOKUP_BUSY(e) -> \
+		reply = R_UNKNOWN; SEEN(20); \
+		printf("T%d <- provider E%d: looked up: being processed (unknown)\n", me, e)
+#define LOOKUP_SAYS_NONE(e, me) printf("T%d <- provider E%d: looked up: no charge\n", me, e)
+/* the witnesses of the lookup: it finds a decision; nothing, FAILED; after
+ * the wait it finds a decision (the late request's); nothing, FAILED; the
+ * lock ends before B has passed */
+#define W_LOOKUP_FOUND  18
+#define W_LOOKUP_FAILED 19
+#define W_WAITED_FOUND  28
+#define W_WAITED_FAILED 29
+#define W_CANNOT_WAIT   30
+
 /* ------------------------------------------------------- ChargePayment */
 
 /*
@@ -385,7 +428,8 @@ inline charge(k, e, a, me)
 				ans = A_409P;                            /* roll back */
 				printf("T%d K%d: order has PENDING E%d: rolls back, 409 in-progress\n", me, k, OTHER(e))
 			fi
-		fi
+		fi;
+		CALL_PENDING(k, me, go)
 	};
 	if
 	:: go ->
@@ -394,34 +438,41 @@ inline charge(k, e, a, me)
 		 * this request only, whatever the key holds. */
 		atomic {
 			if
-			:: refusing[e] ->
+			:: TOO_OLD(k, me) ->
+				/* this attempt's claim was taken over, and B has passed
+				 * since (now, if not before): its request is older than B
+				 * when it reaches the provider */
+				window[k] = 0; reply = R_DNC; SEEN(27);
+				printf("T%d -> provider E%d: too old (B passed since K%d's takeover): refused, not charged\n", me, e, k)
+			:: ON_TIME(k, me) && refusing[e] ->
 				reply = R_REFUSED;
 				printf("T%d -> provider E%d: refused for good\n", me, e)
 #ifndef REFUSEONCE
-			:: !refusing[e] && MAY(refusals, MAXREFUSE) ->
+			:: ON_TIME(k, me) && !refusing[e] && MAY(refusals, MAXREFUSE) ->
 				FAULT(refusals); refusing[e] = 1; reply = R_REFUSED;
 				printf("T%d -> provider E%d: refused for good (and every request for E%d from now on)\n", me, e, e)
 #else
-			:: MAY(refusals, MAXREFUSE) ->
+			:: ON_TIME(k, me) && MAY(refusals, MAXREFUSE) ->
 				FAULT(refusals); reply = R_REFUSED;
 				printf("T%d -> provider E%d: refused (this request only)\n", me, e)
 #endif
-			:: !refusing[e] && MAY(dnc, MAXDNC) ->
+			:: ON_TIME(k, me) && !refusing[e] && MAY(dnc, MAXDNC) ->
 				FAULT(dnc); reply = R_DNC;   /* refused for now, or never sent */
 				printf("T%d -> provider E%d: not charged, for now\n", me, e)
-			:: !refusing[e] && prov[e] == P_RUNNING ->
+			:: ON_TIME(k, me) && !refusing[e] && prov[e] == P_RUNNING ->
 				reply = R_UNKNOWN;           /* "a request with this key is in progress" */
 				printf("T%d -> provider E%d: refused, in progress (unknown)\n", me, e)
-			:: !refusing[e] && prov[e] == P_NONE ->
+			:: ON_TIME(k, me) && !refusing[e] && prov[e] == P_NONE ->
 				prov[e] = P_RUNNING; pamt[e] = a; reply = R_WAIT;
 				printf("T%d -> provider E%d amount %d: accepted\n", me, e, a)
-			:: !refusing[e] && prov[e] == P_CHARGED ->
+			:: ON_TIME(k, me) && !refusing[e] && prov[e] == P_CHARGED ->
 				reply = R_APPROVED;          /* the stored answer: nothing new charged */
 				printf("T%d -> provider E%d: stored answer, approved\n", me, e)
-			:: !refusing[e] && prov[e] == P_DECLINED ->
+			:: ON_TIME(k, me) && !refusing[e] && prov[e] == P_DECLINED ->
 				reply = R_DECLINED;
 				printf("T%d -> provider E%d: stored answer, declined\n", me, e)
-			fi
+			fi;
+			CALL_MADE(k, me, resumed)
 		};
 		atomic {
 			(reply != R_WAIT || prov[e] != P_RUNNING);
@@ -451,33 +502,11 @@ inline charge(k, e, a, me)
 				reply = R_FAIL
 #ifndef NOSETTLE
 			:: (reply == R_REFUSED || reply == R_DNC) && resumed ->
-				if
-				:: MAY(lost, MAXLOST) ->
-					FAULT(lost); reply = R_UNKNOWN;
-					printf("T%d <- provider E%d: the lookup's answer is lost (unknown)\n", me, e)
-				:: prov[e] == P_CHARGED ->
-					reply = R_APPROVED; SEEN(18);
-					printf("T%d <- provider E%d: looked up: charged\n", me, e)
-				:: prov[e] == P_DECLINED ->
-					reply = R_DECLINED; SEEN(18);
-					printf("T%d <- provider E%d: looked up: declined\n", me, e)
-#ifndef BUSYASNONE
-				:: prov[e] == P_RUNNING ->
-					reply = R_UNKNOWN; SEEN(20);
-					printf("T%d <- provider E%d: looked up: being processed (unknown)\n", me, e)
-				:: prov[e] == P_NONE ->
-#else
-				:: prov[e] == P_NONE || prov[e] == P_RUNNING ->
-#endif
-					if
-					:: reply == R_REFUSED -> reply = R_FAIL; SEEN(19)
-					:: else -> reply = R_UNKNOWN
-					fi;
-					printf("T%d <- provider E%d: looked up: no charge\n", me, e)
-				fi
+				LOOK_UP(k, e, me)
 #endif
 			:: else -> skip
-			fi
+			fi;
+			CALL_SETTLED_STEP(k, me)
 		};
 		if
 		:: reply == R_APPROVED || reply == R_DECLINED || reply == R_FAIL ->
@@ -498,7 +527,7 @@ inline charge(k, e, a, me)
 						:: reply == R_APPROVED ->
 							pay[e].st = SUCCEEDED; COMPLETE_WRITE(k, A_201); ans = A_201;
 							if
-							:: pamt[e] != pay[e].amt -> SEEN(16)   /* issue 9's reviewer scenario */
+							:: pamt[e] != pay[e].amt -> SEEN(16)   /* recorded for an amount never charged */
 							:: else -> skip
 							fi;
 							CHARGED_AS(e, pay[e].amt)

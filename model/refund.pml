@@ -23,9 +23,10 @@
  * (derived from the external refund id), whose answers can be lost, that
  * may refuse requests for good before it looks at their key, that refuses a
  * refund beyond what is left of the charge (and records nothing under its
- * key), and that answers a lookup by key truthfully; replicas that crash at
- * any step, and locks that expire while their owner is slow or after it has
- * gone.
+ * key), that answers a lookup by key truthfully, and that refuses a request
+ * older than the bound B (a resumed refusal then waits for B before it
+ * records FAILED); replicas that crash at any step, and locks that expire
+ * while their owner is slow or after it has gone.
  *
  * A database transaction (or one statement) is one atomic step (d_step): it
  * commits as a whole or, on a crash or a rollback, leaves no trace. A crash
@@ -50,14 +51,25 @@
  *                  breaks P10
  *   NOFENCE        fenced writes do not compare lock_token, only the key and
  *                  status = 'IN_PROGRESS'; breaks P12, then P11
- *   NOCOMMAND      issue 20's hazard: the completer reads every record as a
- *                  charge's, so a refund's record (payment_id NULL) is
- *                  "nothing reserved" and is released; breaks P11
+ *   NOCOMMAND      the completer before records knew their command: it
+ *                  reads every record as a charge's, so a refund's record
+ *                  (payment_id NULL) is "nothing reserved" and is
+ *                  released; breaks P11
  *   DELUNKNOWN     an unknown outcome is taken as "not refunded": the key is
  *                  released and the PENDING refund deleted, its amount given
  *                  back; breaks P12 (and P11)
  *   NOLEASE        a claim has no lease: its lock never expires by itself
  *                  (only the early release gives it back); breaks P13
+ *   NOWAIT         (with REFUSEONCE) the earlier rule for a resumed refund
+ *                  refused for good: FAILED as soon as the lookup finds
+ *                  nothing, without waiting until B has passed since the
+ *                  attempt's claim; breaks P12, then P11
+ * A weaker provider (the checks must pass with it too):
+ *   REFUSEONCE     a refusal for good answers the refused request only; a
+ *                  later request for X may be accepted (by default the
+ *                  provider refuses every later request for X). FAILED
+ *                  after a resumed refusal then rests on the bound B alone
+ *                  (see "the bound on a request's age", model/core.pml)
  */
 
 /* ------------------------------------------------------------ scenarios */
@@ -242,6 +254,34 @@ byte nrefunds[NX];       /* refunds the provider made per external refund */
 /* The refund's check before a claim's write (model/core.pml): none. */
 #define CLAIM_CHECK(k) skip
 
+/* The lookup by key (LookupRefund) after a resumed refund's refusal: what
+ * the provider holds under the refund's key, told truthfully; the answer
+ * can be lost. The lookup's step, and what nothing under the key settles,
+ * are the core's (LOOK_UP, model/core.pml). */
+#define LOOKUP_FINDS(pk, me, seen) \
+	:: MAY(lost, MAXLOST) -> \
+		FAULT(lost); reply = R_UNKNOWN; \
+		printf("T%d <- provider X%d: the lookup's answer is lost (unknown)\n", me, XOF(pk)) \
+	:: prov[pk] == P_REFUNDED -> \
+		reply = R_APPROVED; SEEN(seen); \
+		printf("T%d <- provider X%d: looked up: refunded\n", me, XOF(pk)) \
+	:: prov[pk] == P_DECLINED -> \
+		reply = R_DECLINED; SEEN(seen); \
+		printf("T%d <- provider X%d: looked up: declined\n", me, XOF(pk)) \
+	:: prov[pk] == P_RUNNING -> \
+		reply = R_UNKNOWN; \
+		printf("T%d <- provider X%d: looked up: being processed (unknown)\n", me, XOF(pk))
+#define LOOKUP_NONE(pk) PNONE(pk)
+#define LOOKUP_SAYS_NONE(pk, me) printf("T%d <- provider X%d: looked up: no refund\n", me, XOF(pk))
+/* the witnesses of the lookup: it finds a decision; nothing, FAILED; after
+ * the wait it finds a decision (the late request's); nothing, FAILED; the
+ * lock ends before B has passed */
+#define W_LOOKUP_FOUND  12
+#define W_LOOKUP_FAILED 20
+#define W_WAITED_FOUND  21
+#define W_WAITED_FAILED 22
+#define W_CANNOT_WAIT   23
+
 /* ------------------------------------------------------- RefundPayment */
 
 /*
@@ -356,7 +396,8 @@ inline refund(k, x, a, me)
 				NOTHING_REFUNDED(x);
 				printf("T%d K%d: X%d FAILED, same refund: completes 422 refund-failed\n", me, k, x)
 			fi
-		fi
+		fi;
+		CALL_PENDING(k, me, go)
 	};
 	if
 	:: go ->
@@ -367,28 +408,41 @@ inline refund(k, x, a, me)
 		pk = PK(x);
 		atomic {
 			if
-			:: refusing[x] ->
+			:: TOO_OLD(k, me) ->
+				/* this attempt's claim was taken over, and B has passed
+				 * since (now, if not before): its request is older than B
+				 * when it reaches the provider */
+				window[k] = 0; reply = R_DNC; SEEN(19);
+				printf("T%d -> provider X%d: too old (B passed since K%d's takeover): refused, not refunded\n", me, x, k)
+			:: ON_TIME(k, me) && refusing[x] ->
 				reply = R_REFUSED;
 				printf("T%d -> provider X%d: refused for good\n", me, x)
-			:: !refusing[x] && MAY(refusals, MAXREFUSE) ->
+#ifndef REFUSEONCE
+			:: ON_TIME(k, me) && !refusing[x] && MAY(refusals, MAXREFUSE) ->
 				FAULT(refusals); refusing[x] = 1; reply = R_REFUSED;
 				printf("T%d -> provider X%d: refused for good (and every request for X%d from now on)\n", me, x, x)
-			:: !refusing[x] && MAY(dnc, MAXDNC) ->
+#else
+			:: ON_TIME(k, me) && MAY(refusals, MAXREFUSE) ->
+				FAULT(refusals); reply = R_REFUSED;
+				printf("T%d -> provider X%d: refused (this request only)\n", me, x)
+#endif
+			:: ON_TIME(k, me) && !refusing[x] && MAY(dnc, MAXDNC) ->
 				FAULT(dnc); reply = R_DNC;   /* refused for now, or never sent */
 				printf("T%d -> provider X%d: not refunded, for now\n", me, x)
-			:: !refusing[x] && prov[pk] == P_RUNNING ->
+			:: ON_TIME(k, me) && !refusing[x] && prov[pk] == P_RUNNING ->
 				reply = R_UNKNOWN;           /* "a request with this key is in progress" */
 				printf("T%d -> provider X%d key %d: refused, in progress (unknown)\n", me, x, pk)
-			:: !refusing[x] && PNONE(pk) ->
+			:: ON_TIME(k, me) && !refusing[x] && PNONE(pk) ->
 				prov[pk] = P_RUNNING; pamt[pk] = a; reply = R_WAIT;
 				printf("T%d -> provider X%d key %d amount %d: accepted\n", me, x, pk, a)
-			:: !refusing[x] && prov[pk] == P_REFUNDED ->
+			:: ON_TIME(k, me) && !refusing[x] && prov[pk] == P_REFUNDED ->
 				reply = R_APPROVED;          /* the stored answer: nothing new refunded */
 				printf("T%d -> provider X%d key %d: stored answer, refunded\n", me, x, pk)
-			:: !refusing[x] && prov[pk] == P_DECLINED ->
+			:: ON_TIME(k, me) && !refusing[x] && prov[pk] == P_DECLINED ->
 				reply = R_DECLINED;
 				printf("T%d -> provider X%d key %d: stored answer, declined\n", me, x, pk)
-			fi
+			fi;
+			CALL_MADE(k, me, resumed)
 		};
 		atomic {
 			(reply != R_WAIT || prov[pk] != P_RUNNING);
@@ -412,28 +466,10 @@ inline refund(k, x, a, me)
 			:: reply == R_REFUSED && !resumed ->
 				reply = R_FAIL; SEEN(11)
 			:: (reply == R_REFUSED || reply == R_DNC) && resumed ->
-				if
-				:: MAY(lost, MAXLOST) ->
-					FAULT(lost); reply = R_UNKNOWN;
-					printf("T%d <- provider X%d: the lookup's answer is lost (unknown)\n", me, x)
-				:: prov[pk] == P_REFUNDED ->
-					reply = R_APPROVED; SEEN(12);
-					printf("T%d <- provider X%d: looked up: refunded\n", me, x)
-				:: prov[pk] == P_DECLINED ->
-					reply = R_DECLINED; SEEN(12);
-					printf("T%d <- provider X%d: looked up: declined\n", me, x)
-				:: prov[pk] == P_RUNNING ->
-					reply = R_UNKNOWN;
-					printf("T%d <- provider X%d: looked up: being processed (unknown)\n", me, x)
-				:: PNONE(pk) ->
-					if
-					:: reply == R_REFUSED -> reply = R_FAIL
-					:: else -> reply = R_UNKNOWN
-					fi;
-					printf("T%d <- provider X%d: looked up: no refund\n", me, x)
-				fi
+				LOOK_UP(k, pk, me)
 			:: else -> skip
-			fi
+			fi;
+			CALL_SETTLED_STEP(k, me)
 		};
 		if
 		:: reply == R_APPROVED || reply == R_DECLINED || reply == R_FAIL ->

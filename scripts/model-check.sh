@@ -14,15 +14,14 @@
 #   mutants      every mutant below; each must produce its counterexample
 #                (make model-mutants)
 #   nofence | findsave | delunknown | noorderidx | nolease | nolookup |
-#   busyasnone | nosettle | refuseonce | hooknofence | hookfinal |
-#   hooknodedup
+#   busyasnone | nosettle | nowait | hooknofence | hookfinal | hooknodedup
 #                one mutant (make model-mutant-<name>)
 #   deep         larger bounds, minutes each; not run by CI (make model-deep)
 #   refund-checks, refund-witnesses, refund-mutants, refund-deep
 #                the same for the refund's model (make model and make
 #                model-mutants run them too)
 #   refund-checkthenact | refund-newkey | refund-nofence | refund-nocommand |
-#   refund-delunknown | refund-nolease
+#   refund-delunknown | refund-nolease | refund-nowait
 #                one mutant of the refund's model (make model-mutant-<name>)
 #
 # Environment (optional):
@@ -152,7 +151,7 @@ run() {
 
 # The model's own narration of a replayed trail: one line per printf.
 narrate() {
-	{ grep -E '^\s+(T[0-9]|provider|webhook|a replica|the lock|the TTL|VIOLATED|WITNESS)|START OF CYCLE' || true; } |
+	{ grep -E '^\s+(T[0-9]|provider|webhook|a replica|the lock|the TTL|the bound|VIOLATED|WITNESS)|START OF CYCLE' || true; } |
 		sed 's/^[[:space:]]*//'
 }
 
@@ -176,11 +175,19 @@ suite_checks() {
 	run live-order    live   pass -DSCEN=2 -DMAXFAULTS=1
 	run live-ext      live   pass -DSCEN=3 -DMAXFAULTS=0
 	run live-reuse    live   pass -DSCEN=4 -DMAXFAULTS=1
-	# issue 21: a refusal for good after a crash or a lost answer; every
-	# retry is refused, and each request still gets a final answer
+	# a refusal for good after a crash or a lost answer; every retry is
+	# refused, and each request still gets a final answer
 	run live-refused  live   pass -DSCEN=1 -DMAXDBFAIL=0 -DMAXSLOW=0 -DMAXDNC=0
-	# issue 24: the provider's events (webhooks) as a second writer; one
-	# fault for one key, none for two payments of the order (two events)
+	# a provider whose refusal for good answers the refused request only:
+	# FAILED after a resumed refusal rests on the bound B (the wait)
+	run safety-refuseonce safety pass -DSCEN=1 -DREFUSEONCE
+	run live-refuseonce   live   pass -DSCEN=1 -DREFUSEONCE -DMAXCRASH=0 -DMAXDBFAIL=0 -DMAXDNC=0 -DMAXLOST=0
+	# the wait for B whose lock ends first: a refusal for good, a failed
+	# phase 3 (so that a takeover resumes) and the waiter's slow lock
+	run safety-wait       safety pass -DSCEN=1 -DMAXFAULTS=3 -DMAXCRASH=0 -DMAXLOST=0 -DMAXDNC=0
+	run live-wait         live   pass -DSCEN=1 -DMAXFAULTS=3 -DMAXCRASH=0 -DMAXLOST=0 -DMAXDNC=0
+	# the provider's events (webhooks) as a second writer; one fault for
+	# one key, none for two payments of the order (two events)
 	run safety-webhook-key   safety pass -DSCEN=1 -DWEBHOOK -DMAXFAULTS=1
 	run safety-webhook-order safety pass -DSCEN=2 -DWEBHOOK -DMAXFAULTS=0
 	run live-webhook-key     live   pass -DSCEN=1 -DWEBHOOK -DMAXFAULTS=0
@@ -211,6 +218,12 @@ suite_witnesses() {
 	run witness-24-webhook-duplicate       safety "violation:WITNESS 24 reached" -DSCEN=1 -DWEBHOOK -DWITNESS=24
 	run witness-25-webhook-reads-again     safety "violation:WITNESS 25 reached" -DSCEN=1 -DWEBHOOK -DWITNESS=25
 	run witness-26-webhook-agrees          safety "violation:WITNESS 26 reached" -DSCEN=1 -DWEBHOOK -DWITNESS=26
+	run witness-27-late-call-too-old       safety "violation:WITNESS 27 reached" -DSCEN=1 -DWITNESS=27
+	run witness-28-wait-finds-late-charge  safety "violation:WITNESS 28 reached" -DSCEN=1 -DREFUSEONCE -DWITNESS=28 \
+		-DMAXCRASH=0 -DMAXLOST=0 -DMAXDNC=0 -DMAXDBFAIL=0
+	run witness-29-wait-then-failed        safety "violation:WITNESS 29 reached" -DSCEN=1 -DWITNESS=29
+	run witness-30-lock-ends-before-bound  safety "violation:WITNESS 30 reached" -DSCEN=1 -DWITNESS=30 -DMAXFAULTS=3 \
+		-DMAXCRASH=0 -DMAXLOST=0 -DMAXDNC=0
 }
 
 # Each mutant must violate the named property; the second run of a mutant
@@ -230,7 +243,7 @@ suite_findsave() {
 suite_delunknown() {
 	run mutant-delunknown         bfs "violation:VIOLATED P6" -DSCEN=1 -DDELUNKNOWN
 	run mutant-delunknown-money   bfs "violation:VIOLATED P2" -DSCEN=1 -DDELUNKNOWN -DSKIP_P6 -DMAXATT=1
-	run mutant-delunknown-issue9  bfs "violation:WITNESS 16 reached" -DSCEN=3 -DDELUNKNOWN -DSKIP_P6 -DWITNESS=16 -DMAXATT=1 -DMAXREFUSE=0 \
+	run mutant-delunknown-amount  bfs "violation:WITNESS 16 reached" -DSCEN=3 -DDELUNKNOWN -DSKIP_P6 -DWITNESS=16 -DMAXATT=1 -DMAXREFUSE=0 \
 		-DMAXCRASH=0 -DMAXSLOW=0 -DMAXDNC=0 -DMAXDBFAIL=0
 }
 suite_noorderidx() {
@@ -243,17 +256,22 @@ suite_nolookup() {
 	run mutant-nolookup           bfs "violation:VIOLATED P8" -DSCEN=1 -DNOLOOKUP -DMAXSLOW=0 -DMAXCRASH=0
 }
 suite_busyasnone() {
-	run mutant-busyasnone         bfs "violation:VIOLATED P6" -DSCEN=1 -DBUSYASNONE
-	run mutant-busyasnone-money   bfs "violation:VIOLATED P8" -DSCEN=1 -DBUSYASNONE -DSKIP_P6
+	run mutant-busyasnone         bfs "violation:VIOLATED P6" -DSCEN=1 -DBUSYASNONE -DMAXCRASH=0 -DMAXLOST=0 -DMAXDNC=0 -DMAXDBFAIL=0
+	run mutant-busyasnone-money   bfs "violation:VIOLATED P8" -DSCEN=1 -DBUSYASNONE -DSKIP_P6 -DMAXCRASH=0 -DMAXLOST=0 -DMAXDNC=0 \
+		-DMAXDBFAIL=0
 }
 suite_nosettle() {
 	run mutant-nosettle           live "violation:START OF CYCLE" -DSCEN=1 -DNOSETTLE -DMAXLOST=0 -DMAXDBFAIL=0 -DMAXSLOW=0 -DMAXDNC=0
 }
-# Not a mutant of the code: a provider whose refusal for good answers the
-# refused request only. FAILED after a lookup then loses P8: a slow earlier
-# owner's request reaches the provider after the lookup and is charged.
-suite_refuseonce() {
-	run provider-refuseonce       bfs "violation:VIOLATED P8" -DSCEN=1 -DREFUSEONCE -DSKIP_P6
+# The earlier rule, with a provider whose refusal for good answers the
+# refused request only: FAILED as soon as the lookup finds nothing is untrue
+# (P6) while a slow earlier owner's request is processed, and the key is
+# then charged (P8).
+suite_nowait() {
+	run mutant-nowait-answer      bfs "violation:VIOLATED P6" -DSCEN=1 -DREFUSEONCE -DNOWAIT -DMAXCRASH=0 -DMAXLOST=0 -DMAXDNC=0 \
+		-DMAXDBFAIL=0
+	run mutant-nowait             bfs "violation:VIOLATED P8" -DSCEN=1 -DREFUSEONCE -DNOWAIT -DSKIP_P6 -DMAXCRASH=0 -DMAXLOST=0 \
+		-DMAXDNC=0 -DMAXDBFAIL=0
 }
 # The provider's events (WEBHOOK): the event's record without the claim's
 # fence; an event applied whatever the payment's status; no processed_event.
@@ -270,7 +288,7 @@ suite_hooknodedup() {
 }
 suite_mutants() {
 	suite_nofence; suite_findsave; suite_delunknown; suite_noorderidx; suite_nolease
-	suite_nolookup; suite_busyasnone; suite_nosettle; suite_refuseonce
+	suite_nolookup; suite_busyasnone; suite_nosettle; suite_nowait
 	suite_hooknofence; suite_hookfinal; suite_hooknodedup
 }
 
@@ -305,6 +323,10 @@ suite_refund-checks() {
 	run refund-safety-keys   safety pass -DSCEN=2 -DMAXATT=1
 	run refund-safety-dup    safety pass -DSCEN=3 -DMAXATT=1
 	run refund-live-over     live   pass -DSCEN=1 -DMAXFAULTS=1
+	# a provider whose refusal for good answers the refused request only:
+	# FAILED after a resumed refusal rests on the bound B (the wait)
+	run refund-safety-refuseonce safety pass -DSCEN=3 -DMAXATT=1 -DREFUSEONCE
+	run refund-live-refuseonce   live   pass -DSCEN=3 -DREFUSEONCE -DMAXCRASH=0 -DMAXDBFAIL=0 -DMAXDNC=0 -DMAXLOST=0
 }
 
 suite_refund-witnesses() {
@@ -322,6 +344,13 @@ suite_refund-witnesses() {
 	run refund-witness-11-refused-fresh-failed  safety "violation:WITNESS 11 reached" -DSCEN=1 -DWITNESS=11
 	run refund-witness-12-lookup-settles        safety "violation:WITNESS 12 reached" -DSCEN=1 -DWITNESS=12
 	run refund-witness-18-fenced-out-replays    safety "violation:WITNESS 18 reached" -DSCEN=1 -DWITNESS=18
+	run refund-witness-19-late-call-too-old     safety "violation:WITNESS 19 reached" -DSCEN=3 -DWITNESS=19
+	run refund-witness-20-lookup-none-failed    safety "violation:WITNESS 20 reached" -DSCEN=3 -DWITNESS=20
+	run refund-witness-21-wait-finds-late-refund safety "violation:WITNESS 21 reached" -DSCEN=3 -DREFUSEONCE -DWITNESS=21 \
+		-DMAXCRASH=0 -DMAXLOST=0 -DMAXDNC=0 -DMAXDBFAIL=0
+	run refund-witness-22-wait-then-failed      safety "violation:WITNESS 22 reached" -DSCEN=3 -DWITNESS=22
+	run refund-witness-23-lock-ends-before-bound safety "violation:WITNESS 23 reached" -DSCEN=3 -DWITNESS=23 -DMAXFAULTS=3 \
+		-DMAXCRASH=0 -DMAXLOST=0 -DMAXDNC=0
 }
 
 suite_refund-checkthenact() {
@@ -354,9 +383,16 @@ suite_refund-nolease() {
 	local MODEL=model/refund.pml
 	run refund-mutant-nolease      live "violation:START OF CYCLE" -DSCEN=1 -DNOLEASE -DMAXFAULTS=1
 }
+suite_refund-nowait() {
+	local MODEL=model/refund.pml
+	run refund-mutant-nowait       bfs "violation:VIOLATED P12" -DSCEN=3 -DREFUSEONCE -DNOWAIT -DMAXCRASH=0 -DMAXLOST=0 -DMAXDNC=0 \
+		-DMAXDBFAIL=0
+	run refund-mutant-nowait-lost  bfs "violation:VIOLATED P11" -DSCEN=3 -DREFUSEONCE -DNOWAIT -DSKIP_P12 -DMAXATT=1 \
+		-DMAXCRASH=0 -DMAXLOST=0 -DMAXDNC=0 -DMAXDBFAIL=0
+}
 suite_refund-mutants() {
 	suite_refund-checkthenact; suite_refund-newkey; suite_refund-nofence; suite_refund-nocommand
-	suite_refund-delunknown; suite_refund-nolease
+	suite_refund-delunknown; suite_refund-nolease; suite_refund-nowait
 }
 
 # Larger bounds for the refund's model. Witnesses 15, 16 and 17 (the
@@ -376,12 +412,13 @@ suite_refund-deep() {
 	run refund-deep-unreachable-17 safety pass -DSCEN=1 -DWITNESS=17
 }
 
-[ $# -gt 0 ] || { sed -n '2,35p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,34p' "$0"; exit 2; }
 for suite in "$@"; do
 	case "$suite" in
-	checks|witnesses|mutants|deep|nofence|findsave|delunknown|noorderidx|nolease|nolookup|busyasnone|nosettle|refuseonce|\
+	checks|witnesses|mutants|deep|nofence|findsave|delunknown|noorderidx|nolease|nolookup|busyasnone|nosettle|nowait|\
 	hooknofence|hookfinal|hooknodedup) echo "== $suite"; "suite_$suite" ;;
-	refund-checks|refund-witnesses|refund-mutants|refund-deep|refund-checkthenact|refund-newkey|refund-nofence|refund-nocommand|refund-delunknown|refund-nolease)
+	refund-checks|refund-witnesses|refund-mutants|refund-deep|refund-checkthenact|refund-newkey|refund-nofence|refund-nocommand|refund-delunknown|refund-nolease|\
+	refund-nowait)
 		echo "== $suite"; "suite_$suite" ;;
 	*) echo "model-check: unknown suite $suite" >&2; exit 2 ;;
 	esac
