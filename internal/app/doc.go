@@ -2,7 +2,7 @@
 // small interface declared beside the use case that needs it, and
 // implemented by an adapter at the edge: internal/repository for
 // PostgreSQL, internal/provider for payment providers, internal/http for
-// the stored responses.
+// the stored responses, internal/consumer for the saga's replies.
 //
 // The use cases, each a type with a Handle method:
 //
@@ -20,9 +20,19 @@
 //     went away to their end (complete_abandoned_charges.go).
 //   - PurgeExpired: delete what is past its retention (purge_expired.go).
 //
+// And one that reaches the commands by another transport:
+//
+//   - SagaSteps: carry out the payment steps of order sagas, a charge or
+//     its compensation, once per (sagaId, stepName), answered by replies
+//     (saga_steps.go; its types and ports in saga.go). Its methods are the
+//     commands it takes (Charge, Compensate, Invalid) and the completer's
+//     (CompleteWaitingCompensations).
+//
 // ChargePayment and RefundPayment run on one core (idempotent_command.go):
 // a read, then three atomic phases (claim, call, record), with the outcome
-// model (outcome.go) between the call and the record.
+// model (outcome.go) between the call and the record. A saga step runs on
+// the same core under a key of its own, and the core renders its answer
+// as a reply (SagaReplies) instead of an HTTP response.
 //
 // The transaction boundary is visible in the use case: a phase that is
 // one statement runs on the pool (Transactor.AutoCommit), a unit of
