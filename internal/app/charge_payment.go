@@ -149,6 +149,36 @@ type ChargeProvider interface {
 	LookupCharge(ctx context.Context, idempotencyKey string) (ProviderDecision, error)
 }
 
+// AuthorizationProvider holds money for a later capture or void: a charge
+// in two steps. Its answers are ChargeProvider's.
+type AuthorizationProvider interface {
+	// Authorize asks the provider to hold req's amount under
+	// req.IdempotencyKey.
+	Authorize(ctx context.Context, req ProviderCharge) (ProviderDecision, error)
+	// LookupAuthorization asks, without authorizing, what the provider
+	// holds under an idempotency key.
+	LookupAuthorization(ctx context.Context, idempotencyKey string) (ProviderDecision, error)
+	// Hold says where the hold of an approved authorization stands now:
+	// HoldExpired once the provider's own time for it has passed
+	// (ErrNoProviderCharge: no authorization under the key; any other
+	// error: it cannot be known now).
+	Hold(ctx context.Context, idempotencyKey string) (HoldStatus, error)
+}
+
+// HoldStatus is where an authorization's hold stands at the provider.
+type HoldStatus string
+
+const (
+	// HoldActive: the money is held, and may be captured or voided.
+	HoldActive HoldStatus = "active"
+	// HoldCaptured: the hold was captured.
+	HoldCaptured HoldStatus = "captured"
+	// HoldVoided: the hold was released by a void.
+	HoldVoided HoldStatus = "voided"
+	// HoldExpired: the hold lapsed; nothing can be captured any more.
+	HoldExpired HoldStatus = "expired"
+)
+
 // ChargeOutcomeKind says what a charge ended in.
 type ChargeOutcomeKind int
 
