@@ -144,11 +144,22 @@ type Report[T any] struct {
 	Reservation T
 	// Status is the reservation's status.
 	Status domain.PaymentStatus
+	// Approved is the status an approval gives the reservation
+	// (AUTHORIZED for an authorization); empty means SUCCEEDED.
+	Approved domain.PaymentStatus
 	// Amount is what the reservation is for.
 	Amount domain.Money
 	// Claim is the IN_PROGRESS record whose recovery point the
 	// reservation is; nil when the key is completed (or purged).
 	Claim *IdempotencyRecord
+}
+
+// statusOf is the status settled gives the reservation.
+func (r Report[T]) statusOf(settled Settlement) domain.PaymentStatus {
+	if settled == SettledApproved && r.Approved != "" {
+		return r.Approved
+	}
+	return settled.Status()
 }
 
 // ReportedSteps are what a command adds to its steps so that a provider's
@@ -192,7 +203,7 @@ func (uc *IdempotentCommand[C, T]) applyReported(ctx context.Context, r Repos, e
 		case !rep.Amount.Amount().Equal(ev.Amount) || string(rep.Amount.Currency()) != ev.Currency:
 			return EventContradicts, rep.Status, fmt.Sprintf("the provider decided on %s %s, the service holds %s %s",
 				ev.Amount, ev.Currency, rep.Amount.AmountString(), rep.Amount.Currency()), nil
-		case rep.Status == settlement.Status():
+		case rep.Status == rep.statusOf(settlement):
 			return EventAgreed, rep.Status, "", nil
 		case rep.Status.Final():
 			// A later event never undoes a final state.
@@ -212,7 +223,7 @@ func (uc *IdempotentCommand[C, T]) applyReported(ctx context.Context, r Repos, e
 		if err != nil {
 			return "", "", "", err
 		}
-		return EventApplied, settlement.Status(), "", nil
+		return EventApplied, rep.statusOf(settlement), "", nil
 	}
 	return "", "", "", ErrReportContended
 }

@@ -6,6 +6,48 @@ import (
 	"github.com/example/payment-service/internal/domain"
 )
 
+// CommandCapture names a capture's idempotency records.
+const CommandCapture CommandName = "capture"
+
+// OperationCapturePayment is the Operation of a capture made through POST
+// /payments/{id}/captures.
+const OperationCapturePayment = "POST /payments/{id}/captures"
+
+// Capture events, by the capture's final status.
+const (
+	// EventPaymentCaptured announces a payment whose held money was taken.
+	EventPaymentCaptured = "PaymentCaptured.v1"
+	// EventCaptureDeclined announces a capture the provider declined.
+	EventCaptureDeclined = "CaptureDeclined.v1"
+	// EventCaptureFailed announces a capture the provider refused for good.
+	EventCaptureFailed = "CaptureFailed.v1"
+)
+
+// NewCapturePayment is the capture of authorized payments: a transition
+// on the core (payment_transition.go) that asks the provider to take what
+// it holds, and makes the payment SUCCEEDED with its captured amount. One
+// capture per authorization; a partial capture releases the rest.
+func NewCapturePayment(core *Core, provider CaptureProvider, responses TransitionResponses) *PaymentTransition {
+	return NewPaymentTransition(core, CommandCapture, domain.TransitionCapture, OperationCapturePayment, domain.PaymentSucceeded,
+		captureCall{provider}, TransitionEvents{
+			domain.PaymentSucceeded: EventPaymentCaptured,
+			domain.PaymentDeclined:  EventCaptureDeclined,
+			domain.PaymentFailed:    EventCaptureFailed,
+		}, responses)
+}
+
+// captureCall asks the provider for a capture.
+type captureCall struct{ provider CaptureProvider }
+
+func (c captureCall) Call(ctx context.Context, p domain.Payment, t domain.Transition, key string) (ProviderDecision, error) {
+	return c.provider.Capture(ctx, ProviderCapture{IdempotencyKey: key, AuthorizationKey: p.Charge.ProviderIdempotencyKey(),
+		Amount: t.Amount, Reference: t.Reference})
+}
+
+func (c captureCall) Lookup(ctx context.Context, _ domain.Payment, key string) (ProviderDecision, error) {
+	return c.provider.LookupCapture(ctx, key)
+}
+
 // ProviderCapture is a capture as the provider is asked for it: take
 // Amount of the money held by an authorization.
 type ProviderCapture struct {

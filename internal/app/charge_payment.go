@@ -39,8 +39,11 @@ func (c ChargeCommand) IdempotencyKey() IdempotencyScope { return c.Scope }
 // Hash is SHA-256 over a canonical form of the validated command, built
 // from parsed values, not from the request bytes: reordered JSON keys,
 // whitespace or "100.5" versus "100.50" are the same command.
+//
+// An authorization hashes its capture method too; a one-step charge hashes
+// as it did before there were two, so its stored records stay its own.
 func (c ChargeCommand) Hash() string {
-	return canonicalHash(
+	parts := []string{
 		"v1",
 		c.Operation,
 		strconv.FormatInt(int64(c.Charge.OrderID), 10),
@@ -49,7 +52,11 @@ func (c ChargeCommand) Hash() string {
 		string(c.Charge.Amount.Currency()),
 		string(c.Charge.Provider),
 		string(c.Charge.ExternalPaymentID),
-	)
+	}
+	if c.Charge.Manual() {
+		parts = append(parts, string(domain.CaptureManual))
+	}
+	return canonicalHash(parts...)
 }
 
 // ChargeStore is the payment table: the second layer of R-DIST-IDEM-4
@@ -228,6 +235,9 @@ const (
 	EventPaymentDeclined = "PaymentDeclined.v1"
 	// EventPaymentFailed announces a payment the provider refused for good.
 	EventPaymentFailed = "PaymentFailed.v1"
+	// EventPaymentAuthorized announces a two-step payment the provider
+	// holds the money of.
+	EventPaymentAuthorized = "PaymentAuthorized.v1"
 )
 
 // PaymentEvent announces a payment's outcome to other services. It is
@@ -243,14 +253,18 @@ type PaymentEvent struct {
 	SagaID uuid.NullUUID
 	// Payment is the payment with its final status.
 	Payment domain.Payment
+	// Transition is the capture or void the event announces; nil for the
+	// payment's own outcome.
+	Transition *domain.Transition
 	// OccurredAt is when the outcome was recorded, in UTC.
 	OccurredAt time.Time
 }
 
 var paymentEventTypes = map[domain.PaymentStatus]string{
-	domain.PaymentSucceeded: EventPaymentSucceeded,
-	domain.PaymentDeclined:  EventPaymentDeclined,
-	domain.PaymentFailed:    EventPaymentFailed,
+	domain.PaymentSucceeded:  EventPaymentSucceeded,
+	domain.PaymentDeclined:   EventPaymentDeclined,
+	domain.PaymentFailed:     EventPaymentFailed,
+	domain.PaymentAuthorized: EventPaymentAuthorized,
 }
 
 // NewPaymentEvent builds the event of a payment that has just reached its
@@ -288,15 +302,24 @@ func newEvent(types map[domain.PaymentStatus]string, status domain.PaymentStatus
 //   - the record sets the payment's final status and appends its
 //     PaymentSucceeded/Declined/Failed event.
 type ChargePayment struct {
-	db        Transactor
-	providers map[domain.ProviderName]ChargeProvider
-	run       *IdempotentCommand[ChargeCommand, chargeReservation]
+	db          Transactor
+	providers   map[domain.ProviderName]ChargeProvider
+	authorizers map[domain.ProviderName]AuthorizationProvider
+	run         *IdempotentCommand[ChargeCommand, chargeReservation]
 }
 
-// NewChargePayment builds the use case on core.
+// NewChargePayment builds the use case on core. A provider that is an
+// AuthorizationProvider too takes two-step payments (CaptureManual).
 func NewChargePayment(core *Core, providers map[domain.ProviderName]ChargeProvider, responses ChargeResponses) *ChargePayment {
-	return &ChargePayment{db: core.db, providers: providers,
-		run: NewIdempotentCommand(core, CommandCharge, &chargeSteps{providers: providers, responses: responses, replies: core.replies})}
+	authorizers := map[domain.ProviderName]AuthorizationProvider{}
+	for name, p := range providers {
+		if a, ok := p.(AuthorizationProvider); ok {
+			authorizers[name] = a
+		}
+	}
+	steps := &chargeSteps{providers: providers, authorizers: authorizers, responses: responses, replies: core.replies}
+	return &ChargePayment{db: core.db, providers: providers, authorizers: authorizers,
+		run: NewIdempotentCommand(core, CommandCharge, steps)}
 }
 
 // Handle runs the charge. Errors are the core's (IdempotentCommand.Handle),
@@ -306,6 +329,9 @@ func (uc *ChargePayment) Handle(ctx context.Context, cmd ChargeCommand) (Command
 		// Before the claim: an invalid command stores nothing, so the
 		// client can fix it and retry with the same key.
 		return CommandResult{}, ErrUnknownProvider
+	}
+	if _, ok := uc.authorizers[cmd.Charge.Provider]; cmd.Charge.Manual() && !ok {
+		return CommandResult{}, ErrNoTwoStepPayments
 	}
 	return uc.run.Handle(ctx, cmd)
 }
@@ -346,9 +372,10 @@ func (t chargeReservation) LogValue() slog.Value {
 
 // chargeSteps are the charge's own parts of the core's protocol.
 type chargeSteps struct {
-	providers map[domain.ProviderName]ChargeProvider
-	responses ChargeResponses
-	replies   SagaReplies // nil: no saga transport
+	providers   map[domain.ProviderName]ChargeProvider
+	authorizers map[domain.ProviderName]AuthorizationProvider
+	responses   ChargeResponses
+	replies     SagaReplies // nil: no saga transport
 }
 
 // encode renders an outcome as the key's answer: a reply for a saga step's
@@ -450,17 +477,31 @@ func (s *chargeSteps) answer(ctx context.Context, r Repos, k KeyClaim, p domain.
 	return storeAnswer[chargeReservation](ctx, r, k, resp, err)
 }
 
-// Call: phase 2, the charge at the provider.
+// Call: phase 2, the charge at the provider, or the authorization of a
+// two-step payment.
 func (s *chargeSteps) Call(ctx context.Context, t chargeReservation) (ProviderDecision, error) {
-	return s.providers[t.payment.Charge.Provider].Charge(ctx, ProviderCharge{
-		IdempotencyKey: t.payment.Charge.ProviderIdempotencyKey(),
-		Charge:         t.payment.Charge,
-	})
+	req := ProviderCharge{IdempotencyKey: t.payment.Charge.ProviderIdempotencyKey(), Charge: t.payment.Charge}
+	if t.payment.Charge.Manual() {
+		return s.authorizers[t.payment.Charge.Provider].Authorize(ctx, req)
+	}
+	return s.providers[t.payment.Charge.Provider].Charge(ctx, req)
 }
 
 // Lookup: what the provider holds under the payment's provider key.
 func (s *chargeSteps) Lookup(ctx context.Context, t chargeReservation) (ProviderDecision, error) {
+	if t.payment.Charge.Manual() {
+		return s.authorizers[t.payment.Charge.Provider].LookupAuthorization(ctx, t.payment.Charge.ProviderIdempotencyKey())
+	}
 	return s.providers[t.payment.Charge.Provider].LookupCharge(ctx, t.payment.Charge.ProviderIdempotencyKey())
+}
+
+// settledStatus is the status a settlement gives payment p: an approved
+// authorization holds the money (AUTHORIZED), an approved charge took it.
+func settledStatus(p domain.Payment, settled Settlement) domain.PaymentStatus {
+	if settled == SettledApproved && p.Charge.Manual() {
+		return domain.PaymentAuthorized
+	}
+	return settled.Status()
 }
 
 // chargeOutcomes are the answer each settlement of a new payment records.
@@ -477,7 +518,7 @@ var chargeOutcomes = map[Settlement]ChargeOutcomeKind{
 // transition, so they append nothing.
 func (s *chargeSteps) Record(ctx context.Context, r Repos, k KeyClaim, t chargeReservation, settled Settlement) (StoredResponse, error) {
 	outcome := ChargeOutcome{Kind: chargeOutcomes[settled], Payment: t.payment}
-	outcome.Payment.Status = settled.Status()
+	outcome.Payment.Status = settledStatus(t.payment, settled)
 	resp, err := s.encode(k, outcome)
 	if err != nil {
 		return StoredResponse{}, err
@@ -507,6 +548,13 @@ func (s *chargeSteps) Reported(ctx context.Context, r Repos, ev ProviderEvent) (
 	if err != nil || !found {
 		return Report[chargeReservation]{}, false, err
 	}
+	status := rep.Payment.Status
+	if rep.Payment.Charge.Manual() && rep.Payment.Status.Final() && rep.Payment.Status != domain.PaymentDeclined && rep.Payment.Status != domain.PaymentFailed {
+		// Captured, voided or lapsed: what came after the authorization
+		// is another command's, and the authorization itself stands.
+		status = domain.PaymentAuthorized
+	}
 	return Report[chargeReservation]{Reservation: chargeReservation{payment: rep.Payment, saga: rep.Saga},
-		Status: rep.Payment.Status, Amount: rep.Payment.Charge.Amount, Claim: rep.Claim}, true, nil
+		Status: status, Approved: settledStatus(rep.Payment, SettledApproved),
+		Amount: rep.Payment.Charge.Amount, Claim: rep.Claim}, true, nil
 }

@@ -11,6 +11,10 @@
 //   - RefundPayment: refund part or all of a payment, once per key and per
 //     external refund, never beyond the payment (refund_payment.go).
 //   - ListRefunds: a payment's refunds (refund_payment.go).
+//   - PaymentTransition: capture or void an authorized payment (a charge
+//     with captureMethod manual), once per key, one winner per payment
+//     (payment_transition.go; the capture's own part in
+//     capture_payment.go, the void's in void_payment.go).
 //   - GetPayment: one of the client's payments (get_payment.go).
 //   - GetOrder: an order as the projection holds it (orders.go).
 //   - ApplyOrderEvents: project order events, each once (apply_order_events.go).
@@ -28,7 +32,7 @@
 //     commands it takes (Charge, Compensate, Invalid) and the completer's
 //     (CompleteWaitingCompensations).
 //
-// ChargePayment and RefundPayment run on one core (idempotent_command.go):
+// ChargePayment, RefundPayment and the PaymentTransitions run on one core (idempotent_command.go):
 // a read, then three atomic phases (claim, call, record), with the outcome
 // model (outcome.go) between the call and the record. A saga step runs on
 // the same core under a key of its own, and the core renders its answer

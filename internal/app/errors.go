@@ -12,6 +12,9 @@ var (
 	ErrKeyReused = errors.New("idempotency key reused for a different command")
 	// ErrUnknownProvider: no adapter for the named payment provider.
 	ErrUnknownProvider = errors.New("unknown payment provider")
+	// ErrNoTwoStepPayments: the provider takes no authorizations
+	// (captureMethod manual).
+	ErrNoTwoStepPayments = errors.New("the payment provider takes no two-step payments")
 	// ErrProviderUnavailable: the provider did not act (it said so, or the
 	// request never reached it); the key was released, so a retry with the
 	// same key runs the command again.

@@ -115,6 +115,9 @@ type IdempotencyRecord struct {
 	// RefundID is a refund's recovery point. Read where the jobs need it,
 	// not on the hot path.
 	RefundID *domain.RefundID
+	// TransitionID is a capture's or a void's recovery point, read as
+	// RefundID is.
+	TransitionID *domain.TransitionID
 	// LockToken is the current owner's token while IN_PROGRESS; every
 	// write after the claim is fenced by it.
 	LockToken uuid.UUID
@@ -161,6 +164,8 @@ type Repos struct {
 	Sagas SagaStore
 	// Outbox publishes a stored response again (saga.go).
 	Outbox OutboxStore
+	// Transitions is the payment_transition table (payment_transition.go).
+	Transitions TransitionStore
 }
 
 // KeyStore is the idempotency_record table: the first layer.

@@ -456,7 +456,7 @@ func refundOf(cmd RefundCommand, p domain.Payment) (domain.Refund, error) {
 	if p.Status != domain.PaymentSucceeded {
 		return domain.Refund{}, ErrPaymentNotRefundable
 	}
-	if cmd.Amount.GreaterThan(p.Charge.Amount.Amount()) {
+	if cmd.Amount.GreaterThan(p.CapturedAmount().Amount()) {
 		return domain.Refund{}, ErrRefundExceedsPayment
 	}
 	amount, err := domain.NewMoney(cmd.Amount, p.Charge.Amount.Currency())

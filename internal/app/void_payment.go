@@ -2,7 +2,49 @@ package app
 
 import (
 	"context"
+
+	"github.com/example/payment-service/internal/domain"
 )
+
+// CommandVoid names a void's idempotency records.
+const CommandVoid CommandName = "void"
+
+// OperationVoidPayment is the Operation of a void made through POST
+// /payments/{id}/voids.
+const OperationVoidPayment = "POST /payments/{id}/voids"
+
+// Void events, by the void's final status.
+const (
+	// EventPaymentVoided announces a payment whose hold was released.
+	EventPaymentVoided = "PaymentVoided.v1"
+	// EventVoidDeclined announces a void the provider declined.
+	EventVoidDeclined = "VoidDeclined.v1"
+	// EventVoidFailed announces a void the provider refused for good.
+	EventVoidFailed = "VoidFailed.v1"
+)
+
+// NewVoidPayment is the void of authorized payments: a transition on the
+// core (payment_transition.go) that asks the provider to release the hold,
+// and makes the payment VOIDED, its order free for a new payment.
+func NewVoidPayment(core *Core, provider VoidProvider, responses TransitionResponses) *PaymentTransition {
+	return NewPaymentTransition(core, CommandVoid, domain.TransitionVoid, OperationVoidPayment, domain.PaymentVoided,
+		voidCall{provider}, TransitionEvents{
+			domain.PaymentSucceeded: EventPaymentVoided,
+			domain.PaymentDeclined:  EventVoidDeclined,
+			domain.PaymentFailed:    EventVoidFailed,
+		}, responses)
+}
+
+// voidCall asks the provider for a void.
+type voidCall struct{ provider VoidProvider }
+
+func (c voidCall) Call(ctx context.Context, p domain.Payment, _ domain.Transition, key string) (ProviderDecision, error) {
+	return c.provider.Void(ctx, ProviderVoid{IdempotencyKey: key, AuthorizationKey: p.Charge.ProviderIdempotencyKey()})
+}
+
+func (c voidCall) Lookup(ctx context.Context, _ domain.Payment, key string) (ProviderDecision, error) {
+	return c.provider.LookupVoid(ctx, key)
+}
 
 // ProviderVoid is a void as the provider is asked for it: release what an
 // authorization holds.

@@ -13,4 +13,7 @@ var (
 	ErrOrderMismatch = errors.New("payment does not match its order")
 	// ErrPaymentNotFound: no payment with that id (for that client).
 	ErrPaymentNotFound = errors.New("payment not found")
+	// ErrCaptureMismatch: a capture in another currency than its payment's,
+	// or above what it holds.
+	ErrCaptureMismatch = errors.New("capture does not match its authorization")
 )

@@ -24,7 +24,25 @@ type Charge struct {
 	Amount            Money
 	Provider          ProviderName
 	ExternalPaymentID ExternalPaymentID
+	// CaptureMethod is CaptureManual for an authorization, which holds the
+	// amount for a later capture or void; anything else is a charge.
+	CaptureMethod CaptureMethod
 }
+
+// CaptureMethod says whether a payment takes its money at once or in two
+// steps.
+type CaptureMethod string
+
+const (
+	// CaptureAutomatic: the charge takes the money at once.
+	CaptureAutomatic CaptureMethod = "automatic"
+	// CaptureManual: the provider holds the money, and a capture takes it
+	// or a void releases it.
+	CaptureManual CaptureMethod = "manual"
+)
+
+// Manual reports whether the charge is an authorization.
+func (c Charge) Manual() bool { return c.CaptureMethod == CaptureManual }
 
 // NewCharge validates the parts that Money does not.
 func NewCharge(order OrderID, customer CustomerID, amount Money, provider ProviderName, external ExternalPaymentID) (Charge, error) {
@@ -55,12 +73,27 @@ const (
 	// before deciding it, and holds no charge under its key: nothing was
 	// charged, and asking again would not change that.
 	PaymentFailed PaymentStatus = "FAILED"
+	// PaymentAuthorized: the provider holds the amount (a two-step
+	// payment); a capture takes it (SUCCEEDED) or a void releases it.
+	PaymentAuthorized PaymentStatus = "AUTHORIZED"
+	// PaymentVoided: the hold was released by a void; nothing was taken.
+	PaymentVoided PaymentStatus = "VOIDED"
+	// PaymentExpired: the hold lapsed at the provider, as the provider
+	// says; nothing was taken.
+	PaymentExpired PaymentStatus = "EXPIRED"
 )
 
 // Final reports whether the payment's outcome is settled: the provider has
 // decided it, or refused it for good.
+//
+// An authorization is decided too: what follows it is a command of its
+// own (a capture or a void).
 func (s PaymentStatus) Final() bool {
-	return s == PaymentSucceeded || s == PaymentDeclined || s == PaymentFailed
+	switch s {
+	case PaymentSucceeded, PaymentDeclined, PaymentFailed, PaymentAuthorized, PaymentVoided, PaymentExpired:
+		return true
+	}
+	return false
 }
 
 // PaymentID identifies a payment row.
@@ -76,6 +109,18 @@ type Payment struct {
 	Charge    Charge
 	Status    PaymentStatus
 	CreatedAt time.Time
+	// Captured is what a two-step payment's capture took; nil until it is
+	// captured, and for a one-step charge, which took its whole amount.
+	Captured *Money
+}
+
+// CapturedAmount is the money the payment took: what a capture took, the
+// whole amount of a one-step charge.
+func (p Payment) CapturedAmount() Money {
+	if p.Captured != nil {
+		return *p.Captured
+	}
+	return p.Charge.Amount
 }
 
 // IsSameCharge reports whether a request by client for charge describes
@@ -88,7 +133,8 @@ func (p Payment) IsSameCharge(client ClientID, c Charge) bool {
 		p.Charge.CustomerID == c.CustomerID &&
 		p.Charge.Amount.Equal(c.Amount) &&
 		p.Charge.Provider == c.Provider &&
-		p.Charge.ExternalPaymentID == c.ExternalPaymentID
+		p.Charge.ExternalPaymentID == c.ExternalPaymentID &&
+		p.Charge.Manual() == c.Manual()
 }
 
 // ProviderIdempotencyKey is the key this service sends to the provider. It
@@ -164,7 +210,8 @@ type Refund struct {
 }
 
 // NewRefund validates a PENDING refund of amount from payment. The amount
-// must be in the payment's currency and no more than the payment's amount;
+// must be in the payment's currency and no more than the payment took (a
+// two-step payment's capture, a charge's whole amount);
 // whether it fits beside the payment's other refunds only the database can
 // say, atomically (the payment's refund total).
 func NewRefund(payment Payment, amount Money, external ExternalRefundID) (Refund, error) {
@@ -175,8 +222,8 @@ func NewRefund(payment Payment, amount Money, external ExternalRefundID) (Refund
 		return Refund{}, fmt.Errorf("%w: the payment has no provider", ErrInvalid)
 	case amount.Currency() != payment.Charge.Amount.Currency():
 		return Refund{}, fmt.Errorf("%w: currency must be the payment's, %s", ErrInvalid, payment.Charge.Amount.Currency())
-	case amount.Amount().GreaterThan(payment.Charge.Amount.Amount()):
-		return Refund{}, fmt.Errorf("%w: amount must not exceed the payment's, %s", ErrInvalid, payment.Charge.Amount.AmountString())
+	case amount.Amount().GreaterThan(payment.CapturedAmount().Amount()):
+		return Refund{}, fmt.Errorf("%w: amount must not exceed what the payment took, %s", ErrInvalid, payment.CapturedAmount().AmountString())
 	}
 	if err := validExternalRefundID(external); err != nil {
 		return Refund{}, err

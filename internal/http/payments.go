@@ -25,6 +25,9 @@ type chargeRequest struct {
 	Currency          *string `json:"currency" validate:"required,iso4217"`
 	PaymentProvider   *string `json:"paymentProvider" validate:"required,provider"`
 	ExternalPaymentID *string `json:"externalPaymentId" validate:"required,min=1,max=128,printascii"`
+	// CaptureMethod manual authorizes: the provider holds the amount for
+	// a capture or a void; automatic (the default) charges at once.
+	CaptureMethod *string `json:"captureMethod" validate:"omitempty,oneof=automatic manual"`
 }
 
 // paymentResponse is a payment as the API shows it.
@@ -38,10 +41,15 @@ type paymentResponse struct {
 	ExternalPaymentID string    `json:"externalPaymentId"`
 	Status            string    `json:"status"`
 	CreatedAt         time.Time `json:"createdAt"`
+	// CaptureMethod is shown for a two-step payment only, and
+	// CapturedAmount once it is captured: a one-step charge's answer is as
+	// it always was, byte for byte.
+	CaptureMethod  string `json:"captureMethod,omitempty"`
+	CapturedAmount string `json:"capturedAmount,omitempty"`
 }
 
 func toPaymentResponse(p domain.Payment) *paymentResponse {
-	return &paymentResponse{
+	r := paymentResponse{
 		ID:                int64(p.ID),
 		OrderID:           int64(p.Charge.OrderID),
 		CustomerID:        int64(p.Charge.CustomerID),
@@ -52,6 +60,13 @@ func toPaymentResponse(p domain.Payment) *paymentResponse {
 		Status:            string(p.Status),
 		CreatedAt:         p.CreatedAt.UTC(),
 	}
+	if p.Charge.Manual() {
+		r.CaptureMethod = string(domain.CaptureManual)
+	}
+	if p.Captured != nil {
+		r.CapturedAmount = p.Captured.AmountString()
+	}
+	return &r
 }
 
 // paymentHandlers serves /payments.
@@ -139,7 +154,7 @@ func decodeWellFormedCharge(body []byte) (chargeRequest, bool) {
 }
 
 // chargeFields are the member names of a charge body, exactly as sent.
-var chargeFields = [...]string{"orderId", "customerId", "amount", "currency", "paymentProvider", "externalPaymentId"}
+var chargeFields = [...]string{"orderId", "customerId", "amount", "currency", "paymentProvider", "externalPaymentId", "captureMethod"}
 
 // namesKnownAndOnce scans body's top-level object for its member names and
 // reports whether each is one of chargeFields, spelled exactly and without
@@ -213,6 +228,9 @@ func chargeOf(req chargeRequest) (domain.Charge, error) {
 		domain.ProviderName(*req.PaymentProvider), domain.ExternalPaymentID(*req.ExternalPaymentID))
 	if err != nil {
 		return domain.Charge{}, validationProblem([]FieldError{{Field: "body", Message: err.Error()}})
+	}
+	if req.CaptureMethod != nil && *req.CaptureMethod == string(domain.CaptureManual) {
+		charge.CaptureMethod = domain.CaptureManual
 	}
 	return charge, nil
 }

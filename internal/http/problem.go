@@ -93,6 +93,9 @@ const (
 	codeRefundDeclined          = "refund-declined"
 	codeRefundFailed            = "refund-failed"
 	codeExternalRefundConflict  = "external-refund-conflict"
+	codePaymentNotAuthorized    = "payment-not-authorized"
+	codeTransitionInProgress    = "payment-transition-in-progress"
+	codeCaptureMismatch         = "capture-mismatch"
 	codeServiceUnavailable      = "service-unavailable"
 	codeWebhooksNotConfigured   = "webhooks-not-configured"
 	codeWebhookSignatureInvalid = "webhook-signature-invalid"
@@ -146,6 +149,11 @@ func problemFor(err error) *Problem {
 			"The customer, amount or currency differ from the order's.")
 	case errors.Is(err, domain.ErrPaymentNotFound):
 		return newProblem(http.StatusNotFound, codePaymentNotFound, "Payment not found", "")
+	case transitionProblem(err) != nil:
+		return transitionProblem(err)
+	case errors.Is(err, domain.ErrCaptureMismatch):
+		return newProblem(http.StatusConflict, codeCaptureMismatch, "Capture does not match the authorization",
+			"A capture takes at most the authorized amount, in its currency: "+err.Error()+". Nothing was stored for this key.")
 	case errors.Is(err, app.ErrPaymentNotRefundable):
 		return newProblem(http.StatusConflict, codePaymentNotRefundable, "Payment not refundable",
 			"Only a SUCCEEDED payment can be refunded. Nothing was stored for this key: retry with it once the payment has succeeded.")
@@ -154,6 +162,8 @@ func problemFor(err error) *Problem {
 			"The refund would take the payment's refunds beyond its amount (refunds in progress count). Nothing was stored for this key: a refund in progress may still be declined, and then the same request succeeds.")
 	case errors.Is(err, app.ErrUnknownProvider):
 		return validationProblem([]FieldError{{Field: "paymentProvider", Message: "unknown payment provider"}})
+	case errors.Is(err, app.ErrNoTwoStepPayments):
+		return validationProblem([]FieldError{{Field: "captureMethod", Message: "the payment provider takes no two-step payments"}})
 	case errors.Is(err, app.ErrProviderUnavailable):
 		p = newProblem(http.StatusServiceUnavailable, codeProviderUnavailable, "Payment provider unavailable",
 			"The payment provider did not move the money (no charge or refund was made): it said so, or the request never reached it. Nothing was recorded for this key; retry with the same key.")

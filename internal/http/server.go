@@ -35,6 +35,10 @@ type Deps struct {
 	RefundPayment *app.RefundPayment
 	// ListRefunds serves GET /payments/{id}/refunds.
 	ListRefunds *app.ListRefunds
+	// CapturePayment serves POST /payments/{id}/captures.
+	CapturePayment *app.PaymentTransition
+	// VoidPayment serves POST /payments/{id}/voids.
+	VoidPayment *app.PaymentTransition
 	// GetOrder serves GET /orders/{orderId}.
 	GetOrder *app.GetOrder
 	// ApplyProviderEvent serves POST /webhooks/sandbox.
@@ -103,6 +107,11 @@ func NewHandler(d Deps) http.Handler {
 	refunds := &refundHandlers{paymentHandlers: h, refund: d.RefundPayment, list: d.ListRefunds}
 	e.POST("/payments/:id/refunds", refunds.refundPayment, auth)
 	e.GET("/payments/:id/refunds", refunds.listRefunds, auth)
+	if d.CapturePayment != nil && d.VoidPayment != nil {
+		transitions := &transitionHandlers{paymentHandlers: h, capture: d.CapturePayment, void: d.VoidPayment}
+		e.POST("/payments/:id/captures", transitions.capturePayment, auth)
+		e.POST("/payments/:id/voids", transitions.voidPayment, auth)
+	}
 	e.GET("/orders/:orderId", (&orderHandlers{get: d.GetOrder}).getOrder, auth)
 	// Signed by the provider, not called by a client: no API key.
 	webhooks := newWebhookHandlers(d, d.Registry)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -63,8 +64,8 @@ matching_order AS (
 -- interleaving the database lets one reservation through, and a conflict
 -- waits for the other's commit instead of aborting this transaction.
 reserved AS (
-    INSERT INTO payment (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status)
-    SELECT @client, @order, @customer, @provider, @external, @amount, @currency, 'PENDING'
+    INSERT INTO payment (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status, capture_method)
+    SELECT @client, @order, @customer, @provider, @external, @amount, @currency, 'PENDING', @capture_method
       FROM matching_order
         ON CONFLICT DO NOTHING
  RETURNING *
@@ -74,8 +75,7 @@ reserved AS (
 SELECT ` + claimAnswers("payment_id") + `,
        EXISTS (SELECT 1 FROM matching_order) AS order_matches,
        (SELECT saga_id FROM order_projection WHERE order_id = @order) AS saga_id,
-       ch.id AS payment_id, ch.client_id, ch.order_id, ch.customer_id, ch.payment_provider,
-       ch.external_payment_id, ch.amount, ch.currency, ch.status, ch.created_at
+       ch.id AS payment_id, ` + paymentColumns("ch") + `
   FROM (SELECT 1) AS one
   LEFT JOIN charged ch ON true
 -- On its own (atomic), keep only a claimed key with a PENDING payment,
@@ -125,8 +125,8 @@ SELECT EXISTS (SELECT 1 FROM released)`
 // concurrent insert of the same pair or order to commit and then yields no
 // row.
 const reserveSQL = `
-INSERT INTO payment (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status)
-VALUES (?, ?, ?, ?, ?, ?, ?, 'PENDING')
+INSERT INTO payment (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status, capture_method)
+VALUES (?, ?, ?, ?, ?, ?, ?, 'PENDING', ?)
 ON CONFLICT DO NOTHING
 RETURNING *`
 
@@ -135,9 +135,9 @@ const externalPaymentSQL = `
 SELECT * FROM payment WHERE payment_provider = ? AND external_payment_id = ?`
 
 // livePaymentOfOrderSQL reads the row the third layer stopped on: the
-// order's one PENDING or SUCCEEDED payment.
+// order's one PENDING, SUCCEEDED or AUTHORIZED payment (holds_order).
 const livePaymentOfOrderSQL = `
-SELECT * FROM payment WHERE order_id = ? AND status IN ('PENDING', 'SUCCEEDED')`
+SELECT * FROM payment WHERE order_id = ? AND holds_order`
 
 var (
 	claimAndReserveStmt = compileNamed(claimAndReserveSQL)
@@ -159,16 +159,25 @@ func queryRow(ctx context.Context, db *gorm.DB, q namedSQL, values map[string]an
 // error; mapError turns it into app.ErrClaimNeedsTransaction.
 const chargeNeedsTransactionCode = "PC001"
 
+// captureMethod is the payment.capture_method of a charge.
+func captureMethod(c domain.Charge) string {
+	if c.Manual() {
+		return string(domain.CaptureManual)
+	}
+	return string(domain.CaptureAutomatic)
+}
+
 // Claim implements app.ChargeStore: claimAndReserveSQL, @atomic on the pool.
 func (s *ChargeStore) Claim(ctx context.Context, k app.KeyClaim, ch domain.Charge) (res app.ChargeClaimed, err error) {
 	err = s.run(ctx, func(db *gorm.DB) error {
 		row, err := queryRow(ctx, db, claimAndReserveStmt, s.claimValues(k, map[string]any{
-			"order":    int64(ch.OrderID),
-			"customer": int64(ch.CustomerID),
-			"amount":   ch.Amount.Amount(),
-			"currency": string(ch.Amount.Currency()),
-			"provider": string(ch.Provider),
-			"external": string(ch.ExternalPaymentID),
+			"order":          int64(ch.OrderID),
+			"customer":       int64(ch.CustomerID),
+			"amount":         ch.Amount.Amount(),
+			"currency":       string(ch.Amount.Currency()),
+			"provider":       string(ch.Provider),
+			"external":       string(ch.ExternalPaymentID),
+			"capture_method": captureMethod(ch),
 		}))
 		if err != nil {
 			return err
@@ -230,7 +239,7 @@ func reserve(db *gorm.DB, client domain.ClientID, c domain.Charge) (app.ChargeRe
 		var inserted, byExternal, liveOfOrder []paymentRow
 		err := db.Raw(reserveSQL,
 			string(client), int64(c.OrderID), int64(c.CustomerID), string(c.Provider), string(c.ExternalPaymentID),
-			c.Amount.Amount(), string(c.Amount.Currency()),
+			c.Amount.Amount(), string(c.Amount.Currency()), captureMethod(c),
 		).Scan(&inserted).Error
 		if err != nil {
 			return app.ChargeReservation{}, fmt.Errorf("reserve payment: %w", err)
@@ -318,9 +327,19 @@ type paymentRow struct {
 	Status            string
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
+	CaptureMethod     string
+	CapturedAmount    decimal.NullDecimal
 }
 
 func (paymentRow) TableName() string { return "payment" }
+
+// paymentColumns are the payment columns every statement that reads a
+// payment for the application selects, of the table aliased alias, in the
+// order of nullablePaymentRow.targets (the id first, selected apart).
+func paymentColumns(alias string) string {
+	return strings.NewReplacer("p.", alias+".").Replace(`p.client_id, p.order_id, p.customer_id, p.payment_provider,
+       p.external_payment_id, p.amount, p.currency, p.status, p.created_at, p.capture_method, p.captured_amount`)
+}
 
 func (row paymentRow) toDomain() (domain.Payment, error) {
 	money, err := domain.NewMoney(row.Amount, domain.Currency(row.Currency))
@@ -332,13 +351,22 @@ func (row paymentRow) toDomain() (domain.Payment, error) {
 	if err != nil {
 		return domain.Payment{}, fmt.Errorf("payment %d: %w", row.ID, err)
 	}
-	return domain.Payment{
+	charge.CaptureMethod = domain.CaptureMethod(row.CaptureMethod)
+	p := domain.Payment{
 		ID:        domain.PaymentID(row.ID),
 		ClientID:  domain.ClientID(row.ClientID),
 		Charge:    charge,
 		Status:    domain.PaymentStatus(row.Status),
 		CreatedAt: row.CreatedAt.UTC(),
-	}, nil
+	}
+	if row.CapturedAmount.Valid {
+		captured, err := domain.NewMoney(row.CapturedAmount.Decimal, money.Currency())
+		if err != nil {
+			return domain.Payment{}, fmt.Errorf("payment %d: captured: %w", row.ID, err)
+		}
+		p.Captured = &captured
+	}
+	return p, nil
 }
 
 // nullablePaymentRow is a payment read through a LEFT JOIN.
@@ -353,13 +381,15 @@ type nullablePaymentRow struct {
 	Currency          sql.NullString
 	Status            sql.NullString
 	CreatedAt         sql.NullTime
+	CaptureMethod     sql.NullString
+	CapturedAmount    decimal.NullDecimal
 }
 
 // targets are the row's scan targets, in the order of its columns in every
 // query that reads one (the payment table's).
 func (p *nullablePaymentRow) targets() []any {
 	return []any{&p.ID, &p.ClientID, &p.OrderID, &p.CustomerID, &p.PaymentProvider,
-		&p.ExternalPaymentID, &p.Amount, &p.Currency, &p.Status, &p.CreatedAt}
+		&p.ExternalPaymentID, &p.Amount, &p.Currency, &p.Status, &p.CreatedAt, &p.CaptureMethod, &p.CapturedAmount}
 }
 
 func (p nullablePaymentRow) toDomain() (domain.Payment, error) {
@@ -374,6 +404,8 @@ func (p nullablePaymentRow) toDomain() (domain.Payment, error) {
 		Currency:          p.Currency.String,
 		Status:            p.Status.String,
 		CreatedAt:         p.CreatedAt.Time,
+		CaptureMethod:     p.CaptureMethod.String,
+		CapturedAmount:    p.CapturedAmount,
 	}.toDomain()
 }
 
@@ -395,6 +427,11 @@ type paymentEventV1 struct {
 	PaymentProvider   string    `json:"paymentProvider"`
 	ExternalPaymentID string    `json:"externalPaymentId"`
 	OccurredAt        time.Time `json:"occurredAt"`
+	// A two-step payment's events say so (captureMethod manual); a
+	// capture's carry what it took and its reference.
+	CaptureMethod     string `json:"captureMethod,omitempty"`
+	CapturedAmount    string `json:"capturedAmount,omitempty"`
+	ExternalCaptureID string `json:"externalCaptureId,omitempty"`
 }
 
 // newPaymentOutboxRow renders a payment event as its outbox row, keyed by
@@ -413,6 +450,12 @@ func newPaymentOutboxRow(ctx context.Context, e app.PaymentEvent, cfg OutboxConf
 		ExternalPaymentID: string(p.Charge.ExternalPaymentID),
 		OccurredAt:        e.OccurredAt.UTC(),
 		SagaID:            sagaIDField(e.SagaID),
+	}
+	if p.Charge.Manual() {
+		v.CaptureMethod = string(domain.CaptureManual)
+	}
+	if t := e.Transition; t != nil && t.Kind == domain.TransitionCapture {
+		v.CapturedAmount, v.ExternalCaptureID = t.Amount.AmountString(), t.Reference
 	}
 	return newOutboxRow(ctx, cfg, e.ID, e.Type, int64(p.Charge.OrderID), v)
 }

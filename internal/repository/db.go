@@ -196,6 +196,7 @@ func repos(c conn) app.Repos {
 		ProviderReports: &ProviderReports{c},
 		Sagas:           &SagaStore{c},
 		Outbox:          &Outbox{c},
+		Transitions:     &TransitionStore{c},
 	}
 }
 

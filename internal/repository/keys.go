@@ -220,6 +220,7 @@ type idempotencyRecordRow struct {
 	HTTPStatus     *int `gorm:"column:http_status"`
 	PaymentID      *int64
 	RefundID       *int64
+	TransitionID   *int64
 	LockToken      *uuid.UUID
 	LockedUntil    *time.Time
 	CreatedAt      time.Time
@@ -246,6 +247,10 @@ func (row idempotencyRecordRow) toApp() app.IdempotencyRecord {
 	if row.RefundID != nil {
 		id := domain.RefundID(*row.RefundID)
 		rec.RefundID = &id
+	}
+	if row.TransitionID != nil {
+		id := domain.TransitionID(*row.TransitionID)
+		rec.TransitionID = &id
 	}
 	if row.LockToken != nil {
 		rec.LockToken = *row.LockToken

@@ -29,8 +29,7 @@ const reportedClaimColumns = `r.client_id, r.idempotency_key, r.command_hash, r.
 // (the UNIQUE pair of R-DIST-IDEM-4), its order's saga, and its claim: the
 // charge's own, as a refund's record names its payment too.
 var reportedChargeSQL = compileNamed(`
-SELECT p.id, p.client_id, p.order_id, p.customer_id, p.payment_provider,
-       p.external_payment_id, p.amount, p.currency, p.status, p.created_at,
+SELECT p.id, ` + paymentColumns("p") + `,
        o.saga_id, ` + reportedClaimColumns + `
   FROM payment p
   LEFT JOIN order_projection o ON o.order_id = p.order_id
@@ -42,8 +41,7 @@ SELECT p.id, p.client_id, p.order_id, p.customer_id, p.payment_provider,
 // and its claim.
 var reportedRefundSQL = compileNamed(`
 SELECT f.id, f.payment_id, f.client_id, f.payment_provider, f.external_refund_id, f.amount, f.currency, f.status,
-       p.id, p.client_id, p.order_id, p.customer_id, p.payment_provider,
-       p.external_payment_id, p.amount, p.currency, p.status, p.created_at,
+       p.id, ` + paymentColumns("p") + `,
        o.saga_id, ` + reportedClaimColumns + `
   FROM refund f
   JOIN payment p ON p.id = f.payment_id

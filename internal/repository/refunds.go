@@ -34,7 +34,8 @@ type RefundStore struct {
 //
 //   - refund_target: the payment (id, amount, refund_reserved) if it is the
 //     client's, locked; with refundable (SUCCEEDED, in the refund's currency
-//     and provider) and fits (the refund total stays within the amount),
+//     and provider) and fits (the refund total stays within what the
+//     payment took: a two-step payment's capture, else its amount),
 //     both read from the payment as it is once locked;
 //   - reserved: the PENDING refund row inserted (all refund columns), or no
 //     row: the claim's recovery point, as charges.go's reserved is;
@@ -57,7 +58,7 @@ const reserveRefundClauses = `
 refund_target AS MATERIALIZED (
     SELECT id, amount, refund_reserved,
            status = 'SUCCEEDED' AND currency = @currency AND payment_provider = @provider AS refundable,
-           refund_reserved + @amount <= amount AS fits
+           refund_reserved + @amount <= coalesce(captured_amount, amount) AS fits
       FROM payment
      WHERE id = @payment AND client_id = @client
        FOR NO KEY UPDATE

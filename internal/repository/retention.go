@@ -161,7 +161,7 @@ func (s *Retention) ListAbandoned(ctx context.Context, commands []app.CommandNam
 func (s *Retention) ReleaseAbandoned(ctx context.Context, commands []app.CommandName, scope app.IdempotencyScope) (bool, error) {
 	res := s.db.WithContext(ctx).
 		Where(`client_id = ? AND idempotency_key = ? AND command IN ? AND status = ?
-		   AND locked_until < clock_timestamp() AND payment_id IS NULL AND refund_id IS NULL`,
+		   AND locked_until < clock_timestamp() AND payment_id IS NULL AND refund_id IS NULL AND transition_id IS NULL`,
 			string(scope.ClientID), scope.Key, commandNames(commands), string(app.RecordInProgress)).
 		Delete(&idempotencyRecordRow{})
 	if res.Error != nil {

@@ -111,6 +111,9 @@ type useCases struct {
 	chargePayment *app.ChargePayment
 	refundPayment *app.RefundPayment // on the charge's core: one drain for both
 	sagaSteps     *app.SagaSteps     // the two, reached by the saga's commands
+	// capturePayment and voidPayment move authorized payments on; nil
+	// when the provider takes no two-step payments.
+	capturePayment, voidPayment *app.PaymentTransition
 	// outboxWaker wakes the relays after commits that wrote events; only
 	// serve runs it (a cleanup's events wait for the relays' poll).
 	outboxWaker *outbox.Waker
@@ -156,7 +159,7 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 	// calls are counted and traced with its charges.
 	refunds := app.NewRefundPayment(core,
 		provider.InstrumentRefunds(sandbox.Name, sandboxClient, calls, observe...), httpapi.ResponseEncoder{})
-	return useCases{
+	uc := useCases{
 		tx:            tx,
 		providerNames: names,
 		core:          core,
@@ -165,7 +168,15 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 		sagaSteps: app.NewSagaSteps(charges, refunds, consumer.SagaReplies{}, domain.ClientID(cfg.Saga.ClientID),
 			cfg.Saga.OrderWait, cfg.Saga.Group, logger),
 		outboxWaker: waker,
-	}, nil
+	}
+	if twoStep, ok := any(sandboxClient).(interface {
+		app.CaptureProvider
+		app.VoidProvider
+	}); ok {
+		uc.capturePayment = app.NewCapturePayment(core, twoStep, httpapi.ResponseEncoder{})
+		uc.voidPayment = app.NewVoidPayment(core, twoStep, httpapi.ResponseEncoder{})
+	}
+	return uc, nil
 }
 
 // New builds the service and binds its HTTP listener, but runs nothing
@@ -233,14 +244,16 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...Op
 	}
 
 	handler := httpapi.NewHandler(httpapi.Deps{
-		Logger:        logger,
-		APIKeys:       cfg.APIKeys,
-		Providers:     uc.providerNames,
-		ChargePayment: uc.chargePayment,
-		GetPayment:    app.NewGetPayment(uc.tx),
-		RefundPayment: uc.refundPayment,
-		ListRefunds:   app.NewListRefunds(uc.tx),
-		GetOrder:      app.NewGetOrder(uc.tx),
+		Logger:         logger,
+		APIKeys:        cfg.APIKeys,
+		Providers:      uc.providerNames,
+		ChargePayment:  uc.chargePayment,
+		GetPayment:     app.NewGetPayment(uc.tx),
+		RefundPayment:  uc.refundPayment,
+		ListRefunds:    app.NewListRefunds(uc.tx),
+		CapturePayment: uc.capturePayment,
+		VoidPayment:    uc.voidPayment,
+		GetOrder:       app.NewGetOrder(uc.tx),
 		// The sandbox's events are its answers too, recorded by the
 		// commands' own phase 3 (decision 0021).
 		ApplyProviderEvent: app.NewApplyProviderEvent(uc.chargePayment, uc.refundPayment, "webhook:sandbox", logger),

@@ -9,7 +9,7 @@ SELECT command_hash, status, http_status, response::text, payment_id, lock_token
  WHERE client_id = $1 AND idempotency_key = $2;
 
 -- claimAndReserveSQL: phase 1: the payment reserved and the key claimed, in one statement.
--- Parameters: $1 order, $2 customer, $3 amount, $4 currency, $5 client, $6 provider, $7 external, $8 key, $9 hash, $10 token, $11 lock_micros, $12 atomic.
+-- Parameters: $1 order, $2 customer, $3 amount, $4 currency, $5 client, $6 provider, $7 external, $8 capture_method, $9 key, $10 hash, $11 token, $12 lock_micros, $13 atomic.
 WITH
 -- The order the charge must pay exactly: same customer, amount and
 -- currency. No row: nothing is reserved, and the application tells an
@@ -26,15 +26,15 @@ matching_order AS (
 -- interleaving the database lets one reservation through, and a conflict
 -- waits for the other's commit instead of aborting this transaction.
 reserved AS (
-    INSERT INTO payment (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status)
-    SELECT $5, $1, $2, $6, $7, $3, $4, 'PENDING'
+    INSERT INTO payment (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status, capture_method)
+    SELECT $5, $1, $2, $6, $7, $3, $4, 'PENDING', $8
       FROM matching_order
         ON CONFLICT DO NOTHING
  RETURNING *
 ),
 claimed AS (
     INSERT INTO idempotency_record AS r (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, payment_id)
-    VALUES ($5, $8, 'charge', $9, 'IN_PROGRESS', $10, clock_timestamp() + $11 * interval '1 microsecond', (SELECT id FROM reserved))
+    VALUES ($5, $9, 'charge', $10, 'IN_PROGRESS', $11, clock_timestamp() + $12 * interval '1 microsecond', (SELECT id FROM reserved))
         ON CONFLICT (client_id, idempotency_key) DO UPDATE
        SET lock_token = EXCLUDED.lock_token,
            locked_until = EXCLUDED.locked_until,
@@ -60,14 +60,14 @@ SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
        EXISTS (SELECT 1 FROM matching_order) AS order_matches,
        (SELECT saga_id FROM order_projection WHERE order_id = $1) AS saga_id,
        ch.id AS payment_id, ch.client_id, ch.order_id, ch.customer_id, ch.payment_provider,
-       ch.external_payment_id, ch.amount, ch.currency, ch.status, ch.created_at
+       ch.external_payment_id, ch.amount, ch.currency, ch.status, ch.created_at, ch.capture_method, ch.captured_amount
   FROM (SELECT 1) AS one
   LEFT JOIN charged ch ON true
 -- On its own (atomic), keep only a claimed key with a PENDING payment,
 -- which is its recovery point; any other answer raises, and the error
 -- rolls back everything above. CASE, because only CASE fixes the order in
 -- which SQL evaluates; coalesce, because a missing payment makes it NULL.
- WHERE CASE WHEN $12 AND NOT coalesce(
+ WHERE CASE WHEN $13 AND NOT coalesce(
                  EXISTS (SELECT 1 FROM claimed)
              AND ch.status = 'PENDING'
              AND ch.id = (SELECT payment_id FROM claimed), false)

@@ -5,7 +5,7 @@
 -- reportedChargeSQL: the payment an event names, with its claim in progress.
 -- Parameters: $1 provider, $2 external.
 SELECT p.id, p.client_id, p.order_id, p.customer_id, p.payment_provider,
-       p.external_payment_id, p.amount, p.currency, p.status, p.created_at,
+       p.external_payment_id, p.amount, p.currency, p.status, p.created_at, p.capture_method, p.captured_amount,
        o.saga_id, r.client_id, r.idempotency_key, r.command_hash, r.lock_token
   FROM payment p
   LEFT JOIN order_projection o ON o.order_id = p.order_id
@@ -16,7 +16,7 @@ SELECT p.id, p.client_id, p.order_id, p.customer_id, p.payment_provider,
 -- Parameters: $1 provider, $2 external.
 SELECT f.id, f.payment_id, f.client_id, f.payment_provider, f.external_refund_id, f.amount, f.currency, f.status,
        p.id, p.client_id, p.order_id, p.customer_id, p.payment_provider,
-       p.external_payment_id, p.amount, p.currency, p.status, p.created_at,
+       p.external_payment_id, p.amount, p.currency, p.status, p.created_at, p.capture_method, p.captured_amount,
        o.saga_id, r.client_id, r.idempotency_key, r.command_hash, r.lock_token
   FROM refund f
   JOIN payment p ON p.id = f.payment_id

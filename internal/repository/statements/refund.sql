@@ -22,7 +22,7 @@ WITH
 refund_target AS MATERIALIZED (
     SELECT id, amount, refund_reserved,
            status = 'SUCCEEDED' AND currency = $1 AND payment_provider = $2 AS refundable,
-           refund_reserved + $3 <= amount AS fits
+           refund_reserved + $3 <= coalesce(captured_amount, amount) AS fits
       FROM payment
      WHERE id = $4 AND client_id = $5
        FOR NO KEY UPDATE
@@ -121,7 +121,7 @@ WITH
 refund_target AS MATERIALIZED (
     SELECT id, amount, refund_reserved,
            status = 'SUCCEEDED' AND currency = $1 AND payment_provider = $2 AS refundable,
-           refund_reserved + $3 <= amount AS fits
+           refund_reserved + $3 <= coalesce(captured_amount, amount) AS fits
       FROM payment
      WHERE id = $4 AND client_id = $5
        FOR NO KEY UPDATE

@@ -1,0 +1,365 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/example/payment-service/internal/domain"
+)
+
+// A payment transition moves an authorized payment on through the
+// provider: a capture takes the held money, a void releases it. Both are
+// one command on the core, PaymentTransition, told apart by what they ask
+// the provider (TransitionCall) and what an approval makes of the payment
+// (domain.TransitionKind): capture_payment.go and void_payment.go hold
+// only that. What they share is here: the reservation is a PENDING
+// payment_transition row, of which a payment has at most one PENDING or
+// SUCCEEDED at a time, so a capture racing a void, or two captures, meet
+// on the database and exactly one reaches the provider (decision 0030).
+
+// TransitionCommand is a client's capture or void of one of its
+// payments, with its idempotency key.
+type TransitionCommand struct {
+	// Scope is the client and the idempotency key the command came with.
+	Scope IdempotencyScope
+	// PaymentID is the authorized payment (the path's id).
+	PaymentID domain.PaymentID
+	// Amount and Currency are a capture's: what to take. Zero for a void.
+	Amount decimal.Decimal
+	// Currency is Amount's currency.
+	Currency domain.Currency
+	// Reference is a capture's externalCaptureId; empty for a void.
+	Reference string
+	// Operation names the endpoint.
+	Operation string
+}
+
+// IdempotencyKey is the client and key the command came with.
+func (c TransitionCommand) IdempotencyKey() IdempotencyScope { return c.Scope }
+
+// Hash is the command's command_hash; the operation tells a capture from
+// a void.
+func (c TransitionCommand) Hash() string {
+	return canonicalHash("transition-v1", c.Operation, strconv.FormatInt(int64(c.PaymentID), 10),
+		c.Amount.String(), string(c.Currency), c.Reference)
+}
+
+// Errors of a transition that are answered without storing anything: the
+// payment's state may change, or the client may not see the payment.
+var (
+	// ErrPaymentNotAuthorized: the payment holds no money to move: it is
+	// a one-step charge, or captured, voided, lapsed, or not decided yet
+	// (409, not stored). A *PaymentStateError says which.
+	ErrPaymentNotAuthorized = errors.New("the payment is not authorized")
+	// ErrTransitionInProgress: another capture or void of the payment is
+	// being made (409, not stored: if it is declined, this one may go).
+	ErrTransitionInProgress = errors.New("another capture or void of the payment is in progress")
+)
+
+// PaymentStateError is ErrPaymentNotAuthorized with the payment's status.
+type PaymentStateError struct {
+	// Status is where the payment stands.
+	Status domain.PaymentStatus
+	// Manual is false for a one-step charge, which has nothing to capture.
+	Manual bool
+}
+
+// Error says where the payment stands.
+func (e *PaymentStateError) Error() string {
+	if !e.Manual {
+		return fmt.Sprintf("%v: it is a one-step charge (%s)", ErrPaymentNotAuthorized, e.Status)
+	}
+	return fmt.Sprintf("%v: it is %s", ErrPaymentNotAuthorized, e.Status)
+}
+
+// Unwrap makes the error ErrPaymentNotAuthorized to errors.Is.
+func (e *PaymentStateError) Unwrap() error { return ErrPaymentNotAuthorized }
+
+// TransitionStore is the payment_transition table and a transition's
+// statements. Every one locks the payment first, then the transition,
+// then the key, as a refund's do.
+type TransitionStore interface {
+	// Claim is phase 1 in one statement: the PENDING transition reserved
+	// (only for an AUTHORIZED two-step payment with no other PENDING or
+	// SUCCEEDED transition) and the key claimed, linked to it; or a
+	// takeover, which keeps the record's own transition. On the pool it
+	// commits only that, and returns ErrClaimNeedsTransaction otherwise.
+	Claim(ctx context.Context, k KeyClaim, command CommandName, want domain.Transition, providerKey string) (TransitionClaimed, error)
+	// Blocking says, in a statement of its own, what keeps a transition of
+	// the payment from being reserved: the payment's status, and the
+	// PENDING or SUCCEEDED transition that won, if any.
+	Blocking(ctx context.Context, payment domain.PaymentID) (domain.PaymentStatus, *domain.Transition, error)
+	// Record is phase 3 in one statement: the key completed, fenced by the
+	// token; the transition's final status, and on an approval the
+	// payment's (the payment status given, and a capture's amount); the
+	// event appended. ErrLockLost if the token no longer owns the key.
+	Record(ctx context.Context, rec TransitionRecord) error
+	// Release deletes the claim and its PENDING transition, fenced by the
+	// token; ErrLockLost if it no longer owns the key.
+	Release(ctx context.Context, k KeyClaim, t domain.TransitionID) error
+	// Get reads a transition; an error if there is none.
+	Get(ctx context.Context, id domain.TransitionID) (domain.Transition, error)
+}
+
+// TransitionClaimed is what a transition's phase 1 statement did.
+type TransitionClaimed struct {
+	// Claimed: the key is this attempt's now (new, or taken over).
+	Claimed bool
+	// Reserved: a new PENDING transition was inserted, the recovery point.
+	Reserved bool
+	// Transition is the reserved one or, after a takeover, the recovery
+	// point's; nil when neither.
+	Transition *domain.Transition
+}
+
+// TransitionRecord is what a transition's phase 3 writes.
+type TransitionRecord struct {
+	// Key is the claim whose token fences the write.
+	Key KeyClaim
+	// Response is the answer stored for the key.
+	Response StoredResponse
+	// PaymentStatus is the payment's status after an approval (SUCCEEDED
+	// for a capture, VOIDED for a void); unused otherwise.
+	PaymentStatus domain.PaymentStatus
+	// Event carries the transition with its final status.
+	Event PaymentEvent
+}
+
+// TransitionCall is what a transition asks the provider: its own part.
+type TransitionCall interface {
+	// Call asks the provider to carry the transition of payment p out,
+	// under its provider key.
+	Call(ctx context.Context, p domain.Payment, t domain.Transition, providerKey string) (ProviderDecision, error)
+	// Lookup asks what the provider holds under the transition's key.
+	Lookup(ctx context.Context, p domain.Payment, providerKey string) (ProviderDecision, error)
+}
+
+// TransitionOutcomeKind says what a transition ended in.
+type TransitionOutcomeKind int
+
+const (
+	// TransitionSucceeded: the provider captured (or voided).
+	TransitionSucceeded TransitionOutcomeKind = iota + 1
+	// TransitionDeclined: the provider declined it; the payment stays
+	// AUTHORIZED.
+	TransitionDeclined
+	// TransitionFailed: the provider refused it for good (the hold lapsed,
+	// say); the payment stays AUTHORIZED until the provider says more.
+	TransitionFailed
+)
+
+// TransitionOutcome is a transition's answer before it is rendered.
+type TransitionOutcome struct {
+	// Kind is what it ended in.
+	Kind TransitionOutcomeKind
+	// Transition is the capture or void.
+	Transition domain.Transition
+	// Payment is the payment as the answer shows it.
+	Payment domain.Payment
+}
+
+// TransitionResponses renders a transition's outcome into the response
+// stored for the key (the HTTP adapter implements it).
+type TransitionResponses interface {
+	// EncodeTransitionOutcome returns the status and body bytes.
+	EncodeTransitionOutcome(TransitionOutcome) (StoredResponse, error)
+}
+
+// TransitionEvents name each kind's events by the transition's final
+// status: PaymentCaptured.v1, CaptureDeclined.v1 ...
+type TransitionEvents map[domain.PaymentStatus]string
+
+// PaymentTransition runs the captures or the voids of authorized
+// payments: one kind, told by its TransitionCall, its events and the
+// payment status an approval gives (SUCCEEDED, VOIDED).
+type PaymentTransition struct {
+	db        Transactor
+	kind      domain.TransitionKind
+	operation string
+	run       *IdempotentCommand[TransitionCommand, transitionReservation]
+}
+
+// NewPaymentTransition builds the command of kind on core, named name in
+// its idempotency records, for requests to operation.
+func NewPaymentTransition(core *Core, name CommandName, kind domain.TransitionKind, operation string, approved domain.PaymentStatus,
+	call TransitionCall, events TransitionEvents, responses TransitionResponses) *PaymentTransition {
+	steps := &transitionSteps{name: name, kind: kind, approved: approved, call: call, events: events, responses: responses}
+	return &PaymentTransition{db: core.db, kind: kind, operation: operation, run: NewIdempotentCommand(core, name, steps)}
+}
+
+// Handle runs the transition. Errors are the core's, domain.ErrPaymentNotFound,
+// a *PaymentStateError, ErrTransitionInProgress and domain.ErrCaptureMismatch.
+func (uc *PaymentTransition) Handle(ctx context.Context, cmd TransitionCommand) (CommandResult, error) {
+	return uc.run.Handle(ctx, cmd)
+}
+
+// Resume is the completer's retry of an abandoned transition, rebuilt
+// from its PENDING row.
+func (uc *PaymentTransition) Resume(ctx context.Context, rec IdempotencyRecord) error {
+	if rec.TransitionID == nil {
+		return ErrNothingReserved
+	}
+	t, err := uc.db.AutoCommit().Transitions.Get(ctx, *rec.TransitionID)
+	if err != nil {
+		return fmt.Errorf("read %s %d: %w", uc.kind, *rec.TransitionID, err)
+	}
+	cmd := TransitionCommand{Scope: rec.Scope, PaymentID: t.PaymentID, Reference: t.Reference, Operation: uc.operation}
+	if t.Kind == domain.TransitionCapture {
+		cmd.Amount, cmd.Currency = t.Amount.Amount(), t.Amount.Currency()
+	}
+	if err := uc.run.rebuilt(rec, cmd); err != nil {
+		return fmt.Errorf("%s %d: %w", uc.kind, t.ID, err)
+	}
+	_, err = uc.Handle(ctx, cmd)
+	return err
+}
+
+// transitionReservation is a transition's recovery point: the PENDING
+// transition, with its payment.
+type transitionReservation struct {
+	transition domain.Transition
+	payment    domain.Payment
+}
+
+// LogValue names the reservation in log lines.
+func (t transitionReservation) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("kind", string(t.transition.Kind)),
+		slog.Int64("transition_id", int64(t.transition.ID)), slog.Int64("payment_id", int64(t.payment.ID)))
+}
+
+// transitionSteps are a transition's parts of the core's protocol.
+type transitionSteps struct {
+	name      CommandName
+	kind      domain.TransitionKind
+	approved  domain.PaymentStatus
+	call      TransitionCall
+	events    TransitionEvents
+	responses TransitionResponses
+}
+
+// Claim: phase 1, after the payment's read (a capture is checked against
+// what the payment holds). What blocks a transition is read anew, in a
+// statement of its own, only when the claim reserved nothing.
+func (s *transitionSteps) Claim(ctx context.Context, r Repos, cmd TransitionCommand, k KeyClaim) (Claimed[transitionReservation], error) {
+	p, err := clientPayment(ctx, r, cmd.Scope.ClientID, cmd.PaymentID)
+	if err != nil {
+		return Claimed[transitionReservation]{}, err
+	}
+	want, err := s.transitionOf(cmd, p)
+	if err != nil {
+		return Claimed[transitionReservation]{}, err
+	}
+	res, err := r.Transitions.Claim(ctx, k, s.name, want, want.ProviderIdempotencyKey(p))
+	switch {
+	case err != nil:
+		return Claimed[transitionReservation]{}, err
+	case !res.Claimed:
+		return Claimed[transitionReservation]{Kind: ClaimKeyHeld}, nil
+	case res.Reserved:
+		return s.claimed(ClaimFresh, p, *res.Transition), nil
+	case res.Transition != nil && !res.Transition.Status.Final():
+		return s.claimed(ClaimResumed, p, *res.Transition), nil
+	case res.Transition != nil:
+		// A final transition under a claim in progress: only after a
+		// manual repair. Store what it says, without a second event.
+		return s.answer(ctx, r, k, p, *res.Transition)
+	}
+	status, winner, err := r.Transitions.Blocking(ctx, p.ID)
+	switch {
+	case err != nil:
+		return Claimed[transitionReservation]{}, err
+	case winner != nil && winner.Status == domain.PaymentPending:
+		return Claimed[transitionReservation]{}, ErrTransitionInProgress
+	case status != domain.PaymentAuthorized || winner != nil:
+		return Claimed[transitionReservation]{}, &PaymentStateError{Status: status, Manual: p.Charge.Manual()}
+	}
+	// What stood in the way has gone since (a declined transition): the
+	// retry finds the way free.
+	return Claimed[transitionReservation]{}, ErrReserveContended
+}
+
+// transitionOf is the transition the command asks for.
+func (s *transitionSteps) transitionOf(cmd TransitionCommand, p domain.Payment) (domain.Transition, error) {
+	if !p.Charge.Manual() || p.Status != domain.PaymentAuthorized {
+		return domain.Transition{}, &PaymentStateError{Status: p.Status, Manual: p.Charge.Manual()}
+	}
+	if s.kind == domain.TransitionVoid {
+		return domain.NewVoid(p)
+	}
+	amount, err := domain.NewMoney(cmd.Amount, cmd.Currency)
+	if err != nil {
+		return domain.Transition{}, err
+	}
+	return domain.NewCapture(p, amount, cmd.Reference)
+}
+
+func (s *transitionSteps) claimed(kind ClaimKind, p domain.Payment, t domain.Transition) Claimed[transitionReservation] {
+	return Claimed[transitionReservation]{Kind: kind, Reservation: transitionReservation{transition: t, payment: p}}
+}
+
+// answer stores the answer of a transition already decided.
+func (s *transitionSteps) answer(ctx context.Context, r Repos, k KeyClaim, p domain.Payment, t domain.Transition) (Claimed[transitionReservation], error) {
+	kind := TransitionSucceeded
+	switch t.Status {
+	case domain.PaymentDeclined:
+		kind = TransitionDeclined
+	case domain.PaymentFailed:
+		kind = TransitionFailed
+	}
+	resp, err := s.responses.EncodeTransitionOutcome(TransitionOutcome{Kind: kind, Transition: t, Payment: p})
+	return storeAnswer[transitionReservation](ctx, r, k, resp, err)
+}
+
+// Call: phase 2, the transition at the provider.
+func (s *transitionSteps) Call(ctx context.Context, t transitionReservation) (ProviderDecision, error) {
+	return s.call.Call(ctx, t.payment, t.transition, t.transition.ProviderIdempotencyKey(t.payment))
+}
+
+// Lookup: what the provider holds under the transition's key.
+func (s *transitionSteps) Lookup(ctx context.Context, t transitionReservation) (ProviderDecision, error) {
+	return s.call.Lookup(ctx, t.payment, t.transition.ProviderIdempotencyKey(t.payment))
+}
+
+// transitionOutcomes are the answer each settlement records.
+var transitionOutcomes = map[Settlement]TransitionOutcomeKind{
+	SettledApproved: TransitionSucceeded,
+	SettledDeclined: TransitionDeclined,
+	SettledFailed:   TransitionFailed,
+}
+
+// Record: phase 3. An approval moves the payment on (SUCCEEDED with its
+// captured amount, or VOIDED); a decline or a refusal leaves it
+// AUTHORIZED. One event per transition outcome, keyed by the order.
+func (s *transitionSteps) Record(ctx context.Context, r Repos, k KeyClaim, t transitionReservation, settled Settlement) (StoredResponse, error) {
+	tr, p := t.transition, t.payment
+	tr.Status = settled.Status()
+	if settled == SettledApproved {
+		p.Status = s.approved
+		if tr.Kind == domain.TransitionCapture {
+			captured := tr.Amount
+			p.Captured = &captured
+		}
+	}
+	resp, err := s.responses.EncodeTransitionOutcome(TransitionOutcome{Kind: transitionOutcomes[settled], Transition: tr, Payment: p})
+	if err != nil {
+		return StoredResponse{}, err
+	}
+	id, typ, err := newEvent(s.events, tr.Status, string(tr.Kind), int64(tr.ID))
+	if err != nil {
+		return StoredResponse{}, err
+	}
+	event := PaymentEvent{ID: id, Type: typ, Payment: p, Transition: &tr, OccurredAt: time.Now().UTC()}
+	return resp, r.Transitions.Record(ctx, TransitionRecord{Key: k, Response: resp, PaymentStatus: s.approved, Event: event})
+}
+
+// Release: the claim and the PENDING transition go, since the provider did
+// not act on it.
+func (s *transitionSteps) Release(ctx context.Context, r Repos, k KeyClaim, t transitionReservation) error {
+	return r.Transitions.Release(ctx, k, t.transition.ID)
+}
