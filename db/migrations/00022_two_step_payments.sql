@@ -93,6 +93,12 @@ CREATE INDEX IF NOT EXISTS ix_payment_transition_payment ON payment_transition (
 CREATE INDEX IF NOT EXISTS ix_payment_transition_provider_key ON payment_transition (provider_key);
 
 ALTER TABLE idempotency_record ADD COLUMN IF NOT EXISTS transition_id bigint REFERENCES payment_transition (id);
+-- A provider's event about a capture or void finds its claim by it, as
+-- 00018's indexes serve a payment's and a refund's.
+DROP INDEX CONCURRENTLY IF EXISTS ix_idempotency_record_transition_in_progress;
+CREATE INDEX CONCURRENTLY ix_idempotency_record_transition_in_progress
+    ON idempotency_record (transition_id)
+    WHERE status = 'IN_PROGRESS';
 
 -- +goose Down
 ALTER TABLE idempotency_record DROP COLUMN IF EXISTS transition_id;

@@ -27,6 +27,13 @@ const (
 	ObjectCharge ProviderObject = "charge"
 	// ObjectRefund: the event reports a refund's decision.
 	ObjectRefund ProviderObject = "refund"
+	// ObjectAuthorization: the event reports an authorization's decision
+	// (the charge of a two-step payment).
+	ObjectAuthorization ProviderObject = "authorization"
+	// ObjectCapture: the event reports a capture's decision.
+	ObjectCapture ProviderObject = "capture"
+	// ObjectVoid: the event reports a void's decision.
+	ObjectVoid ProviderObject = "void"
 )
 
 // ProviderEvent is one decision a provider reported on its own, checked
@@ -97,9 +104,26 @@ type ProviderReports interface {
 	// its payment, the order's saga, and its idempotency record while
 	// that is IN_PROGRESS; found is false when there is no such refund.
 	Refund(ctx context.Context, provider domain.ProviderName, external domain.ExternalRefundID) (rep ReportedRefund, found bool, err error)
+	// Transition reads the capture or void sent to the provider under
+	// providerKey (the PENDING one if any, else the latest), its payment,
+	// the order's saga, and its idempotency record while that is
+	// IN_PROGRESS; found is false when there is none.
+	Transition(ctx context.Context, providerKey string) (rep ReportedTransition, found bool, err error)
 	// KeepContradiction stores an event that contradicts the record, for
 	// an operator; once per consumer and event.
 	KeepContradiction(ctx context.Context, c Contradiction) error
+}
+
+// ReportedTransition is a capture or a void as an event about it finds it.
+type ReportedTransition struct {
+	// Transition is the capture or void the event names.
+	Transition domain.Transition
+	// Payment is its payment.
+	Payment domain.Payment
+	// Saga is the payment's order's saga.
+	Saga uuid.NullUUID
+	// Claim is as ReportedCharge's.
+	Claim *IdempotencyRecord
 }
 
 // ReportedCharge is a payment as an event about it finds it.
@@ -233,18 +257,27 @@ func (uc *IdempotentCommand[C, T]) applyReported(ctx context.Context, r Repos, e
 // processed_event under the consumer's name in the transaction that
 // applies it, so a redelivery, however often it comes, changes nothing.
 type ApplyProviderEvent struct {
-	db       Transactor
-	consumer string
-	charges  *IdempotentCommand[ChargeCommand, chargeReservation]
-	refunds  *IdempotentCommand[RefundCommand, refundReservation]
-	logger   *slog.Logger
+	db          Transactor
+	consumer    string
+	charges     *IdempotentCommand[ChargeCommand, chargeReservation]
+	refunds     *IdempotentCommand[RefundCommand, refundReservation]
+	transitions map[ProviderObject]*IdempotentCommand[TransitionCommand, transitionReservation]
+	logger      *slog.Logger
 }
 
 // NewApplyProviderEvent builds the use case over the commands whose
 // objects the events report. consumer names it in processed_event
 // ("webhook:sandbox").
-func NewApplyProviderEvent(charges *ChargePayment, refunds *RefundPayment, consumer string, logger *slog.Logger) *ApplyProviderEvent {
-	return &ApplyProviderEvent{db: charges.db, consumer: consumer, charges: charges.run, refunds: refunds.run, logger: logger}
+//
+// transitions are the captures and voids whose events it applies too, if
+// the service makes them.
+func NewApplyProviderEvent(charges *ChargePayment, refunds *RefundPayment, consumer string, logger *slog.Logger, transitions ...*PaymentTransition) *ApplyProviderEvent {
+	uc := &ApplyProviderEvent{db: charges.db, consumer: consumer, charges: charges.run, refunds: refunds.run, logger: logger,
+		transitions: map[ProviderObject]*IdempotentCommand[TransitionCommand, transitionReservation]{}}
+	for _, t := range transitions {
+		uc.transitions[ProviderObject(t.kind)] = t.run
+	}
+	return uc
 }
 
 // providerEventNamespace makes a provider's event id (any string, such as
@@ -277,8 +310,14 @@ func (uc *ApplyProviderEvent) Handle(ctx context.Context, ev ProviderEvent) (Pro
 			return nil
 		}
 		switch ev.Object {
-		case ObjectCharge:
+		case ObjectCharge, ObjectAuthorization:
 			result, recorded, reason, err = uc.charges.applyReported(ctx, r, ev)
+		case ObjectCapture, ObjectVoid:
+			transition, ok := uc.transitions[ev.Object]
+			if !ok {
+				return fmt.Errorf("an event about a %s, which this service does not make", ev.Object)
+			}
+			result, recorded, reason, err = transition.applyReported(ctx, r, ev)
 		case ObjectRefund:
 			result, recorded, reason, err = uc.refunds.applyReported(ctx, r, ev)
 		default:

@@ -265,6 +265,7 @@ var paymentEventTypes = map[domain.PaymentStatus]string{
 	domain.PaymentDeclined:   EventPaymentDeclined,
 	domain.PaymentFailed:     EventPaymentFailed,
 	domain.PaymentAuthorized: EventPaymentAuthorized,
+	domain.PaymentExpired:    EventPaymentExpired,
 }
 
 // NewPaymentEvent builds the event of a payment that has just reached its

@@ -105,6 +105,13 @@ type TransitionStore interface {
 	Release(ctx context.Context, k KeyClaim, t domain.TransitionID) error
 	// Get reads a transition; an error if there is none.
 	Get(ctx context.Context, id domain.TransitionID) (domain.Transition, error)
+	// ListAuthorized lists up to limit AUTHORIZED payments unchanged for
+	// longer than olderThan, with no transition PENDING, oldest first.
+	ListAuthorized(ctx context.Context, olderThan time.Duration, limit int) ([]domain.Payment, error)
+	// Expire records the event's payment EXPIRED and appends the event, in
+	// one statement, only if it is AUTHORIZED with no transition PENDING;
+	// false when it is not.
+	Expire(ctx context.Context, ev PaymentEvent) (bool, error)
 }
 
 // TransitionClaimed is what a transition's phase 1 statement did.
@@ -356,6 +363,21 @@ func (s *transitionSteps) Record(ctx context.Context, r Repos, k KeyClaim, t tra
 	}
 	event := PaymentEvent{ID: id, Type: typ, Payment: p, Transition: &tr, OccurredAt: time.Now().UTC()}
 	return resp, r.Transitions.Record(ctx, TransitionRecord{Key: k, Response: resp, PaymentStatus: s.approved, Event: event})
+}
+
+// Reported finds the capture or void a provider's event names by its
+// provider key, in r's transaction.
+func (s *transitionSteps) Reported(ctx context.Context, r Repos, ev ProviderEvent) (Report[transitionReservation], bool, error) {
+	rep, found, err := r.ProviderReports.Transition(ctx, ev.ProviderKey)
+	if err != nil || !found || rep.Transition.Kind != s.kind {
+		return Report[transitionReservation]{}, false, err
+	}
+	amount := rep.Transition.Amount
+	if s.kind == domain.TransitionVoid {
+		amount = rep.Payment.Charge.Amount // a void releases what was held
+	}
+	return Report[transitionReservation]{Reservation: transitionReservation{transition: rep.Transition, payment: rep.Payment},
+		Status: rep.Transition.Status, Amount: amount, Claim: rep.Claim}, true, nil
 }
 
 // Release: the claim and the PENDING transition go, since the provider did

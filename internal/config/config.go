@@ -107,6 +107,11 @@ type Config struct {
 	OutboxPollInterval time.Duration
 	// Webhooks configures the provider's signed events (webhooks.go).
 	Webhooks Webhooks
+	// AuthorizationCheckAfter (AUTHORIZATION_CHECK_AFTER, default 24h, 0
+	// to 30 days) is how long an authorized payment waits before the
+	// completer's runs ask the provider whether its hold lapsed; the
+	// provider's answer, not this, decides.
+	AuthorizationCheckAfter time.Duration
 	// OrderConsumer configures the order-projection consumer, which runs
 	// only when KafkaBrokers is set.
 	OrderConsumer OrderConsumer
@@ -238,6 +243,7 @@ func Load(getenv func(string) string) (Config, error) {
 	cfg.OrderConsumer = p.orderConsumer()
 	cfg.Saga = p.saga(cfg.OrderConsumer)
 	cfg.Webhooks = p.webhooks()
+	cfg.AuthorizationCheckAfter = p.duration("AUTHORIZATION_CHECK_AFTER", 24*time.Hour, 0, 30*24*time.Hour)
 	cfg.Tracing = p.tracing()
 	// A provider call must end while its claim still holds the key: a call
 	// that outlives the lock lets a retry take the key over and call the

@@ -37,6 +37,9 @@ type Deps struct {
 	Saga *app.SagaSteps
 	// SagaUnresolvedAfter: see Saga.
 	SagaUnresolvedAfter time.Duration
+	// Expire, if set, settles lapsed authorizations after each completer
+	// run.
+	Expire *app.ExpireLapsedAuthorizations
 	// Logger gets one line per run.
 	Logger *slog.Logger
 	// Registry gets the jobs' metrics.
@@ -52,6 +55,7 @@ type Jobs struct {
 	complete *app.CompleteAbandonedCharges
 	saga     *app.SagaSteps
 	sagaAge  time.Duration
+	expire   *app.ExpireLapsedAuthorizations
 	logger   *slog.Logger
 	now      func() time.Time
 	m        metrics
@@ -63,7 +67,7 @@ func New(d Deps) *Jobs {
 	if now == nil {
 		now = time.Now
 	}
-	return &Jobs{purge: d.Purge, complete: d.Complete, saga: d.Saga, sagaAge: d.SagaUnresolvedAfter,
+	return &Jobs{purge: d.Purge, complete: d.Complete, saga: d.Saga, sagaAge: d.SagaUnresolvedAfter, expire: d.Expire,
 		logger: d.Logger, now: now, m: newMetrics(d.Registry)}
 }
 
@@ -110,6 +114,14 @@ func (j *Jobs) CompleteAbandonedCharges(ctx context.Context) error {
 		}
 		attrs = append(attrs, "compensations_done", done, "compensations_waiting", waiting, "saga_steps_unresolved", unresolved)
 	}
+	if j.expire != nil && err == nil {
+		var expired app.ExpireResult
+		expired, err = j.expire.Handle(ctx)
+		for outcome, n := range map[string]int{"expired": expired.Expired, "held": expired.Held, "unknown": expired.Unknown} {
+			j.m.authorizations.WithLabelValues(outcome).Add(float64(n))
+		}
+		attrs = append(attrs, "authorizations_expired", expired.Expired, "authorizations_held", expired.Held, "authorizations_unknown", expired.Unknown)
+	}
 	j.finish(ctx, JobCompleteAbandonedCharges, start, err, attrs)
 	return err
 }
@@ -142,6 +154,9 @@ type metrics struct {
 	// sagaUnresolved is the saga's steps left without a reply, as of the
 	// last completer run.
 	sagaUnresolved prometheus.Gauge
+	// authorizations counts the holds the completer asked about, by what
+	// the provider said.
+	authorizations *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -163,6 +178,10 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			Name: "payment_abandoned_charges_total",
 			Help: "Abandoned charges handled by the completer, by outcome (completed, released, busy, unknown: the provider's answer is still not known, failed).",
 		}, []string{"outcome"}),
+		authorizations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "payment_authorizations_checked_total",
+			Help: "Authorized payments whose hold the completer asked the provider about, by outcome (expired: recorded EXPIRED; held; unknown: not known now, asked again).",
+		}, []string{"outcome"}),
 		sagaUnresolved: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "payment_saga_steps_unresolved",
 			Help: "Saga steps without a reply for longer than the completer's grace, as of its last run: a claimed key not yet completed (the provider's outcome unknown), or a compensation waiting for its step.",
@@ -176,6 +195,6 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			m.runs.WithLabelValues(job, outcome)
 		}
 	}
-	reg.MustRegister(m.runs, m.duration, m.deleted, m.abandoned, m.sagaUnresolved)
+	reg.MustRegister(m.runs, m.duration, m.deleted, m.abandoned, m.sagaUnresolved, m.authorizations)
 	return m
 }

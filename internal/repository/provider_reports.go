@@ -49,6 +49,22 @@ SELECT f.id, f.payment_id, f.client_id, f.payment_provider, f.external_refund_id
   LEFT JOIN idempotency_record r ON r.refund_id = f.id AND r.status = 'IN_PROGRESS'
  WHERE f.payment_provider = @provider AND f.external_refund_id = @external`)
 
+// reportedTransitionSQL reads the capture or void an event names by the
+// provider key it was sent under: the PENDING one if any (a declined void
+// and the next void of a payment share a key), else the latest; its
+// payment, the order's saga, and its claim.
+var reportedTransitionSQL = compileNamed(`
+SELECT t.id, t.payment_id, t.kind, t.amount, t.currency, t.reference, t.status,
+       p.id, ` + paymentColumns("p") + `,
+       o.saga_id, ` + reportedClaimColumns + `
+  FROM payment_transition t
+  JOIN payment p ON p.id = t.payment_id
+  LEFT JOIN order_projection o ON o.order_id = p.order_id
+  LEFT JOIN idempotency_record r ON r.transition_id = t.id AND r.status = 'IN_PROGRESS'
+ WHERE t.provider_key = @key
+ ORDER BY t.status = 'PENDING' DESC, t.id DESC
+ LIMIT 1`)
+
 // keepContradictionSQL keeps an event that contradicts the record, once.
 var keepContradictionSQL = compileNamed(`
 INSERT INTO provider_event_contradiction (consumer_name, event_id, event_type, provider_key, recorded_status, reason, event)
@@ -125,6 +141,34 @@ func (s *ProviderReports) Refund(ctx context.Context, provider domain.ProviderNa
 	}
 	if rep.Payment, err = p.toDomain(); err != nil {
 		return app.ReportedRefund{}, false, err
+	}
+	rep.Claim = claim.record()
+	return rep, true, nil
+}
+
+func (s *ProviderReports) Transition(ctx context.Context, providerKey string) (app.ReportedTransition, bool, error) {
+	row, err := queryRow(ctx, s.db, reportedTransitionSQL, map[string]any{"key": providerKey})
+	if err != nil {
+		return app.ReportedTransition{}, false, err
+	}
+	var (
+		t     nullableTransitionRow
+		p     nullablePaymentRow
+		rep   app.ReportedTransition
+		claim reportedClaim
+	)
+	err = row.Scan(append(append(append(t.targets(), p.targets()...), &rep.Saga), claim.targets()...)...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return app.ReportedTransition{}, false, nil
+	}
+	if err != nil {
+		return app.ReportedTransition{}, false, mapError(fmt.Errorf("read the transition an event names: %w", err))
+	}
+	if rep.Transition, err = t.toDomain(); err != nil {
+		return app.ReportedTransition{}, false, err
+	}
+	if rep.Payment, err = p.toDomain(); err != nil {
+		return app.ReportedTransition{}, false, err
 	}
 	rep.Claim = claim.record()
 	return rep, true, nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/shopspring/decimal"
 	"gorm.io/gorm"
@@ -233,6 +234,91 @@ func (s *TransitionStore) Get(ctx context.Context, id domain.TransitionID) (doma
 		return domain.Transition{}, err
 	}
 	return t.toDomain()
+}
+
+// listAuthorizedSQL lists the expiry job's candidates over
+// ix_payment_authorized.
+var listAuthorizedSQL = `
+SELECT p.id, ` + paymentColumns("p") + `
+  FROM payment p
+ WHERE p.status = 'AUTHORIZED' AND p.updated_at < now() - @micros * interval '1 microsecond'
+   AND NOT EXISTS (SELECT 1 FROM payment_transition t WHERE t.payment_id = p.id AND t.status = 'PENDING')
+ ORDER BY p.updated_at
+ LIMIT @limit`
+
+// expireSQL records a lapsed hold: the payment EXPIRED and its event, in
+// one statement, only while it is AUTHORIZED with nothing in flight (a
+// capture or void reserved since holds the payment's lock or its row).
+var expireSQL = `
+WITH
+expired AS (
+    UPDATE payment p
+       SET status = 'EXPIRED', updated_at = now()
+     WHERE p.id = @payment_id AND p.status = 'AUTHORIZED'
+       AND NOT EXISTS (SELECT 1 FROM payment_transition t WHERE t.payment_id = p.id AND t.status = 'PENDING')
+ RETURNING p.id
+),
+` + announceClause("expired") + `
+SELECT EXISTS (SELECT 1 FROM announced)`
+
+var (
+	listAuthorizedStmt = compileNamed(listAuthorizedSQL)
+	expireStmt         = compileNamed(expireSQL)
+)
+
+func (s *TransitionStore) ListAuthorized(ctx context.Context, olderThan time.Duration, limit int) ([]domain.Payment, error) {
+	var out []domain.Payment
+	err := s.run(ctx, func(db *gorm.DB) error {
+		args, err := listAuthorizedStmt.args(map[string]any{"micros": olderThan.Microseconds(), "limit": limit})
+		if err != nil {
+			return err
+		}
+		rows, err := db.Statement.ConnPool.QueryContext(ctx, listAuthorizedStmt.text, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var p nullablePaymentRow
+			if err := rows.Scan(p.targets()...); err != nil {
+				return err
+			}
+			payment, err := p.toDomain()
+			if err != nil {
+				return err
+			}
+			out = append(out, payment)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list authorized payments: %w", err)
+	}
+	return out, nil
+}
+
+func (s *TransitionStore) Expire(ctx context.Context, e app.PaymentEvent) (expired bool, err error) {
+	ev, err := newPaymentOutboxRow(ctx, e, s.outbox)
+	if err != nil {
+		return false, err
+	}
+	err = s.run(ctx, func(db *gorm.DB) error {
+		row, err := queryRow(ctx, db, expireStmt, map[string]any{
+			"payment_id": int64(e.Payment.ID), "event_id": ev.EventID, "topic": ev.Topic, "message_key": ev.MessageKey,
+			"event_type": ev.EventType, "payload": ev.Payload, "trace_context": ptrString(ev.TraceContext),
+		})
+		if err != nil {
+			return err
+		}
+		return row.Scan(&expired)
+	})
+	if err != nil {
+		return false, fmt.Errorf("expire payment %d: %w", e.Payment.ID, err)
+	}
+	if expired {
+		s.outbox.wrote()
+	}
+	return expired, nil
 }
 
 // nullableTransitionRow is a transition read through a LEFT JOIN.

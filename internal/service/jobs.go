@@ -40,6 +40,7 @@ func newJobs(cfg config.Config, db *gorm.DB, uc useCases, registry prometheus.Re
 		// A step is unresolved once the completer should have taken it
 		// up: its lock and the completer's grace are over.
 		SagaUnresolvedAfter: cfg.IdempotencyLockTimeout + r.CompleterGrace,
+		Expire:              app.NewExpireLapsedAuthorizations(uc.chargePayment, cfg.AuthorizationCheckAfter, abandonedChargesPerRun, logger),
 		Logger:              logger,
 		Registry:            registry,
 	})

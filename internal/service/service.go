@@ -179,6 +179,14 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 	return uc, nil
 }
 
+// transitions are the captures and voids, when the provider takes them.
+func (uc useCases) transitions() []*app.PaymentTransition {
+	if uc.capturePayment == nil {
+		return nil
+	}
+	return []*app.PaymentTransition{uc.capturePayment, uc.voidPayment}
+}
+
 // New builds the service and binds its HTTP listener, but runs nothing
 // until Run. With cfg.MigrateOnStart it applies pending migrations first.
 func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...Option) (_ *Service, err error) {
@@ -256,7 +264,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...Op
 		GetOrder:       app.NewGetOrder(uc.tx),
 		// The sandbox's events are its answers too, recorded by the
 		// commands' own phase 3 (decision 0021).
-		ApplyProviderEvent: app.NewApplyProviderEvent(uc.chargePayment, uc.refundPayment, "webhook:sandbox", logger),
+		ApplyProviderEvent: app.NewApplyProviderEvent(uc.chargePayment, uc.refundPayment, "webhook:sandbox", logger, uc.transitions()...),
 		Webhooks:           cfg.Webhooks,
 		// Readiness is the database only; the background components are
 		// on /health and in metrics (health.go).
