@@ -22,6 +22,8 @@
 //     provider's answer to the command it reports (apply_provider_event.go).
 //   - CompleteAbandonedCharges: drive the charges and refunds whose client
 //     went away to their end (complete_abandoned_charges.go).
+//   - ExpireLapsedAuthorizations: record EXPIRED the authorizations whose
+//     hold the provider says lapsed (expire_authorizations.go).
 //   - PurgeExpired: delete what is past its retention (purge_expired.go).
 //
 // And one that reaches the commands by another transport:
