@@ -315,7 +315,36 @@ func (p *InstrumentedVoids) LookupVoid(ctx context.Context, idempotencyKey strin
 	}, voidLookupOutcome)
 }
 
+// ChargeAndAuthorizationProvider is a provider that charges in one step
+// and in two.
+type ChargeAndAuthorizationProvider interface {
+	app.ChargeProvider
+	app.AuthorizationProvider
+}
+
+// InstrumentedTwoStep is a provider's charges and authorizations, both
+// wrapped, in one value: app.NewChargePayment takes a provider of two-step
+// payments among its charge providers, as one that is an
+// app.AuthorizationProvider too, so Instrumented alone would hide its
+// authorizations.
+type InstrumentedTwoStep struct {
+	// Instrumented counts and traces the charges.
+	*Instrumented
+	// InstrumentedAuthorizations counts and traces the authorizations and
+	// holds.
+	*InstrumentedAuthorizations
+}
+
+// InstrumentTwoStep returns next with every charge and authorization call
+// counted in calls, as Instrument and InstrumentAuthorizations count them.
+func InstrumentTwoStep(name domain.ProviderName, next ChargeAndAuthorizationProvider, calls *prometheus.CounterVec, opts ...Option) *InstrumentedTwoStep {
+	return &InstrumentedTwoStep{Instrumented: Instrument(name, next, calls, opts...),
+		InstrumentedAuthorizations: InstrumentAuthorizations(name, next, calls, opts...)}
+}
+
 var (
+	_ app.ChargeProvider        = (*InstrumentedTwoStep)(nil)
+	_ app.AuthorizationProvider = (*InstrumentedTwoStep)(nil)
 	_ app.ChargeProvider        = (*Instrumented)(nil)
 	_ app.RefundProvider        = (*InstrumentedRefunds)(nil)
 	_ app.AuthorizationProvider = (*InstrumentedAuthorizations)(nil)

@@ -173,3 +173,26 @@ func hasAttribute(attrs []attribute.KeyValue, key, value string) bool {
 	}
 	return false
 }
+
+// InstrumentTwoStep is one value that is both ports, each call counted as
+// its own wrapper counts it: a charge provider that app.NewChargePayment
+// finds to take two-step payments.
+func TestInstrumentTwoStepIsBothPorts(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	calls := provider.CallsMetric(reg)
+	var p app.ChargeProvider = provider.InstrumentTwoStep("sandbox", answers{decision: app.ProviderApproved, hold: app.HoldActive}, calls)
+	a, ok := p.(app.AuthorizationProvider)
+	if !ok {
+		t.Fatal("the two-step wrapper is no app.AuthorizationProvider")
+	}
+	ctx := context.Background()
+	_, _ = p.Charge(ctx, app.ProviderCharge{})
+	_, _ = a.Authorize(ctx, app.ProviderCharge{})
+	_, _ = a.Hold(ctx, "k")
+	for _, outcome := range []string{"approved", "authorization_approved", "authorization_hold_active"} {
+		if n := testutil.ToFloat64(calls.WithLabelValues("sandbox", outcome)); n != 1 {
+			t.Errorf("%s counted %v times, want once", outcome, n)
+		}
+	}
+}
