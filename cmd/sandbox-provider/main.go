@@ -6,9 +6,10 @@
 //	sandbox-provider healthcheck exit 0 if the local server answers /healthz
 //
 // The other variables (SANDBOX_LATENCY, SANDBOX_SLOW_DELAY,
-// SANDBOX_FAULT_RATES, SANDBOX_FAULT_SEED, and the webhooks'
-// SANDBOX_WEBHOOK_URL, SANDBOX_WEBHOOK_SECRET, SANDBOX_WEBHOOK_RETRY_FOR,
-// SANDBOX_WEBHOOK_LATE_DELAY, SANDBOX_WEBHOOK_FAULT_RATES) are documented in
+// SANDBOX_FAULT_RATES, SANDBOX_FAULT_SEED, SANDBOX_AUTHORIZATION_TTL, and
+// the webhooks' SANDBOX_WEBHOOK_URL, SANDBOX_WEBHOOK_SECRET,
+// SANDBOX_WEBHOOK_RETRY_FOR, SANDBOX_WEBHOOK_LATE_DELAY,
+// SANDBOX_WEBHOOK_FAULT_RATES) are documented in
 // internal/sandboxprovider.ConfigFromEnv. The secret is never logged.
 package main
 

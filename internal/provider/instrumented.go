@@ -54,7 +54,8 @@ type observer struct {
 	tracer   trace.Tracer
 }
 
-// Option configures Instrument and InstrumentRefunds.
+// Option configures Instrument, InstrumentRefunds, InstrumentAuthorizations,
+// InstrumentCaptures and InstrumentVoids.
 type Option func(*observer)
 
 // WithDuration also observes each call's latency in duration
@@ -82,6 +83,12 @@ func newObserver(name domain.ProviderName, calls *prometheus.CounterVec, opts []
 // then counts, times and annotates it under the outcome outcomeOf names.
 func (o observer) call(ctx context.Context, spanName string, fn func(context.Context) (app.ProviderDecision, error),
 	outcomeOf func(app.ProviderDecision, error) string) (app.ProviderDecision, error) {
+	return observe(ctx, o, spanName, fn, outcomeOf)
+}
+
+// observe is call for a call of any answer (a decision, a hold).
+func observe[T any](ctx context.Context, o observer, spanName string, fn func(context.Context) (T, error),
+	outcomeOf func(T, error) string) (T, error) {
 	ctx, span := o.tracer.Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("payment.provider", string(o.name))))
 	defer span.End()
@@ -134,17 +141,42 @@ func lookupOutcome(_ app.ProviderDecision, err error) string {
 	}
 }
 
-// refundOutcome is outcomeOf's name with "refund_" before it, so a
-// dashboard of charges is not skewed by refunds.
-func refundOutcome(outcomeOf func(app.ProviderDecision, error) string) func(app.ProviderDecision, error) string {
-	return func(d app.ProviderDecision, err error) string { return "refund_" + outcomeOf(d, err) }
+// holdOutcome names a hold's answer: hold_active, hold_captured,
+// hold_voided, hold_expired, hold_none (no authorization under the key) or
+// hold_unknown.
+func holdOutcome(h app.HoldStatus, err error) string {
+	switch {
+	case errors.Is(err, app.ErrNoProviderCharge):
+		return "hold_none"
+	case err != nil:
+		return "hold_unknown"
+	}
+	switch h {
+	case app.HoldActive, app.HoldCaptured, app.HoldVoided, app.HoldExpired:
+		return "hold_" + string(h)
+	default:
+		return "hold_unknown"
+	}
 }
 
-// refundCallOutcome and refundLookupOutcome name the refund calls'
-// outcomes, made once rather than on every call.
+// prefixed is outcomeOf's name with prefix before it ("refund_", ...), so
+// a dashboard of charges is not skewed by the other calls.
+func prefixed[T any](prefix string, outcomeOf func(T, error) string) func(T, error) string {
+	return func(v T, err error) string { return prefix + outcomeOf(v, err) }
+}
+
+// The outcomes of the calls other than charges, made once rather than on
+// every call.
 var (
-	refundCallOutcome   = refundOutcome(callOutcome)
-	refundLookupOutcome = refundOutcome(lookupOutcome)
+	refundCallOutcome          = prefixed("refund_", callOutcome)
+	refundLookupOutcome        = prefixed("refund_", lookupOutcome)
+	authorizationCallOutcome   = prefixed("authorization_", callOutcome)
+	authorizationLookupOutcome = prefixed("authorization_", lookupOutcome)
+	authorizationHoldOutcome   = prefixed("authorization_", holdOutcome)
+	captureCallOutcome         = prefixed("capture_", callOutcome)
+	captureLookupOutcome       = prefixed("capture_", lookupOutcome)
+	voidCallOutcome            = prefixed("void_", callOutcome)
+	voidLookupOutcome          = prefixed("void_", lookupOutcome)
 )
 
 // Instrumented wraps a provider's charges and counts, times and traces its
@@ -199,7 +231,123 @@ func (p *InstrumentedRefunds) LookupRefund(ctx context.Context, idempotencyKey s
 	}, refundLookupOutcome)
 }
 
+// InstrumentedAuthorizations wraps a provider's authorizations: counted in
+// the same calls metric as the charges, under the same outcomes with
+// "authorization_" before them (authorization_approved,
+// authorization_lookup_none, ...), and its holds under
+// authorization_hold_active, _captured, _voided, _expired, _none and
+// _unknown.
+type InstrumentedAuthorizations struct {
+	observer
+	next app.AuthorizationProvider
+}
+
+// InstrumentAuthorizations returns next with every authorization call
+// counted in calls.
+func InstrumentAuthorizations(name domain.ProviderName, next app.AuthorizationProvider, calls *prometheus.CounterVec, opts ...Option) *InstrumentedAuthorizations {
+	return &InstrumentedAuthorizations{observer: newObserver(name, calls, opts), next: next}
+}
+
+func (p *InstrumentedAuthorizations) Authorize(ctx context.Context, req app.ProviderCharge) (app.ProviderDecision, error) {
+	return p.call(ctx, "provider authorize", func(ctx context.Context) (app.ProviderDecision, error) {
+		return p.next.Authorize(ctx, req)
+	}, authorizationCallOutcome)
+}
+
+func (p *InstrumentedAuthorizations) LookupAuthorization(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
+	return p.call(ctx, "provider lookup authorization", func(ctx context.Context) (app.ProviderDecision, error) {
+		return p.next.LookupAuthorization(ctx, idempotencyKey)
+	}, authorizationLookupOutcome)
+}
+
+func (p *InstrumentedAuthorizations) Hold(ctx context.Context, idempotencyKey string) (app.HoldStatus, error) {
+	return observe(ctx, p.observer, "provider hold", func(ctx context.Context) (app.HoldStatus, error) {
+		return p.next.Hold(ctx, idempotencyKey)
+	}, authorizationHoldOutcome)
+}
+
+// InstrumentedCaptures wraps a provider's captures: counted in the same
+// calls metric, under the charges' outcomes with "capture_" before them.
+type InstrumentedCaptures struct {
+	observer
+	next app.CaptureProvider
+}
+
+// InstrumentCaptures returns next with every capture call counted in
+// calls.
+func InstrumentCaptures(name domain.ProviderName, next app.CaptureProvider, calls *prometheus.CounterVec, opts ...Option) *InstrumentedCaptures {
+	return &InstrumentedCaptures{observer: newObserver(name, calls, opts), next: next}
+}
+
+func (p *InstrumentedCaptures) Capture(ctx context.Context, req app.ProviderCapture) (app.ProviderDecision, error) {
+	return p.call(ctx, "provider capture", func(ctx context.Context) (app.ProviderDecision, error) {
+		return p.next.Capture(ctx, req)
+	}, captureCallOutcome)
+}
+
+func (p *InstrumentedCaptures) LookupCapture(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
+	return p.call(ctx, "provider lookup capture", func(ctx context.Context) (app.ProviderDecision, error) {
+		return p.next.LookupCapture(ctx, idempotencyKey)
+	}, captureLookupOutcome)
+}
+
+// InstrumentedVoids wraps a provider's voids: counted in the same calls
+// metric, under the charges' outcomes with "void_" before them.
+type InstrumentedVoids struct {
+	observer
+	next app.VoidProvider
+}
+
+// InstrumentVoids returns next with every void call counted in calls.
+func InstrumentVoids(name domain.ProviderName, next app.VoidProvider, calls *prometheus.CounterVec, opts ...Option) *InstrumentedVoids {
+	return &InstrumentedVoids{observer: newObserver(name, calls, opts), next: next}
+}
+
+func (p *InstrumentedVoids) Void(ctx context.Context, req app.ProviderVoid) (app.ProviderDecision, error) {
+	return p.call(ctx, "provider void", func(ctx context.Context) (app.ProviderDecision, error) {
+		return p.next.Void(ctx, req)
+	}, voidCallOutcome)
+}
+
+func (p *InstrumentedVoids) LookupVoid(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
+	return p.call(ctx, "provider lookup void", func(ctx context.Context) (app.ProviderDecision, error) {
+		return p.next.LookupVoid(ctx, idempotencyKey)
+	}, voidLookupOutcome)
+}
+
+// ChargeAndAuthorizationProvider is a provider that charges in one step
+// and in two.
+type ChargeAndAuthorizationProvider interface {
+	app.ChargeProvider
+	app.AuthorizationProvider
+}
+
+// InstrumentedTwoStep is a provider's charges and authorizations, both
+// wrapped, in one value: app.NewChargePayment takes a provider of two-step
+// payments among its charge providers, as one that is an
+// app.AuthorizationProvider too, so Instrumented alone would hide its
+// authorizations.
+type InstrumentedTwoStep struct {
+	// Instrumented counts and traces the charges.
+	*Instrumented
+	// InstrumentedAuthorizations counts and traces the authorizations and
+	// holds.
+	*InstrumentedAuthorizations
+}
+
+// InstrumentTwoStep returns next with every charge and authorization call
+// counted in calls, as Instrument and InstrumentAuthorizations count them.
+func InstrumentTwoStep(name domain.ProviderName, next ChargeAndAuthorizationProvider, calls *prometheus.CounterVec, opts ...Option) *InstrumentedTwoStep {
+	return &InstrumentedTwoStep{Instrumented: Instrument(name, next, calls, opts...),
+		InstrumentedAuthorizations: InstrumentAuthorizations(name, next, calls, opts...)}
+}
+
 var (
-	_ app.ChargeProvider = (*Instrumented)(nil)
-	_ app.RefundProvider = (*InstrumentedRefunds)(nil)
+	_ app.ChargeProvider        = (*InstrumentedTwoStep)(nil)
+	_ app.AuthorizationProvider = (*InstrumentedTwoStep)(nil)
+	_ app.ChargeProvider        = (*Instrumented)(nil)
+	_ app.RefundProvider        = (*InstrumentedRefunds)(nil)
+	_ app.AuthorizationProvider = (*InstrumentedAuthorizations)(nil)
+	_ app.CaptureProvider       = (*InstrumentedCaptures)(nil)
+	_ app.VoidProvider          = (*InstrumentedVoids)(nil)
 )

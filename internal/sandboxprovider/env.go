@@ -16,6 +16,7 @@ import (
 //	SANDBOX_MAX_REQUEST_AGE  refuse requests older than this (default 10s; the service's PROVIDER_MAX_REQUEST_AGE)
 //	SANDBOX_FAULT_RATES  random faults for other references, e.g. "drop=0.05,bad_gateway=0.02"
 //	SANDBOX_FAULT_SEED   seed of the random faults, the webhooks' too (default 1)
+//	SANDBOX_AUTHORIZATION_TTL  how long an authorization's hold lasts (default 168h, at most 720h)
 //
 // and the webhooks (WebhookConfig; none unless SANDBOX_WEBHOOK_URL is set):
 //
@@ -40,6 +41,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	cfg.Latency = duration("SANDBOX_LATENCY", 10*time.Minute)
 	cfg.SlowDelay = duration("SANDBOX_SLOW_DELAY", 10*time.Minute)
+	cfg.AuthorizationTTL = duration("SANDBOX_AUTHORIZATION_TTL", 720*time.Hour)
 	cfg.MaxRequestAge = 10 * time.Second
 	if getenv("SANDBOX_MAX_REQUEST_AGE") != "" {
 		cfg.MaxRequestAge = duration("SANDBOX_MAX_REQUEST_AGE", time.Hour)

@@ -8,7 +8,7 @@ import (
 )
 
 // refundRequest is what a refund's create call asks for: Amount of the
-// charge made under the idempotency key Charge, given back.
+// charge (or capture) made under the idempotency key Charge, given back.
 type refundRequest struct {
 	chargeRequest
 	Charge string
@@ -22,24 +22,23 @@ func (r refundRequest) sameAs(o refundRequest) bool {
 // is recorded under it, as for a refuse_ fault.
 var errRefundRefused = errors.New("refund refused")
 
-// decideRefund makes the refund for a key admitted as new. Its charge
-// must have succeeded, in the refund's currency, and the charge's
-// succeeded refunds with this one must not exceed what it charged: checked
-// here, when the refund is decided, under the lock that every decision
-// takes, so refunds processed at the same time cannot together go beyond
-// the charge. Otherwise it is refused and the key is forgotten. Declined
-// for a decline_ reference, like a charge. Called with p.mu held.
+// decideRefund makes the refund for a key admitted as new. What it names
+// must be a succeeded charge or a succeeded capture, in the refund's
+// currency, and its succeeded refunds with this one must not exceed what
+// it charged (captured): checked here, when the refund is decided, under
+// the lock that every decision takes, so refunds processed at the same
+// time cannot together go beyond it. Otherwise it is refused and the key
+// is forgotten. Declined for a decline_ reference, like a charge. Called
+// with p.mu held.
 func (p *Provider) decideRefund(key string, req refundRequest) (RefundAnswer, error) {
-	charge, _, found := p.charges.lookup(req.Charge)
-	var refusal string
+	target, refusal := p.refundTargetLocked(req.Charge)
 	switch {
-	case found != LookupCharged || charge.Status != StatusSucceeded:
-		refusal = "no succeeded charge was made under idempotency key " + req.Charge
-	case charge.Currency != req.Currency:
-		refusal = fmt.Sprintf("the charge is in %s, not %s", charge.Currency, req.Currency)
+	case refusal != "":
+	case target.Currency != req.Currency:
+		refusal = fmt.Sprintf("the %s is in %s, not %s", target.noun, target.Currency, req.Currency)
 	default:
-		if left := charge.Amount.Sub(p.refundedLocked(req.Charge)); req.Amount.GreaterThan(left) {
-			refusal = fmt.Sprintf("the charge has %s left to refund, less than %s", left, req.Amount)
+		if left := target.Amount.Sub(p.refundedLocked(req.Charge)); req.Amount.GreaterThan(left) {
+			refusal = fmt.Sprintf("the %s has %s left to refund, less than %s", target.noun, left, req.Amount)
 		}
 	}
 	if refusal != "" {
@@ -52,12 +51,39 @@ func (p *Provider) decideRefund(key string, req refundRequest) (RefundAnswer, er
 		Charge:   req.Charge,
 	}
 	p.refunds.record(key, a)
-	p.webhooks.made("refund", a.Decision, a, req.Charge)
+	p.webhooks.made("refund", a.Decision, a, target.group)
 	return a, nil
 }
 
-// refundedLocked is the total of the succeeded refunds of the charge made
-// under chargeKey. Called with p.mu held.
+// refundTarget is what a refund gives money back of: a charge, or the
+// capture of an authorization.
+type refundTarget struct {
+	noun     string // "charge" or "capture", in refusals
+	Amount   decimal.Decimal
+	Currency string
+	// group is the key whose events may be swapped with the refund's: the
+	// charge's, or the captured authorization's.
+	group string
+}
+
+// refundTargetLocked finds the succeeded charge, or else the succeeded
+// capture, made under key, or says why there is none. An authorization's
+// key names no money taken: its capture's does. Called with p.mu held.
+func (p *Provider) refundTargetLocked(key string) (refundTarget, string) {
+	if c, _, found := p.charges.lookup(key); found == LookupCharged && c.Status == StatusSucceeded {
+		return refundTarget{noun: "charge", Amount: c.Amount, Currency: c.Currency, group: key}, ""
+	}
+	if c, _, found := p.captures.lookup(key); found == LookupCharged && c.Status == StatusSucceeded {
+		return refundTarget{noun: "capture", Amount: c.Amount, Currency: c.Currency, group: c.Authorization}, ""
+	}
+	if _, ok := p.authorizations.byKey[key]; ok {
+		return refundTarget{}, "idempotency key " + key + " is an authorization's: a refund names its capture's key"
+	}
+	return refundTarget{}, "no succeeded charge or capture was made under idempotency key " + key
+}
+
+// refundedLocked is the total of the succeeded refunds of the charge (or
+// capture) made under chargeKey. Called with p.mu held.
 func (p *Provider) refundedLocked(chargeKey string) decimal.Decimal {
 	total := decimal.Zero
 	for _, e := range p.refunds.byKey {

@@ -11,11 +11,23 @@
 //	POST /v1/refunds                     refund (part of) a charge; Idempotency-Key header required
 //	     {"charge":"<the charge's idempotency key>","amount":"10.00","currency":"RUB","reference":"re_1"}
 //	GET  /v1/refunds?idempotency_key=K   look a refund up by its key (404 if none, 409 while processing)
-//	GET  /v1/ledger                      every charge and refund, and the counters, for tests
+//	POST /v1/authorizations              hold an amount for a later capture or void; Idempotency-Key header required
+//	     {"amount":"100.50","currency":"RUB","reference":"pi_1"}
+//	GET  /v1/authorizations?idempotency_key=K  look an authorization up, with its hold as it stands
+//	POST /v1/captures                    take (part of) what an authorization holds; Idempotency-Key header required
+//	     {"authorization":"<the authorization's idempotency key>","amount":"60.00","currency":"RUB","reference":"cp_1"}
+//	GET  /v1/captures?idempotency_key=K  look a capture up by its key
+//	POST /v1/voids                       release what an authorization holds; Idempotency-Key header required
+//	     {"authorization":"<the authorization's idempotency key>","reference":"vo_1"}  (reference optional)
+//	GET  /v1/voids?idempotency_key=K     look a void up by its key
+//	GET  /v1/ledger                      every charge, refund, authorization, capture and void, and the counters, for tests
 //	GET  /healthz                        200 while serving
 //
 // Errors are plain JSON: {"error":{"type":"...","message":"...","charged":false}}
-// ("refunded":false for a refund request).
+// ("refunded", "authorized", "captured" or "voided": false for a refund,
+// authorization, capture or void request). A lookup that finds nothing
+// under the key answers 404 charge_not_found, refund_not_found,
+// authorization_not_found, capture_not_found or void_not_found.
 //
 // A refund names its charge by the charge's idempotency key: the one name
 // of a charge that its payer holds even when the charge's answer was lost
@@ -26,8 +38,46 @@
 // less left to refund than asked: the succeeded refunds of a charge never
 // add up to more than it charged.
 //
-// It keeps the idempotency promises real providers document, for charges
-// and refunds alike:
+// # Two-step payments
+//
+// An authorization is decided like a charge (declined for a decline_
+// reference), and a succeeded one holds its amount until
+// Config.AuthorizationTTL (SANDBOX_AUTHORIZATION_TTL, 7 days by default)
+// has passed by the provider's clock (Config.Now): its answer says when
+// (expiresAt). Its lookup adds where the hold stands: "hold" is active,
+// captured (with "capture", the capture's key, and "captured", what it
+// took), voided (with "void") or expired. A capture or a void names its
+// authorization by the authorization's idempotency key, as a refund names
+// its charge, and is refused with 422 invalid_request, "captured" (or
+// "voided"): false, and nothing recorded under its key, unless the hold
+// is active: the authorization succeeded, and was not captured, voided or
+// left to lapse. A capture is refused too in another currency than the
+// authorization's, or for more than it holds. At most one capture and one
+// void of a hold succeed, and never both: each is checked when it is
+// decided, under the lock every decision takes, so of a capture and a void
+// processed at the same time exactly one succeeds, and a second capture
+// under another key is refused. A succeeded capture ends the hold: a
+// partial one releases the rest. A capture or a void is declined by a
+// decline_ reference, which leaves the hold active.
+//
+// A void's reference is optional: one sent without it meets the faults
+// (and the decline) of its authorization's reference, so a void whose
+// client names none still meets the faults its payment asks for.
+//
+// A refund of a two-step payment names its capture: its "charge" field is
+// the capture's idempotency key, and what it can give back is what the
+// capture took. A refund that names an authorization is refused.
+//
+// A hold lapses when the provider notices its time has passed: at the
+// first request of any kind at or after it, at the server's sweep (every
+// Config.HoldSweep, a second by default), or at Provider.ExpireHolds; it
+// is then counted (Expirations) and reported once, by an
+// authorization.expired event.
+//
+// # Idempotency
+//
+// It keeps the idempotency promises real providers document, for every
+// kind of request alike:
 //
 //   - the same key with the same parameters returns the first answer and
 //     charges (or refunds) nothing new (Idempotent-Replayed: true);
@@ -39,8 +89,9 @@
 // And it fails the way real providers fail, deterministically by the
 // reference's prefix (so demos and tests can pick a fault) and, for any other
 // reference, at seeded random rates (Config.FaultRates, for load and fault
-// runs). A refund meets the same faults by its own reference, through the
-// same code; read "refunds" for "charges" below:
+// runs). Every other kind of request (a refund, an authorization, a
+// capture, a void) meets the same faults by its own reference, through the
+// same code; read "refunds" (and so on) for "charges" below:
 //
 //	decline_...  declined (a decision, recorded like an approval)
 //	fail_...     503 before charging, saying so ("charged": false), every time
@@ -73,21 +124,29 @@
 // of its sending, so a request held on its way (a congested link, a
 // stalled proxy) can never land late. The service relies on it
 // (PROVIDER_MAX_REQUEST_AGE) before it calls a resumed charge FAILED. Random faults hit any request, replays included. The ledger is the
-// ground truth of what was charged and refunded, for tests in the same
-// process and, over HTTP, in others.
+// ground truth of what was charged, held, captured, voided and refunded,
+// for tests in the same process and, over HTTP, in others (NetCaptured
+// adds up a two-step payment).
 //
 // # Webhooks
 //
 // With Config.Webhooks.URL set (SANDBOX_WEBHOOK_URL), every decision, and
-// only a decision (a charge or refund succeeded or declined; never a
-// refusal), makes one event, POSTed to that URL as JSON and signed with
-// internal/webhooksig (header Sandbox-Signature):
+// only a decision (a charge, refund, authorization, capture or void
+// succeeded or declined; never a refusal), makes one event, and so does
+// every hold that lapses; each is POSTed to that URL as JSON and signed
+// with internal/webhooksig (header Sandbox-Signature):
 //
 //	{"id":"evt_...","type":"charge.succeeded","created":"<RFC 3339>","data":{...}}
 //
-// type is charge.succeeded, charge.declined, refund.succeeded or
-// refund.declined; data is the charge or refund exactly as the lookup by
-// key answers it, so idempotencyKey names it as the payer knows it. The
+// type is charge.succeeded, charge.declined, refund.succeeded,
+// refund.declined, authorization.succeeded, authorization.declined,
+// capture.succeeded, capture.declined, void.succeeded, void.declined or
+// authorization.expired; data is the object exactly as the lookup by key
+// answered it when the event was made (an authorization's with its hold:
+// active on authorization.succeeded, expired on authorization.expired), so
+// idempotencyKey names it as the payer knows it. An expired event's
+// created is when the provider noticed the lapse; its data's expiresAt,
+// when the hold lapsed. The
 // event is queued when the decision is made, before the call's answer is
 // written: a webhook may arrive before the answer, or instead of it.
 // Delivery is at least once: any 2xx answer delivers it; anything else, or
@@ -104,8 +163,10 @@
 //
 //	hookdup_...   delivered twice, both at once, each retried until delivered
 //	hookswap_...  held until the next event about the same charge has been
-//	              sent (for a charge: its refund's), so the two arrive
-//	              swapped; sent anyway after Webhooks.LateDelay
+//	              sent (for a charge: its refund's; for an authorization:
+//	              its capture's, void's or expiry's, or its capture's
+//	              refund's), so the two arrive swapped; sent anyway after
+//	              Webhooks.LateDelay
 //	hooklate_...  first sent after Webhooks.LateDelay (longer than the
 //	              service's completer interval)
 //	hooklost_...  made and counted, never delivered
@@ -195,6 +256,18 @@ type Config struct {
 	// Webhooks, when Webhooks.URL is set, reports every decision to that
 	// URL as a signed event (webhooks.go).
 	Webhooks WebhookConfig
+	// AuthorizationTTL is how long an authorization's hold lasts, by the
+	// provider's clock; zero means 168 h (7 days).
+	AuthorizationTTL time.Duration
+	// HoldSweep is how often a server looks for holds that lapsed, so that
+	// each is reported (authorization.expired) without waiting for a
+	// request; zero means every second, a negative value never (a lapse is
+	// then noticed by the next request, or by Provider.ExpireHolds).
+	HoldSweep time.Duration
+	// Now is the provider's clock: the decisions' times, the holds' lapses
+	// and the request bound go by it. Nil means time.Now; a test sets its
+	// own to make a hold lapse without waiting for it.
+	Now func() time.Time
 }
 
 // ChargeStatus is the provider's decision on a charge or a refund.
@@ -282,11 +355,17 @@ type RefundCounters struct {
 
 // Ledger is a copy of the provider's state.
 type Ledger struct {
-	Charges        []Charge        `json:"charges"`
-	Refunds        []Refund        `json:"refunds"`
-	Counters       Counters        `json:"counters"`
-	RefundCounters RefundCounters  `json:"refundCounters"`
-	Webhooks       WebhookCounters `json:"webhooks"`
+	Charges               []Charge              `json:"charges"`
+	Refunds               []Refund              `json:"refunds"`
+	Authorizations        []Authorization       `json:"authorizations"`
+	Captures              []Capture             `json:"captures"`
+	Voids                 []Void                `json:"voids"`
+	Counters              Counters              `json:"counters"`
+	RefundCounters        RefundCounters        `json:"refundCounters"`
+	AuthorizationCounters AuthorizationCounters `json:"authorizationCounters"`
+	CaptureCounters       CaptureCounters       `json:"captureCounters"`
+	VoidCounters          VoidCounters          `json:"voidCounters"`
+	Webhooks              WebhookCounters       `json:"webhooks"`
 }
 
 // Succeeded returns the succeeded charges whose reference is ref: more than
@@ -339,7 +418,19 @@ type Provider struct {
 	refundCounters RefundCounters
 	charges        *book[chargeRequest, ChargeAnswer]
 	refunds        *book[refundRequest, RefundAnswer]
-	now            func() time.Time
+
+	authorizationCounters AuthorizationCounters
+	captureCounters       CaptureCounters
+	voidCounters          VoidCounters
+	authorizations        *book[chargeRequest, AuthorizationAnswer]
+	captures              *book[captureRequest, CaptureAnswer]
+	voids                 *book[voidRequest, VoidAnswer]
+	// holds are the holds of the succeeded authorizations, by key; lapsing
+	// orders them by when they lapse.
+	holds   map[string]*hold
+	lapsing holdQueue
+
+	now func() time.Time
 	// webhooks is nil when the provider sends none.
 	webhooks *webhookSender
 }
@@ -349,14 +440,27 @@ func New(cfg Config) *Provider {
 	if cfg.SlowDelay == 0 {
 		cfg.SlowDelay = 15 * time.Second
 	}
+	if cfg.AuthorizationTTL == 0 {
+		cfg.AuthorizationTTL = 168 * time.Hour
+	}
+	if cfg.HoldSweep == 0 {
+		cfg.HoldSweep = time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	p := &Provider{
 		cfg:      cfg,
 		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
-		now:      time.Now,
+		now:      cfg.Now,
 		webhooks: newWebhookSender(cfg.Webhooks, cfg.Seed),
+		holds:    map[string]*hold{},
 	}
 	p.charges = newBook[chargeRequest, ChargeAnswer](&p.counters.KeyCounters)
 	p.refunds = newBook[refundRequest, RefundAnswer](&p.refundCounters.KeyCounters)
+	p.authorizations = newBook[chargeRequest, AuthorizationAnswer](&p.authorizationCounters.KeyCounters)
+	p.captures = newBook[captureRequest, CaptureAnswer](&p.captureCounters.KeyCounters)
+	p.voids = newBook[voidRequest, VoidAnswer](&p.voidCounters.KeyCounters)
 	return p
 }
 
@@ -367,17 +471,24 @@ func refundOf(a RefundAnswer, requests int) Refund {
 	return Refund{RefundAnswer: a, Requests: requests}
 }
 
-// Ledger returns a copy of the ledger, charges and refunds in the order
-// they were made.
+// Ledger returns a copy of the ledger, each kind in the order it was
+// made, the holds as they stand now (a lapse is noticed first).
 func (p *Provider) Ledger() Ledger {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.expireLocked()
 	return Ledger{
-		Charges:        decided(p.charges, chargeOf, func(c Charge) string { return c.ID }),
-		Refunds:        decided(p.refunds, refundOf, func(r Refund) string { return r.ID }),
-		Counters:       p.countersLocked(),
-		RefundCounters: p.refundCountersLocked(),
-		Webhooks:       p.webhooks.counters(),
+		Charges:               decided(p.charges, chargeOf, func(c Charge) string { return c.ID }),
+		Refunds:               decided(p.refunds, refundOf, func(r Refund) string { return r.ID }),
+		Authorizations:        p.authorizationsLocked(),
+		Captures:              decided(p.captures, captureOf, func(c Capture) string { return c.ID }),
+		Voids:                 decided(p.voids, voidOf, func(v Void) string { return v.ID }),
+		Counters:              p.countersLocked(),
+		RefundCounters:        p.refundCountersLocked(),
+		AuthorizationCounters: p.authorizationCountersLocked(),
+		CaptureCounters:       p.captureCountersLocked(),
+		VoidCounters:          p.voidCountersLocked(),
+		Webhooks:              p.webhooks.counters(),
 	}
 }
 

@@ -58,21 +58,24 @@ func post(t *testing.T, url, key, body string, timeout time.Duration) answer {
 	return answer{status: resp.StatusCode, replayed: resp.Header.Get("Idempotent-Replayed") == "true", body: string(b), err: err}
 }
 
-// errorType returns an error answer's type and its "charged" or
-// "refunded" flag, whichever it has.
+// errorType returns an error answer's type and its "charged",
+// "refunded", "authorized", "captured" or "voided" flag, whichever it has.
 func errorType(t *testing.T, a answer) (string, *bool) {
 	t.Helper()
 	var e sandboxprovider.ErrorBody
 	if err := json.Unmarshal([]byte(a.body), &e); err != nil {
 		t.Fatalf("error body %q: %v", a.body, err)
 	}
-	if e.Error.Charged != nil && e.Error.Refunded != nil {
-		t.Fatalf("error body %q says both charged and refunded", a.body)
+	var flag *bool
+	for _, f := range []*bool{e.Error.Charged, e.Error.Refunded, e.Error.Authorized, e.Error.Captured, e.Error.Voided} {
+		if f != nil && flag != nil {
+			t.Fatalf("error body %q has more than one flag", a.body)
+		}
+		if f != nil {
+			flag = f
+		}
 	}
-	if e.Error.Refunded != nil {
-		return e.Error.Type, e.Error.Refunded
-	}
-	return e.Error.Type, e.Error.Charged
+	return e.Error.Type, flag
 }
 
 // apiKind is one kind of keyed request, for the tests that hold for every
@@ -86,11 +89,15 @@ type apiKind struct {
 	made      func(s *sandboxprovider.Server, key string) bool
 	succeeded func(s *sandboxprovider.Server, ref string) int
 	counters  func(s *sandboxprovider.Server) sandboxprovider.KeyCounters
+	// body is a create call's body for key, with what it needs made first.
+	body func(t *testing.T, s *sandboxprovider.Server, key string) string
 }
 
-// kinds are charges and refunds. A refund refunds 1.00 of a charge of
-// 1000.00 under the key "big", which each test's provider makes first
-// (prepare).
+// kinds are charges, refunds, authorizations, captures and voids. A
+// refund refunds 1.00 of a charge of 1000.00 under the key "big", which
+// each test's provider makes first (prepare); a capture (void) of key K
+// captures 1.00 of (voids) an authorization of 1000.00 under "auth-K",
+// made first by the create call itself.
 var kinds = []apiKind{
 	{
 		name: "charges", path: "/v1/charges",
@@ -100,6 +107,9 @@ var kinds = []apiKind{
 		made:      func(s *sandboxprovider.Server, key string) bool { _, ok := s.Lookup(key); return ok },
 		succeeded: func(s *sandboxprovider.Server, ref string) int { return len(s.Ledger().Succeeded(ref)) },
 		counters:  func(s *sandboxprovider.Server) sandboxprovider.KeyCounters { return s.Counters().KeyCounters },
+		body: func(*testing.T, *sandboxprovider.Server, string) string {
+			return `{"amount":"1.00","currency":"RUB","reference":"pi_aged"}`
+		},
 	},
 	{
 		name: "refunds", path: "/v1/refunds",
@@ -109,6 +119,51 @@ var kinds = []apiKind{
 		made:      func(s *sandboxprovider.Server, key string) bool { _, ok := s.LookupRefund(key); return ok },
 		succeeded: func(s *sandboxprovider.Server, ref string) int { return len(s.Ledger().SucceededRefunds(ref)) },
 		counters:  func(s *sandboxprovider.Server) sandboxprovider.KeyCounters { return s.RefundCounters().KeyCounters },
+		body: func(*testing.T, *sandboxprovider.Server, string) string {
+			return `{"charge":"big","amount":"1.00","currency":"RUB","reference":"re_aged"}`
+		},
+	},
+	{
+		name: "authorizations", path: "/v1/authorizations",
+		create: func(t *testing.T, s *sandboxprovider.Server, key, ref string, timeout time.Duration) answer {
+			return authorize(t, s, key, "1.00", ref, timeout)
+		},
+		made:      func(s *sandboxprovider.Server, key string) bool { _, ok := s.LookupAuthorization(key); return ok },
+		succeeded: func(s *sandboxprovider.Server, ref string) int { return len(s.Ledger().SucceededAuthorizations(ref)) },
+		counters: func(s *sandboxprovider.Server) sandboxprovider.KeyCounters {
+			return s.AuthorizationCounters().KeyCounters
+		},
+		body: func(*testing.T, *sandboxprovider.Server, string) string {
+			return `{"amount":"1.00","currency":"RUB","reference":"pa_aged"}`
+		},
+	},
+	{
+		name: "captures", path: "/v1/captures",
+		create: func(t *testing.T, s *sandboxprovider.Server, key, ref string, timeout time.Duration) answer {
+			held(t, s, "auth-"+key)
+			return capture(t, s, key, "auth-"+key, "1.00", ref, timeout)
+		},
+		made:      func(s *sandboxprovider.Server, key string) bool { _, ok := s.LookupCapture(key); return ok },
+		succeeded: func(s *sandboxprovider.Server, ref string) int { return len(s.Ledger().SucceededCaptures(ref)) },
+		counters:  func(s *sandboxprovider.Server) sandboxprovider.KeyCounters { return s.CaptureCounters().KeyCounters },
+		body: func(t *testing.T, s *sandboxprovider.Server, key string) string {
+			held(t, s, "auth-"+key)
+			return `{"authorization":"auth-` + key + `","amount":"1.00","currency":"RUB","reference":"cp_aged"}`
+		},
+	},
+	{
+		name: "voids", path: "/v1/voids",
+		create: func(t *testing.T, s *sandboxprovider.Server, key, ref string, timeout time.Duration) answer {
+			held(t, s, "auth-"+key)
+			return void(t, s, key, "auth-"+key, ref, timeout)
+		},
+		made:      func(s *sandboxprovider.Server, key string) bool { _, ok := s.LookupVoid(key); return ok },
+		succeeded: func(s *sandboxprovider.Server, ref string) int { return len(s.Ledger().SucceededVoids(ref)) },
+		counters:  func(s *sandboxprovider.Server) sandboxprovider.KeyCounters { return s.VoidCounters().KeyCounters },
+		body: func(t *testing.T, s *sandboxprovider.Server, key string) string {
+			held(t, s, "auth-"+key)
+			return `{"authorization":"auth-` + key + `","reference":"vo_aged"}`
+		},
 	},
 }
 
@@ -263,7 +318,7 @@ func TestPrefixFaults(t *testing.T) {
 // A request that arrives more than MaxRequestAge after its
 // Request-Sent-At is refused before anything else (503 request_expired,
 // nothing done, counted); a younger one, and one without the header, is
-// processed. Charges and refunds alike.
+// processed. Every kind alike.
 func TestRequestsOlderThanTheBoundAreRefused(t *testing.T) {
 	t.Parallel()
 	for _, k := range kinds {
@@ -271,12 +326,8 @@ func TestRequestsOlderThanTheBoundAreRefused(t *testing.T) {
 			t.Parallel()
 			s := start(t, sandboxprovider.Config{MaxRequestAge: time.Second})
 			prepare(t, s)
-			body := `{"amount":"1.00","currency":"RUB","reference":"pi_aged"}`
-			if k.name == "refunds" {
-				body = `{"charge":"big","amount":"1.00","currency":"RUB","reference":"re_aged"}`
-			}
 			send := func(key string, sentAt string) answer {
-				req, err := http.NewRequest(http.MethodPost, s.URL+k.path, strings.NewReader(body))
+				req, err := http.NewRequest(http.MethodPost, s.URL+k.path, strings.NewReader(k.body(t, s, key)))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -417,6 +468,10 @@ func TestConfigFromEnv(t *testing.T) {
 		{map[string]string{"SANDBOX_FAULT_RATES": "explode=0.1"}, "SANDBOX_FAULT_RATES", nil},
 		{map[string]string{"SANDBOX_LATENCY": "soon"}, "SANDBOX_LATENCY", nil},
 		{map[string]string{"SANDBOX_FAULT_SEED": "-1"}, "SANDBOX_FAULT_SEED", nil},
+		{map[string]string{"SANDBOX_AUTHORIZATION_TTL": "48h"}, "",
+			func(c sandboxprovider.Config) bool { return c.AuthorizationTTL == 48*time.Hour }},
+		{map[string]string{"SANDBOX_AUTHORIZATION_TTL": "721h"}, "SANDBOX_AUTHORIZATION_TTL", nil},
+		{map[string]string{"SANDBOX_AUTHORIZATION_TTL": "a week"}, "SANDBOX_AUTHORIZATION_TTL", nil},
 		{map[string]string{"SANDBOX_WEBHOOK_URL": "http://127.0.0.1:8080/webhooks/sandbox", "SANDBOX_WEBHOOK_SECRET": "whsec_s",
 			"SANDBOX_WEBHOOK_RETRY_FOR": "2h", "SANDBOX_WEBHOOK_LATE_DELAY": "40s", "SANDBOX_WEBHOOK_FAULT_RATES": "duplicate=0.1,lost=0.05"}, "",
 			func(c sandboxprovider.Config) bool {

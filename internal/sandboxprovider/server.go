@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -23,6 +24,12 @@ func (p *Provider) Handler(done <-chan struct{}) http.Handler {
 	mux.HandleFunc("GET /v1/charges", lookup(h, charges))
 	mux.HandleFunc("POST /v1/refunds", create(h, refunds))
 	mux.HandleFunc("GET /v1/refunds", lookup(h, refunds))
+	mux.HandleFunc("POST /v1/authorizations", create(h, authorizations))
+	mux.HandleFunc("GET /v1/authorizations", lookup(h, authorizations))
+	mux.HandleFunc("POST /v1/captures", create(h, captures))
+	mux.HandleFunc("GET /v1/captures", lookup(h, captures))
+	mux.HandleFunc("POST /v1/voids", create(h, voids))
+	mux.HandleFunc("GET /v1/voids", lookup(h, voids))
 	mux.HandleFunc("GET /v1/ledger", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, p.Ledger())
 	})
@@ -46,6 +53,10 @@ const (
 	ErrTypeRequestExpired = "request_expired"
 	ErrTypeChargeNotFound = "charge_not_found"
 	ErrTypeRefundNotFound = "refund_not_found"
+
+	ErrTypeAuthorizationNotFound = "authorization_not_found"
+	ErrTypeCaptureNotFound       = "capture_not_found"
+	ErrTypeVoidNotFound          = "void_not_found"
 )
 
 const (
@@ -74,6 +85,26 @@ type RefundRequest struct {
 	ChargeRequest
 }
 
+// CaptureRequest is the body of POST /v1/captures: the fields of a charge
+// request (the amount to take, at most what is held; the authorization's
+// currency; the capture's own reference), and the authorization.
+type CaptureRequest struct {
+	// Authorization is the idempotency key the authorization was made
+	// under.
+	Authorization string `json:"authorization"`
+	ChargeRequest
+}
+
+// VoidRequest is the body of POST /v1/voids.
+type VoidRequest struct {
+	// Authorization is the idempotency key the authorization was made
+	// under.
+	Authorization string `json:"authorization"`
+	// Reference is the void's own, optional: a void without one meets the
+	// faults of its authorization's reference.
+	Reference string `json:"reference,omitempty"`
+}
+
 // ErrorBody is the body of every error answer.
 type ErrorBody struct {
 	Error struct {
@@ -82,8 +113,12 @@ type ErrorBody struct {
 		// Charged is false when the provider states that nothing was
 		// charged for this charge request; absent when it cannot say.
 		Charged *bool `json:"charged,omitempty"`
-		// Refunded is the same for a refund request.
-		Refunded *bool `json:"refunded,omitempty"`
+		// Refunded, Authorized, Captured and Voided are the same for a
+		// refund, authorization, capture or void request.
+		Refunded   *bool `json:"refunded,omitempty"`
+		Authorized *bool `json:"authorized,omitempty"`
+		Captured   *bool `json:"captured,omitempty"`
+		Voided     *bool `json:"voided,omitempty"`
 	} `json:"error"`
 }
 
@@ -101,6 +136,12 @@ type kind[R keyedRequest[R], A any] struct {
 	// decide makes the decision of a key admitted as new, with p.mu held;
 	// an error refuses the request for good, with nothing recorded.
 	decide func(p *Provider, key string, req R) (A, error)
+	// bind, when set, completes a request from the provider's state
+	// before its key is looked at, with p.mu held.
+	bind func(p *Provider, req R) R
+	// view, when set, is what the lookup answers for a decided key, with
+	// p.mu held; otherwise the decided answer itself.
+	view func(p *Provider, key string, a A) any
 }
 
 // nothingDone marks an error body as saying that nothing was done for the
@@ -119,6 +160,21 @@ var refunds = kind[refundRequest, RefundAnswer]{noun: "refund", done: "refunded"
 	flag:  func(e *ErrorBody) **bool { return &e.Error.Refunded },
 	book:  func(p *Provider) *book[refundRequest, RefundAnswer] { return p.refunds },
 	parse: parseRefundRequest, decide: (*Provider).decideRefund}
+
+var authorizations = kind[chargeRequest, AuthorizationAnswer]{noun: "authorization", done: "authorized", notFound: ErrTypeAuthorizationNotFound,
+	flag:  func(e *ErrorBody) **bool { return &e.Error.Authorized },
+	book:  func(p *Provider) *book[chargeRequest, AuthorizationAnswer] { return p.authorizations },
+	parse: parseAuthorizationRequest, decide: (*Provider).decideAuthorization, view: authorizationView}
+
+var captures = kind[captureRequest, CaptureAnswer]{noun: "capture", done: "captured", notFound: ErrTypeCaptureNotFound,
+	flag:  func(e *ErrorBody) **bool { return &e.Error.Captured },
+	book:  func(p *Provider) *book[captureRequest, CaptureAnswer] { return p.captures },
+	parse: parseCaptureRequest, decide: (*Provider).decideCapture}
+
+var voids = kind[voidRequest, VoidAnswer]{noun: "void", done: "voided", notFound: ErrTypeVoidNotFound,
+	flag:  func(e *ErrorBody) **bool { return &e.Error.Voided },
+	book:  func(p *Provider) *book[voidRequest, VoidAnswer] { return p.voids },
+	parse: parseVoidRequest, decide: (*Provider).decideVoid, bind: (*Provider).bindVoid}
 
 // create serves POST for a kind: the key's admission, the processing of a
 // new key, the fault the request meets, and the answer.
@@ -144,6 +200,10 @@ func create[R keyedRequest[R], A any](h *handler, k kind[R, A]) http.HandlerFunc
 		}
 
 		h.p.mu.Lock()
+		h.p.expireLocked()
+		if k.bind != nil {
+			req = k.bind(h.p, req)
+		}
 		adm, fault, answer := k.book(h.p).begin(h.p, key, req)
 		h.p.mu.Unlock()
 		switch adm {
@@ -231,7 +291,12 @@ func lookup[R keyedRequest[R], A any](h *handler, k kind[R, A]) http.HandlerFunc
 			return
 		}
 		h.p.mu.Lock()
+		h.p.expireLocked()
 		answer, _, found := k.book(h.p).lookup(key)
+		var body any = answer
+		if found == LookupCharged && k.view != nil {
+			body = k.view(h.p, key, answer)
+		}
 		h.p.mu.Unlock()
 		switch found {
 		case LookupNone:
@@ -239,7 +304,7 @@ func lookup[R keyedRequest[R], A any](h *handler, k kind[R, A]) http.HandlerFunc
 		case LookupProcessing:
 			writeError(w, http.StatusConflict, ErrTypeInProgress, "a request with this idempotency key is being processed", nil)
 		default:
-			writeJSON(w, http.StatusOK, answer)
+			writeJSON(w, http.StatusOK, body)
 		}
 	}
 }
@@ -265,6 +330,51 @@ func parseRefundRequest(body io.Reader) (refundRequest, error) {
 		return refundRequest{}, errors.New("charge must be the charge's idempotency key, 1 to 255 bytes")
 	}
 	return refundRequest{chargeRequest: common, Charge: in.Charge}, nil
+}
+
+func parseAuthorizationRequest(body io.Reader) (chargeRequest, error) {
+	var in ChargeRequest
+	if err := decodeBody(body, "authorization", &in); err != nil {
+		return chargeRequest{}, err
+	}
+	return in.parse()
+}
+
+func parseCaptureRequest(body io.Reader) (captureRequest, error) {
+	var in CaptureRequest
+	if err := decodeBody(body, "capture", &in); err != nil {
+		return captureRequest{}, err
+	}
+	common, err := in.ChargeRequest.parse()
+	if err != nil {
+		return captureRequest{}, err
+	}
+	if err := authorizationKey(in.Authorization); err != nil {
+		return captureRequest{}, err
+	}
+	return captureRequest{chargeRequest: common, Authorization: in.Authorization}, nil
+}
+
+func parseVoidRequest(body io.Reader) (voidRequest, error) {
+	var in VoidRequest
+	if err := decodeBody(body, "void", &in); err != nil {
+		return voidRequest{}, err
+	}
+	if err := authorizationKey(in.Authorization); err != nil {
+		return voidRequest{}, err
+	}
+	if len(in.Reference) > maxKeyOrReferenceBytes {
+		return voidRequest{}, errors.New("reference must be at most 255 bytes")
+	}
+	return voidRequest{Authorization: in.Authorization, Reference: in.Reference}, nil
+}
+
+// authorizationKey validates a capture's or a void's authorization field.
+func authorizationKey(key string) error {
+	if key == "" || len(key) > maxKeyOrReferenceBytes {
+		return errors.New("authorization must be the authorization's idempotency key, 1 to 255 bytes")
+	}
+	return nil
 }
 
 // decodeBody reads one JSON object of known fields into v.
@@ -323,9 +433,10 @@ type Server struct {
 	// URL is the base URL, such as http://127.0.0.1:41234.
 	URL string
 
-	srv  *http.Server
-	done chan struct{}
-	errc chan error
+	srv     *http.Server
+	done    chan struct{}
+	errc    chan error
+	sweeper sync.WaitGroup
 }
 
 // Start serves a new provider on addr ("127.0.0.1:0" for any free port)
@@ -367,14 +478,33 @@ func Serve(ln net.Listener, cfg Config) *Server {
 	}
 	go func() { s.errc <- s.srv.Serve(ln) }()
 	p.webhooks.start()
+	if p.cfg.HoldSweep > 0 {
+		s.sweeper.Go(s.sweep)
+	}
 	return s
 }
 
-// Close stops the server at once: waits end, connections close, webhook
-// deliveries stop.
+// sweep notices lapsed holds every HoldSweep until the server stops, so
+// that each is reported without waiting for a request.
+func (s *Server) sweep() {
+	t := time.NewTicker(s.cfg.HoldSweep)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+			s.ExpireHolds()
+		}
+	}
+}
+
+// Close stops the server at once: waits end, connections close, the
+// sweep and webhook deliveries stop.
 func (s *Server) Close() error {
 	close(s.done)
 	err := s.srv.Close()
+	s.sweeper.Wait()
 	s.webhooks.close()
 	if serveErr := <-s.errc; !errors.Is(serveErr, http.ErrServerClosed) {
 		err = errors.Join(err, serveErr)
@@ -389,6 +519,7 @@ func (s *Server) Close() error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	close(s.done)
 	err := s.srv.Shutdown(ctx)
+	s.sweeper.Wait()
 	s.webhooks.close()
 	if serveErr := <-s.errc; !errors.Is(serveErr, http.ErrServerClosed) {
 		err = errors.Join(err, serveErr)

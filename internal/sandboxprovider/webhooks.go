@@ -122,11 +122,15 @@ type WebhookCounters struct {
 
 // Event is the body of a webhook delivery.
 type Event struct {
-	ID      string    `json:"id"`   // evt_<unique>: the same on every delivery of the event
-	Type    string    `json:"type"` // charge.succeeded, charge.declined, refund.succeeded, refund.declined
+	ID string `json:"id"` // evt_<unique>: the same on every delivery of the event
+	// Type is <object>.<status> for a decision (charge, refund,
+	// authorization, capture or void; succeeded or declined), or
+	// authorization.expired when a hold lapsed.
+	Type    string    `json:"type"`
 	Created time.Time `json:"created"`
-	// Data is the charge or refund exactly as the lookup by key answers
-	// it (ChargeAnswer, RefundAnswer).
+	// Data is the object exactly as the lookup by key answered it when the
+	// event was made (ChargeAnswer, RefundAnswer, AuthorizationState,
+	// CaptureAnswer, VoidAnswer).
 	Data json.RawMessage `json:"data"`
 }
 
@@ -135,7 +139,8 @@ type Event struct {
 type event struct {
 	body []byte
 	// charge is the idempotency key of the charge the event is about (its
-	// own, or its refund's charge): events of one charge may be swapped.
+	// own, or its refund's charge; for a two-step payment, its
+	// authorization's): events of one charge may be swapped.
 	charge string
 	seq    int // the order events were made in
 }
@@ -223,10 +228,19 @@ func (s *webhookSender) close() {
 	})
 }
 
-// made queues the event of a decision: noun is "charge" or "refund",
-// answer what the lookup answers for it, charge the key of the charge it
-// is about. Called with Provider.mu held; it never blocks.
+// made queues the event of a decision: noun is "charge", "refund",
+// "authorization" or "capture", answer what the lookup answers for it,
+// charge the key of the charge (or authorization) it is about. Called
+// with Provider.mu held; it never blocks.
 func (s *webhookSender) made(noun string, d Decision, answer any, charge string) {
+	s.send(noun+"."+string(d.Status), d.Created, d.Reference, answer, charge)
+}
+
+// send queues an event of type typ, made at created, whose data is answer:
+// its webhook fault goes by ref, and charge names the charge (or
+// authorization) it is about. Called with Provider.mu held; it never
+// blocks.
+func (s *webhookSender) send(typ string, created time.Time, ref string, answer any, charge string) {
 	if s == nil {
 		return
 	}
@@ -234,7 +248,7 @@ func (s *webhookSender) made(noun string, d Decision, answer any, charge string)
 	if err != nil {
 		panic(err) // the answers are plain structs: it cannot fail
 	}
-	body, err := json.Marshal(Event{ID: newEventID(), Type: noun + "." + string(d.Status), Created: d.Created, Data: data})
+	body, err := json.Marshal(Event{ID: newEventID(), Type: typ, Created: created, Data: data})
 	if err != nil {
 		panic(err)
 	}
@@ -243,7 +257,7 @@ func (s *webhookSender) made(noun string, d Decision, answer any, charge string)
 	s.seq++
 	ev := &event{body: body, charge: charge, seq: s.seq}
 	s.counts.Events++
-	fault := s.faultFor(d.Reference)
+	fault := s.faultFor(ref)
 	if fault != "" {
 		s.counts.Faults[fault]++
 	}

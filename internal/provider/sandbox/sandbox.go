@@ -1,13 +1,14 @@
 // Package sandbox is the adapter for the sandbox payment provider's HTTP API
 // (internal/sandboxprovider, run by cmd/sandbox-provider): it implements
-// app.ChargeProvider and app.RefundProvider over a real network
-// connection, and sorts every answer into the ports' four cases. A charge
-// and a refund go through the same request and classification code; only
-// their URL, body and the flag their errors carry differ (operation).
+// app.ChargeProvider, app.RefundProvider, app.AuthorizationProvider,
+// app.CaptureProvider and app.VoidProvider over a real network
+// connection, and sorts every answer into the ports' four cases. Every
+// call goes through the same request and classification code; only its
+// URL, body, the flag its errors carry and how its answer is known differ
+// (operation).
 //
-// It makes exactly one HTTP request per Charge or Refund and never
-// retries: the use case owns retries, and only it knows whether one is
-// safe. That includes
+// It makes exactly one HTTP request per call and never retries: the use
+// case owns retries, and only it knows whether one is safe. That includes
 // net/http's own silent retry, which a request with an Idempotency-Key
 // header would otherwise get on a reused connection (see newRequest).
 package sandbox
@@ -47,22 +48,31 @@ type Config struct {
 	Timeout time.Duration
 }
 
-// Client is the sandbox provider's HTTP API as the charge and the refund
-// ports ask for it (app.ChargeProvider, app.RefundProvider).
+// Client is the sandbox provider's HTTP API as the ports of charges,
+// refunds and two-step payments ask for it (app.ChargeProvider,
+// app.RefundProvider, app.AuthorizationProvider, app.CaptureProvider,
+// app.VoidProvider).
 type Client struct {
-	charges operation
-	refunds operation
-	http    *http.Client
+	charges        operation
+	refunds        operation
+	authorizations operation
+	captures       operation
+	voids          operation
+	http           *http.Client
 }
 
-// operation is one kind of call the provider takes: charges or refunds.
+// operation is one kind of call the provider takes: charges, refunds,
+// authorizations, captures or voids.
 type operation struct {
 	noun     string // "charge": in errors
 	url      *url.URL
 	notFound string // the lookup's error type for "none under the key"
 	// nothingDone is the flag of an error answer that says nothing was
-	// done: "charged" or "refunded".
+	// done: "charged", "refunded", "authorized", "captured" or "voided".
 	nothingDone func(errorAnswer) *bool
+	// describes reports whether a 200 answer describes the request that
+	// want stands for; nil means sameRequest.
+	describes func(got, want answer) bool
 }
 
 // New returns a client with one connection pool for all calls.
@@ -84,6 +94,12 @@ func New(cfg Config) (*Client, error) {
 			nothingDone: func(e errorAnswer) *bool { return e.Error.Charged }},
 		refunds: operation{noun: "refund", url: u.JoinPath("v1", "refunds"), notFound: errTypeRefundNotFound,
 			nothingDone: func(e errorAnswer) *bool { return e.Error.Refunded }},
+		authorizations: operation{noun: "authorization", url: u.JoinPath("v1", "authorizations"), notFound: errTypeAuthorizationNotFound,
+			nothingDone: func(e errorAnswer) *bool { return e.Error.Authorized }},
+		captures: operation{noun: "capture", url: u.JoinPath("v1", "captures"), notFound: errTypeCaptureNotFound,
+			nothingDone: func(e errorAnswer) *bool { return e.Error.Captured }},
+		voids: operation{noun: "void", url: u.JoinPath("v1", "voids"), notFound: errTypeVoidNotFound,
+			nothingDone: func(e errorAnswer) *bool { return e.Error.Voided }, describes: sameVoid},
 		http: &http.Client{
 			Transport: transport,
 			Timeout:   cfg.Timeout,
@@ -93,7 +109,9 @@ func New(cfg Config) (*Client, error) {
 	}, nil
 }
 
-// chargeRequest, refundRequest and answer are the provider's wire format.
+// chargeRequest, refundRequest, captureRequest, voidRequest and answer
+// are the provider's wire format. An authorization's request is a
+// charge's.
 type chargeRequest struct {
 	Amount    string `json:"amount"`
 	Currency  string `json:"currency"`
@@ -105,8 +123,21 @@ type refundRequest struct {
 	chargeRequest
 }
 
-// answer is a decided charge or refund; Charge, the refunded charge's key,
-// is empty for a charge.
+type captureRequest struct {
+	Authorization string `json:"authorization"`
+	chargeRequest
+}
+
+// voidRequest sends no reference: the port's void has none, and the
+// provider then gives it its authorization's.
+type voidRequest struct {
+	Authorization string `json:"authorization"`
+}
+
+// answer is a decided charge, refund, authorization, capture or void.
+// Charge, the refunded charge's (capture's) key, is empty but for a
+// refund; Authorization, the authorization's key, but for a capture or a
+// void; Hold is an authorization's lookup's only.
 type answer struct {
 	ID             string          `json:"id"`
 	IdempotencyKey string          `json:"idempotencyKey"`
@@ -115,21 +146,29 @@ type answer struct {
 	Currency       string          `json:"currency"`
 	Reference      string          `json:"reference"`
 	Charge         string          `json:"charge"`
+	Authorization  string          `json:"authorization"`
+	Hold           string          `json:"hold"`
 }
 
 type errorAnswer struct {
 	Error struct {
-		Type     string `json:"type"`
-		Message  string `json:"message"`
-		Charged  *bool  `json:"charged"`
-		Refunded *bool  `json:"refunded"`
+		Type       string `json:"type"`
+		Message    string `json:"message"`
+		Charged    *bool  `json:"charged"`
+		Refunded   *bool  `json:"refunded"`
+		Authorized *bool  `json:"authorized"`
+		Captured   *bool  `json:"captured"`
+		Voided     *bool  `json:"voided"`
 	} `json:"error"`
 }
 
 // The lookups' error types for "nothing under the key".
 const (
-	errTypeChargeNotFound = "charge_not_found"
-	errTypeRefundNotFound = "refund_not_found"
+	errTypeChargeNotFound        = "charge_not_found"
+	errTypeRefundNotFound        = "refund_not_found"
+	errTypeAuthorizationNotFound = "authorization_not_found"
+	errTypeCaptureNotFound       = "capture_not_found"
+	errTypeVoidNotFound          = "void_not_found"
 )
 
 // maxAnswerBytes bounds what is read of an answer.
@@ -145,12 +184,53 @@ func (c *Client) Refund(ctx context.Context, req app.ProviderRefund) (app.Provid
 	return c.create(ctx, c.refunds, req.IdempotencyKey, refundRequest{Charge: req.ChargeKey, chargeRequest: fields}, want)
 }
 
+// Authorize is Charge in two steps: the amount is held, under the
+// authorization's own key, until a capture takes it, a void releases it or
+// the provider's time for it passes.
+func (c *Client) Authorize(ctx context.Context, req app.ProviderCharge) (app.ProviderDecision, error) {
+	body, want := describe(req.Charge.Amount, string(req.Charge.ExternalPaymentID), "")
+	return c.create(ctx, c.authorizations, req.IdempotencyKey, body, want)
+}
+
+// Capture asks for req.Amount of the money the authorization under
+// req.AuthorizationKey holds. The provider refuses it for good (422:
+// ErrProviderRefused) when the hold is not active (captured already,
+// voided, lapsed, or the authorization not succeeded), or for another
+// currency or more than it holds.
+func (c *Client) Capture(ctx context.Context, req app.ProviderCapture) (app.ProviderDecision, error) {
+	fields, want := describe(req.Amount, req.Reference, "")
+	want.Authorization = req.AuthorizationKey
+	return c.create(ctx, c.captures, req.IdempotencyKey, captureRequest{Authorization: req.AuthorizationKey, chargeRequest: fields}, want)
+}
+
+// Void asks for the release of what the authorization under
+// req.AuthorizationKey holds; refused for good, as a capture is, when the
+// hold is not active.
+func (c *Client) Void(ctx context.Context, req app.ProviderVoid) (app.ProviderDecision, error) {
+	want := answer{IdempotencyKey: req.IdempotencyKey, Authorization: req.AuthorizationKey}
+	return c.create(ctx, c.voids, req.IdempotencyKey, voidRequest{Authorization: req.AuthorizationKey}, want)
+}
+
 // describe returns the fields every request has, for amount m under
 // reference, and the answer a 200 must give for it (charge: the refunded
 // charge's key, empty for a charge).
 func describe(m domain.Money, reference, charge string) (chargeRequest, answer) {
 	return chargeRequest{Amount: m.AmountString(), Currency: string(m.Currency()), Reference: reference},
 		answer{Amount: m.Amount(), Currency: string(m.Currency()), Reference: reference, Charge: charge}
+}
+
+// sameRequest: an answer describes a request when it is for its amount,
+// currency and reference, and names the same charge (authorization).
+func sameRequest(a, want answer) bool {
+	return a.Reference == want.Reference && a.Currency == want.Currency && a.Amount.Equal(want.Amount) &&
+		a.Charge == want.Charge && a.Authorization == want.Authorization
+}
+
+// sameVoid: a void names neither amount nor currency (its answer's are
+// the authorization's), nor a reference; its answer is known by its key
+// and its authorization, and carries no reference since it was sent none.
+func sameVoid(a, want answer) bool {
+	return a.IdempotencyKey == want.IdempotencyKey && a.Authorization == want.Authorization && a.Reference == ""
 }
 
 // create sends one create call of op and sorts its answer; want is what a
@@ -217,16 +297,20 @@ func newRequest(ctx context.Context, target, key string, body []byte, sent *atom
 }
 
 // decision reads a 200 answer. An answer that cannot be read, or that
-// describes another charge (or refund) than the one asked for, is not a
+// describes another charge (refund, ...) than the one asked for, is not a
 // decision.
 func decision(op operation, want answer, body []byte) (app.ProviderDecision, error) {
 	var a answer
 	if err := json.Unmarshal(body, &a); err != nil {
 		return "", fmt.Errorf("%w: unreadable answer: %v", app.ErrProviderOutcomeUnknown, err)
 	}
-	if a.Reference != want.Reference || a.Currency != want.Currency || !a.Amount.Equal(want.Amount) || a.Charge != want.Charge {
-		return "", fmt.Errorf("%w: the answer describes another %s (%s %s %s %s)",
-			app.ErrProviderOutcomeUnknown, op.noun, a.Reference, a.Amount, a.Currency, a.Charge)
+	describes := op.describes
+	if describes == nil {
+		describes = sameRequest
+	}
+	if !describes(a, want) {
+		return "", fmt.Errorf("%w: the answer describes another %s (key %q, reference %q, %s %s, charge %q, authorization %q)",
+			app.ErrProviderOutcomeUnknown, op.noun, a.IdempotencyKey, a.Reference, a.Amount, a.Currency, a.Charge, a.Authorization)
 	}
 	return decisionOf(op, a)
 }
@@ -255,8 +339,9 @@ func decisionOf(op operation, a answer) (app.ProviderDecision, error) {
 //     side or of the moment (credentials, the URL, a rate limit) that an
 //     operator or time fixes: not charged, for now. A wrong API key must
 //     not end every payment FAILED.
-//   - 5xx with "charged": false ("refunded": false for a refund): the
-//     provider says it did not charge (refund).
+//   - 5xx with "charged": false ("refunded", "authorized", "captured",
+//     "voided": false for the other kinds): the provider says it did not
+//     charge (refund, ...).
 //   - everything else, 409 in progress and other 5xx among them: unknown.
 func classifyRefusal(op operation, status int, body []byte) error {
 	var e errorAnswer
@@ -290,41 +375,100 @@ func (c *Client) LookupRefund(ctx context.Context, idempotencyKey string) (app.P
 	return c.lookup(ctx, c.refunds, idempotencyKey)
 }
 
+// LookupAuthorization implements app.AuthorizationProvider: GET
+// /v1/authorizations?idempotency_key=, sorted as LookupCharge sorts a
+// charge's.
+func (c *Client) LookupAuthorization(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
+	return c.lookup(ctx, c.authorizations, idempotencyKey)
+}
+
+// LookupCapture implements app.CaptureProvider: GET
+// /v1/captures?idempotency_key=, sorted as LookupCharge sorts a charge's.
+func (c *Client) LookupCapture(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
+	return c.lookup(ctx, c.captures, idempotencyKey)
+}
+
+// LookupVoid implements app.VoidProvider: GET /v1/voids?idempotency_key=,
+// sorted as LookupCharge sorts a charge's.
+func (c *Client) LookupVoid(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
+	return c.lookup(ctx, c.voids, idempotencyKey)
+}
+
+// Hold implements app.AuthorizationProvider with the lookup of the
+// authorization, whose "hold" says where it stands (the provider notices a
+// lapse before it answers). ErrNoProviderCharge is the provider's own
+// "no authorization under the key"; a declined authorization holds
+// nothing, which no HoldStatus says, so it is an error that wraps none of
+// the ports' (unknown to the outcome model, as anything else that is not
+// a readable hold).
+func (c *Client) Hold(ctx context.Context, idempotencyKey string) (app.HoldStatus, error) {
+	a, err := c.get(ctx, c.authorizations, idempotencyKey)
+	if err != nil {
+		return "", err
+	}
+	switch a.Status {
+	case "succeeded":
+	case "declined":
+		return "", fmt.Errorf("the authorization %s was declined: it holds nothing", a.ID)
+	default:
+		return "", fmt.Errorf("%w: authorization %s has status %q", app.ErrProviderOutcomeUnknown, a.ID, a.Status)
+	}
+	switch h := app.HoldStatus(a.Hold); h {
+	case app.HoldActive, app.HoldCaptured, app.HoldVoided, app.HoldExpired:
+		return h, nil
+	default:
+		return "", fmt.Errorf("%w: authorization %s has hold %q", app.ErrProviderOutcomeUnknown, a.ID, a.Hold)
+	}
+}
+
 // lookup asks op's lookup what the provider holds under a key.
 func (c *Client) lookup(ctx context.Context, op operation, idempotencyKey string) (app.ProviderDecision, error) {
+	a, err := c.get(ctx, op, idempotencyKey)
+	if err != nil {
+		return "", err
+	}
+	return decisionOf(op, a)
+}
+
+// get reads op's lookup of a key: the key's answer, or an error of the
+// ports' (ErrNoProviderCharge, ErrProviderOutcomeUnknown).
+func (c *Client) get(ctx context.Context, op operation, idempotencyKey string) (answer, error) {
 	u := *op.url
 	u.RawQuery = url.Values{"idempotency_key": {idempotencyKey}}.Encode()
 	httpReq, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return "", fmt.Errorf("%w: build lookup: %v", app.ErrProviderOutcomeUnknown, err)
+		return answer{}, fmt.Errorf("%w: build lookup: %v", app.ErrProviderOutcomeUnknown, err)
 	}
 	resp, err := c.http.Do(httpReq)
 	if err != nil {
-		return "", fmt.Errorf("%w: lookup: %v", app.ErrProviderOutcomeUnknown, err)
+		return answer{}, fmt.Errorf("%w: lookup: %v", app.ErrProviderOutcomeUnknown, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
 	if err != nil {
-		return "", fmt.Errorf("%w: reading the lookup (%s): %v", app.ErrProviderOutcomeUnknown, resp.Status, err)
+		return answer{}, fmt.Errorf("%w: reading the lookup (%s): %v", app.ErrProviderOutcomeUnknown, resp.Status, err)
 	}
 	var e errorAnswer
 	switch {
 	case resp.StatusCode == http.StatusOK:
 		var a answer
 		if err := json.Unmarshal(body, &a); err != nil || a.IdempotencyKey != idempotencyKey {
-			return "", fmt.Errorf("%w: the lookup's answer is not the key's %s (%v)", app.ErrProviderOutcomeUnknown, op.noun, err)
+			return answer{}, fmt.Errorf("%w: the lookup's answer is not the key's %s (%v)", app.ErrProviderOutcomeUnknown, op.noun, err)
 		}
-		return decisionOf(op, a)
+		return a, nil
 	case resp.StatusCode == http.StatusNotFound && json.Unmarshal(body, &e) == nil && e.Error.Type == op.notFound:
 		// Only the provider's own "none under the key": a 404 from anything
 		// in front of it (a wrong path, a proxy) says nothing about the key.
-		return "", fmt.Errorf("%w: %s", app.ErrNoProviderCharge, e.Error.Message)
+		return answer{}, fmt.Errorf("%w: %s", app.ErrNoProviderCharge, e.Error.Message)
 	default:
-		return "", fmt.Errorf("%w: lookup answered %s", app.ErrProviderOutcomeUnknown, resp.Status)
+		return answer{}, fmt.Errorf("%w: lookup answered %s", app.ErrProviderOutcomeUnknown, resp.Status)
 	}
 }
 
 var (
-	_ app.ChargeProvider = (*Client)(nil)
-	_ app.RefundProvider = (*Client)(nil)
+	_ app.ChargeProvider        = (*Client)(nil)
+	_ app.RefundProvider        = (*Client)(nil)
+	_ app.AuthorizationProvider = (*Client)(nil)
+	_ app.CaptureProvider       = (*Client)(nil)
+	_ app.VoidProvider          = (*Client)(nil)
 )

@@ -60,11 +60,14 @@ func refund(t *testing.T, external string) app.ProviderRefund {
 	return app.ProviderRefund{IdempotencyKey: r.ProviderIdempotencyKey(), ChargeKey: p.Charge.ProviderIdempotencyKey(), Refund: r}
 }
 
-// opKind is one of the adapter's two calls, for the tests that hold for
-// both: every answer of the provider sorts into the same four cases.
+// opKind is one of the adapter's calls, for the tests that hold for all:
+// every answer of the provider sorts into the same four cases.
 type opKind struct {
 	name string
-	// create charges (refunds) 10.50 under the reference external.
+	// prepare, when set, makes at provider what create needs (the
+	// authorization a capture takes), over a connection of its own.
+	prepare func(t *testing.T, provider *sandboxprovider.Server, external string)
+	// create charges (refunds, ...) 10.50 under the reference external.
 	create func(t *testing.T, c *sandbox.Client, external string) (app.ProviderDecision, error)
 	// key is the provider key create uses for external.
 	key    func(t *testing.T, external string) string
@@ -88,6 +91,84 @@ var opKinds = []opKind{
 		},
 		key:  func(t *testing.T, ext string) string { return refund(t, ext).IdempotencyKey },
 		made: func(p *sandboxprovider.Server, ext string) int { return len(p.Ledger().SucceededRefunds(ext)) }},
+	{name: "authorization", flag: "authorized", notFound: "authorization_not_found", lookup: (*sandbox.Client).LookupAuthorization,
+		create: func(t *testing.T, c *sandbox.Client, ext string) (app.ProviderDecision, error) {
+			return c.Authorize(t.Context(), authorization(t, ext))
+		},
+		key:  func(_ *testing.T, ext string) string { return authKey(ext) },
+		made: func(p *sandboxprovider.Server, ext string) int { return len(p.Ledger().SucceededAuthorizations(ext)) }},
+	{name: "capture", flag: "captured", notFound: "capture_not_found", lookup: (*sandbox.Client).LookupCapture,
+		// The capture of external takes 10.50 of 1000.00 held under the
+		// reference pa_<external>.
+		prepare: func(t *testing.T, p *sandboxprovider.Server, ext string) { hold(t, p, "pa_"+ext, "1000.00") },
+		create: func(t *testing.T, c *sandbox.Client, ext string) (app.ProviderDecision, error) {
+			return c.Capture(t.Context(), capture(t, ext))
+		},
+		key:  func(_ *testing.T, ext string) string { return "capture:" + ext },
+		made: func(p *sandboxprovider.Server, ext string) int { return len(p.Ledger().SucceededCaptures(ext)) }},
+}
+
+// voidKind is the void, for the tests its call fits: it sends no
+// reference, so it meets the faults of its authorization's, which prepare
+// makes under the reference external (a fault that never lets the
+// authorization be made, or a decline, cannot reach the void).
+var voidKind = opKind{name: "void", flag: "voided", notFound: "void_not_found", lookup: (*sandbox.Client).LookupVoid,
+	prepare: func(t *testing.T, p *sandboxprovider.Server, ext string) { hold(t, p, ext, "10.50") },
+	create: func(t *testing.T, c *sandbox.Client, ext string) (app.ProviderDecision, error) {
+		return c.Void(t.Context(), voidOf(ext))
+	},
+	key: func(_ *testing.T, ext string) string { return "void:" + ext },
+	made: func(p *sandboxprovider.Server, ext string) int {
+		_, ok := p.LookupVoid("void:" + ext)
+		return btoi(ok)
+	}}
+
+// authKey is the provider key of the authorization made for external.
+func authKey(external string) string { return "authorization:" + external }
+
+// authorization is the authorization of 10.50 RUB for external.
+func authorization(t *testing.T, external string) app.ProviderCharge {
+	t.Helper()
+	c := charge(t, external)
+	c.IdempotencyKey = authKey(external)
+	return c
+}
+
+// capture is the capture of 10.50 RUB under the reference external of the
+// authorization made for pa_<external>.
+func capture(t *testing.T, external string) app.ProviderCapture {
+	t.Helper()
+	m, err := domain.NewMoney(decimal.RequireFromString("10.50"), "RUB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return app.ProviderCapture{IdempotencyKey: "capture:" + external, AuthorizationKey: authKey("pa_" + external), Amount: m, Reference: external}
+}
+
+// voidOf is the void of the authorization made for external.
+func voidOf(external string) app.ProviderVoid {
+	return app.ProviderVoid{IdempotencyKey: "void:" + external, AuthorizationKey: authKey(external)}
+}
+
+// hold authorizes amount RUB for external at provider, asking again until
+// the provider holds it (a fault of its reference may lose or refuse the
+// first request), over a connection of its own.
+func hold(t *testing.T, provider *sandboxprovider.Server, external, amount string) {
+	t.Helper()
+	c := client(t, provider.URL)
+	req := authorization(t, external)
+	m, err := domain.NewMoney(decimal.RequireFromString(amount), "RUB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Charge.Amount = m
+	waitUntil(t, func() bool {
+		if a, ok := provider.LookupAuthorization(req.IdempotencyKey); ok {
+			return a.Status == sandboxprovider.StatusSucceeded
+		}
+		_, _ = c.Authorize(context.Background(), req)
+		return false
+	})
 }
 
 // prepare charges the payment the refunds refund, at provider, and waits
@@ -103,6 +184,9 @@ func prepare(t *testing.T, provider *sandboxprovider.Server) {
 // case it falls in and whether the provider made it.
 func expect(t *testing.T, k opKind, c *sandbox.Client, provider *sandboxprovider.Server, external, want string, wantMade bool) {
 	t.Helper()
+	if k.prepare != nil {
+		k.prepare(t, provider, external)
+	}
 	if got := outcome(k.create(t, c, external)); got != want {
 		t.Fatalf("outcome = %s, want %s", got, want)
 	}
@@ -149,6 +233,18 @@ func TestRefundSortsEveryAnswerIntoThePortsCases(t *testing.T) {
 	sortsEveryAnswer(t, opKinds[1])
 }
 
+// The same for an authorization.
+func TestAuthorizeSortsEveryAnswerIntoThePortsCases(t *testing.T) {
+	t.Parallel()
+	sortsEveryAnswer(t, opKinds[2])
+}
+
+// The same for a capture, by its own reference.
+func TestCaptureSortsEveryAnswerIntoThePortsCases(t *testing.T) {
+	t.Parallel()
+	sortsEveryAnswer(t, opKinds[3])
+}
+
 // sortsEveryAnswer makes k's call meet every answer of the sandbox.
 func sortsEveryAnswer(t *testing.T, k opKind) {
 	tests := []struct {
@@ -176,7 +272,8 @@ func sortsEveryAnswer(t *testing.T, k opKind) {
 }
 
 // The same provider key with other parameters is refused before anything
-// is done, for good; so is a refund beyond what its charge has left.
+// is done, for good; so is a refund beyond what its charge has left, and a
+// capture or void the hold no longer allows.
 func TestOtherParametersUnderAKeyAreRefused(t *testing.T) {
 	t.Parallel()
 	provider := sandboxprovider.StartForTest(t, sandboxprovider.Config{})
@@ -192,6 +289,17 @@ func TestOtherParametersUnderAKeyAreRefused(t *testing.T) {
 	otherRefund.Refund.Amount = ninetyNine
 	beyond := refund(t, "re_beyond")
 	beyond.Refund.Amount = tooMuch
+	otherAuthorization := authorization(t, "pa_ok")
+	otherAuthorization.Charge.Amount = ninetyNine
+	hold(t, provider, "pa_cp_ok", "1000.00")
+	otherCapture := capture(t, "cp_ok")
+	otherCapture.Amount = ninetyNine
+	secondCapture := capture(t, "cp_ok")
+	secondCapture.IdempotencyKey = "capture:cp_second"
+	hold(t, provider, "pa_cp_small", "10.50")
+	aboveTheHold := capture(t, "cp_small")
+	aboveTheHold.Amount = ninetyNine
+	approved := func() (app.ProviderDecision, error) { return app.ProviderApproved, nil }
 	tests := []struct {
 		name  string
 		first func() (app.ProviderDecision, error)
@@ -201,8 +309,18 @@ func TestOtherParametersUnderAKeyAreRefused(t *testing.T) {
 			func() (app.ProviderDecision, error) { return c.Charge(ctx, otherCharge) }},
 		{"refund", func() (app.ProviderDecision, error) { return c.Refund(ctx, refund(t, "re_ok")) },
 			func() (app.ProviderDecision, error) { return c.Refund(ctx, otherRefund) }},
-		{"refund beyond the charge", func() (app.ProviderDecision, error) { return app.ProviderApproved, nil },
+		{"refund beyond the charge", approved,
 			func() (app.ProviderDecision, error) { return c.Refund(ctx, beyond) }},
+		{"authorization", func() (app.ProviderDecision, error) { return c.Authorize(ctx, authorization(t, "pa_ok")) },
+			func() (app.ProviderDecision, error) { return c.Authorize(ctx, otherAuthorization) }},
+		{"capture", func() (app.ProviderDecision, error) { return c.Capture(ctx, capture(t, "cp_ok")) },
+			func() (app.ProviderDecision, error) { return c.Capture(ctx, otherCapture) }},
+		{"a second capture of the hold", approved,
+			func() (app.ProviderDecision, error) { return c.Capture(ctx, secondCapture) }},
+		{"a capture above the hold", approved,
+			func() (app.ProviderDecision, error) { return c.Capture(ctx, aboveTheHold) }},
+		{"a void of the captured hold", approved,
+			func() (app.ProviderDecision, error) { return c.Void(ctx, voidOf("pa_cp_ok")) }},
 	}
 	for _, tc := range tests {
 		if got := outcome(tc.first()); got != string(app.ProviderApproved) {
@@ -228,12 +346,29 @@ func TestLookupRefundSortsEveryAnswer(t *testing.T) {
 	lookupSortsEveryAnswer(t, opKinds[1])
 }
 
+// The same for the lookup of an authorization.
+func TestLookupAuthorizationSortsEveryAnswer(t *testing.T) {
+	t.Parallel()
+	lookupSortsEveryAnswer(t, opKinds[2])
+}
+
+// The same for the lookup of a capture.
+func TestLookupCaptureSortsEveryAnswer(t *testing.T) {
+	t.Parallel()
+	lookupSortsEveryAnswer(t, opKinds[3])
+}
+
 // lookupSortsEveryAnswer looks up keys of k in every state.
 func lookupSortsEveryAnswer(t *testing.T, k opKind) {
 	provider := sandboxprovider.StartForTest(t, sandboxprovider.Config{Latency: time.Second})
 	prepare(t, provider)
 	c := client(t, provider.URL)
 
+	for _, external := range []string{"pi_ok", "decline_x", "refuse_x", "pi_slow"} {
+		if k.prepare != nil {
+			k.prepare(t, provider, external)
+		}
+	}
 	for _, external := range []string{"pi_ok", "decline_x", "refuse_x"} {
 		_, _ = k.create(t, c, external) // the client's timeout is shorter than the latency; the provider goes on
 	}
@@ -342,7 +477,7 @@ func TestNetworkFailures(t *testing.T) {
 		{faultproxy.LoseResponses, "unknown", true}, // processed, answer lost
 		{faultproxy.Pass, string(app.ProviderApproved), true},
 	}
-	for _, k := range opKinds {
+	for _, k := range append(opKinds, voidKind) {
 		t.Run(k.name, func(t *testing.T) {
 			t.Parallel()
 			provider := sandboxprovider.StartForTest(t, sandboxprovider.Config{})
@@ -391,8 +526,9 @@ func TestNoHiddenResendOnAReusedConnection(t *testing.T) {
 // (refund), a 200 that is not JSON, rate limiting, a 5xx that says nothing.
 func TestAnswersFromSomethingElse(t *testing.T) {
 	t.Parallel()
-	// FLAG stands for the kind's "charged" or "refunded"; CHARGE for the
-	// "charge" field a refund's answer carries.
+	// FLAG stands for the kind's "charged", "refunded", ...; CHARGE for the
+	// "charge" field a refund's answer carries, or the "authorization" a
+	// capture's does.
 	tests := []struct {
 		name   string
 		status int
@@ -414,7 +550,8 @@ func TestAnswersFromSomethingElse(t *testing.T) {
 		{"503 nothing done", 503, `{"error":{"type":"api_unavailable","FLAG":false}}`, "not charged"},
 		{"504 gateway page", 504, `<html>Gateway Timeout</html>`, "unknown"},
 	}
-	charges := map[string]string{"charge": "", "refund": `,"charge":"` + refund(t, "pi_1").ChargeKey + `"`}
+	charges := map[string]string{"charge": "", "refund": `,"charge":"` + refund(t, "pi_1").ChargeKey + `"`,
+		"authorization": "", "capture": `,"authorization":"` + capture(t, "pi_1").AuthorizationKey + `"`}
 	for _, k := range opKinds {
 		for _, tc := range tests {
 			t.Run(k.name+"/"+tc.name, func(t *testing.T) {
