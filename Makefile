@@ -13,8 +13,8 @@ BIN         ?= bin
 
 help:
 	@echo "make dev      run the service on a throwaway PostgreSQL (no Docker), http://127.0.0.1:8080"
-	@echo "make demo     publish an order event, charge it twice and with a changed body, refund part of it (and replay, over-refund, list), show rows and events (needs make dev or compose)"
-	@echo "make compose-check  docker-compose.yml and the Dockerfile run for real: health, make demo, a refund, traces, metrics (docs/compose-check.md)"
+	@echo "make demo     publish an order event, charge it twice and with a changed body, refund part of it (and replay, over-refund, list), show rows and events; then a saga step by command: charge, compensate, re-send, each reply (needs make dev or compose)"
+	@echo "make compose-check  docker-compose.yml and the Dockerfile run for real: health, make demo, a refund, traces, metrics, a saga step's reply (docs/compose-check.md)"
 	@echo "make test     run every test with -race against real PostgreSQL (and a Kafka-protocol broker)"
 	@echo "make fresh-machine-check  make dev and make test on a fresh Debian root (debootstrap, chroot): nothing installed by hand"
 	@echo "make test-kafka  run the Kafka tests again against a real Apache Kafka broker (scripts/kafka-local.sh)"
@@ -46,8 +46,9 @@ demo:
 # docker compose up, proven (docs/compose-check.md): the unchanged
 # Dockerfile and docker-compose.yml on a Docker daemon of the check's own,
 # host networking only, stand-in base images built from Debian's packages;
-# then the health checks, make demo, an order event, a refund, a trace and
-# Prometheus's scrape. Needs root, docker.io, docker-compose, debootstrap.
+# then the health checks, make demo, an order event, a refund, a trace,
+# Prometheus's scrape, and a ChargeOrder.v1 answered on payment.replies.
+# Needs root, docker.io, docker-compose, debootstrap.
 compose-check:
 	deploy/compose-check/check.sh
 

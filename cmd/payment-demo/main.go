@@ -10,12 +10,22 @@
 // to pay that order again under a new key and a new external payment. It
 // charges and refunds through the reference client (pkg/paymentclient), as
 // a client must: the same key on every retry, 409 request-in-progress and
-// 503 retried after Retry-After, every attempt printed.
+// 503 retried after Retry-After, every attempt printed. Last, it runs the
+// payment step of an order saga as an orchestrator does (saga.go): a
+// ChargeOrder.v1 on payment.commands answered PaymentStepCharged.v1 on
+// payment.replies, the step's payment read by the saga's client, a
+// CompensateCharge.v1 answered PaymentStepCompensated.v1, and the charge
+// step re-sent, answered with its stored reply; it fails if a reply does
+// not come within a minute.
 //
 //	API_URL        default http://127.0.0.1:8080
 //	API_KEY        default demo-secret
+//	SAGA_API_KEY   default saga-secret (the key of the saga's client, SAGA_CLIENT_ID)
 //	KAFKA_BROKERS  default 127.0.0.1:9092 (the dev stack's and compose's host listener)
 //	PROVIDER_URL   default http://127.0.0.1:8081 (the sandbox provider, for its ledger)
+//
+// The topics are the service's defaults: order.events, payment.events,
+// payment.commands and payment.replies.
 //
 // With -seed-orders it only publishes the tour's orders (docs/tour.md: 1001,
 // 1002, 1003) as OrderCreated.v1 events to order.events, once the topic
@@ -51,12 +61,24 @@ import (
 // the service's consumer reads them (ORDER_EVENTS_TOPIC's default).
 const orderEventsTopic = "order.events"
 
+// topics are the topics the demo writes and reads.
+type topics struct {
+	orders   string // order events (ORDER_EVENTS_TOPIC)
+	events   string // payment events (PAYMENT_EVENTS_TOPIC)
+	commands string // the saga's commands (PAYMENT_COMMANDS_TOPIC)
+	replies  string // the saga's replies (PAYMENT_REPLIES_TOPIC)
+}
+
+// defaultTopics are the service's defaults, which make dev and compose
+// keep.
+var defaultTopics = topics{orders: orderEventsTopic, events: "payment.events", commands: "payment.commands", replies: "payment.replies"}
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	seedOrders := flag.Bool("seed-orders", false, "only publish the tour's orders (docs/tour.md) as OrderCreated.v1 events, once order.events exists, and exit")
 	flag.Parse()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	do := run
 	if *seedOrders {
@@ -87,25 +109,35 @@ func seed(ctx context.Context) error {
 type demo struct {
 	api      string
 	key      string
+	sagaKey  string // the saga's client's key, to read a step's payment
 	brokers  []string
+	topics   topics
 	provider string
 	http     *http.Client // prints every answer (printingTransport)
 	client   *paymentclient.Client
 	// orderPause is the pause between charges of an order the service
 	// does not know yet (422 order-not-found).
 	orderPause time.Duration
+	// replyWait bounds the wait for each reply of a saga step: a step
+	// waits up to SAGA_ORDER_WAIT (30 s) for its order, and its reply
+	// leaves through the outbox.
+	replyWait time.Duration
 }
 
 // newDemo returns a demo against the service at api, charging through the
-// reference client over a transport that prints every attempt.
+// reference client over a transport that prints every attempt, on the
+// service's default topics.
 func newDemo(api, key, provider string, brokers []string) (demo, error) {
 	d := demo{
 		api:        strings.TrimRight(api, "/"),
 		key:        key,
+		sagaKey:    "saga-secret",
 		brokers:    brokers,
+		topics:     defaultTopics,
 		provider:   strings.TrimRight(provider, "/"),
 		http:       &http.Client{Timeout: 30 * time.Second, Transport: printingTransport{next: http.DefaultTransport}},
 		orderPause: 200 * time.Millisecond,
+		replyWait:  time.Minute,
 	}
 	client, err := paymentclient.New(paymentclient.Config{BaseURL: d.api, APIKey: key, HTTPClient: d.http})
 	if err != nil {
@@ -128,6 +160,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	d.sagaKey = env("SAGA_API_KEY", d.sagaKey)
 	// A fresh order each run, so the demo can be repeated on one stack.
 	orderID := 500_000 + time.Now().Unix()%1_000_000
 	eventID, err := uuid.NewV7()
@@ -136,7 +169,7 @@ func run(ctx context.Context) error {
 	}
 
 	step("1. publish OrderCreated.v1 for order %d to order.events", orderID)
-	if err := d.createOrder(ctx, eventID, orderID); err != nil {
+	if err := d.createOrder(ctx, eventID, uuid.New(), orderID); err != nil {
 		return err
 	}
 
@@ -175,7 +208,10 @@ func run(ctx context.Context) error {
 	if err := d.refund(ctx, first.Payment, "demo-refund-"+eventID.String()); err != nil {
 		return err
 	}
-	return d.lostAnswer(ctx, orderID+2_000_000)
+	if err := d.lostAnswer(ctx, orderID+2_000_000); err != nil {
+		return err
+	}
+	return d.saga(ctx, orderID+4_000_000)
 }
 
 // refundSteps numbers the refund's steps, after the charge's six.
@@ -244,7 +280,7 @@ func (d demo) lostAnswer(ctx context.Context, orderID int64) error {
 		return err
 	}
 	step("11. an answer lost: order %d, charged through a provider that drops the connection after charging", orderID)
-	if err := d.createOrder(ctx, eventID, orderID); err != nil {
+	if err := d.createOrder(ctx, eventID, uuid.New(), orderID); err != nil {
 		return err
 	}
 	key := "demo-lost-" + eventID.String()
@@ -263,13 +299,14 @@ func (d demo) lostAnswer(ctx context.Context, orderID int64) error {
 	return expect(d.client.Charge(ctx, key+"-again", demoCharge(orderID, "pi_demo_again_"+strconv.FormatInt(orderID, 10))))(paymentclient.ErrOrderAlreadyPaid)
 }
 
-// createOrder publishes OrderCreated.v1. The first charge waits for the
-// projection (chargeOnceOrderKnown): a client sees an order on GET /orders
-// only once it has a payment for it.
-func (d demo) createOrder(ctx context.Context, eventID uuid.UUID, orderID int64) error {
-	event := demoorders.Event{EventID: eventID, SagaID: uuid.New(), OccurredAt: time.Now(),
+// createOrder publishes OrderCreated.v1 of the order's saga. The first
+// charge waits for the projection (chargeOnceOrderKnown, or the saga step
+// itself): a client sees an order on GET /orders only once it has a payment
+// for it.
+func (d demo) createOrder(ctx context.Context, eventID, sagaID uuid.UUID, orderID int64) error {
+	event := demoorders.Event{EventID: eventID, SagaID: sagaID, OccurredAt: time.Now(),
 		Order: demoorders.Order{ID: orderID, CustomerID: 42, Amount: "100.50", Currency: "RUB"}}
-	if err := demoorders.Publish(ctx, d.brokers, orderEventsTopic, event); err != nil {
+	if err := demoorders.Publish(ctx, d.brokers, d.topics.orders, event); err != nil {
 		return err
 	}
 	m, err := event.Message()
@@ -348,34 +385,47 @@ func (d demo) chargeOnceOrderKnown(ctx context.Context, key string, req paymentc
 	}
 }
 
-// printPaymentEvent reads payment.events from the start until it finds the
-// event of paymentID (bounded by ctx).
+// printPaymentEvent finds the event of paymentID on payment.events and
+// prints it.
 func (d demo) printPaymentEvent(ctx context.Context, paymentID int64) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	m, err := d.awaitRecord(ctx, d.topics.events, 30*time.Second, func(m kafka.Message) bool {
+		var ev struct {
+			PaymentID int64 `json:"paymentId"`
+		}
+		return json.Unmarshal(m.Value, &ev) == nil && ev.PaymentID == paymentID
+	})
+	if err != nil {
+		return fmt.Errorf("no payment event within 30s (is the outbox relay running? KAFKA_BROKERS set for the service?): %w", err)
+	}
+	printRecord(m)
+	return nil
+}
+
+// awaitRecord reads topic from the start of each partition until a record
+// matches, for wait at most.
+func (d demo) awaitRecord(ctx context.Context, topic string, wait time.Duration, match func(kafka.Message) bool) (kafka.Message, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	conn, err := kafka.DialContext(ctx, "tcp", d.brokers[0])
 	if err != nil {
-		return err
+		return kafka.Message{}, err
 	}
-	parts, err := conn.ReadPartitions("payment.events")
+	parts, err := conn.ReadPartitions(topic)
 	conn.Close()
 	if err != nil {
-		return err
+		return kafka.Message{}, err
 	}
 	found := make(chan kafka.Message, len(parts))
 	for _, p := range parts {
 		go func() {
-			r := kafka.NewReader(kafka.ReaderConfig{Brokers: d.brokers, Topic: "payment.events", Partition: p.ID, MaxWait: 200 * time.Millisecond})
+			r := kafka.NewReader(kafka.ReaderConfig{Brokers: d.brokers, Topic: topic, Partition: p.ID, MaxWait: 200 * time.Millisecond})
 			defer r.Close()
 			for {
 				m, err := r.ReadMessage(ctx)
 				if err != nil {
 					return
 				}
-				var ev struct {
-					PaymentID int64 `json:"paymentId"`
-				}
-				if json.Unmarshal(m.Value, &ev) == nil && ev.PaymentID == paymentID {
+				if match(m) {
 					found <- m
 					return
 				}
@@ -384,14 +434,18 @@ func (d demo) printPaymentEvent(ctx context.Context, paymentID int64) error {
 	}
 	select {
 	case m := <-found:
-		for _, h := range m.Headers {
-			fmt.Printf("header %s: %s\n", h.Key, h.Value)
-		}
-		var pretty bytes.Buffer
-		_ = json.Indent(&pretty, m.Value, "", "  ")
-		fmt.Printf("key %s, partition %d, offset %d\n%s\n", m.Key, m.Partition, m.Offset, pretty.String())
-		return nil
+		return m, nil
 	case <-ctx.Done():
-		return errors.New("no payment event within 30s (is the outbox relay running? KAFKA_BROKERS set for the service?)")
+		return kafka.Message{}, ctx.Err()
 	}
+}
+
+// printRecord prints a record's headers, key, place and value.
+func printRecord(m kafka.Message) {
+	for _, h := range m.Headers {
+		fmt.Printf("header %s: %s\n", h.Key, h.Value)
+	}
+	var pretty bytes.Buffer
+	_ = json.Indent(&pretty, m.Value, "", "  ")
+	fmt.Printf("key %s, partition %d, offset %d\n%s\n", m.Key, m.Partition, m.Offset, pretty.String())
 }

@@ -4,10 +4,12 @@
 // Kafka-protocol broker (kfake, internal/kafkatest) on 127.0.0.1:9092 with
 // the service's topics; the sandbox payment provider's HTTP server
 // (internal/sandboxprovider) on 127.0.0.1:8081; and the service on
-// 127.0.0.1:8080 with the demo API key, charging through that provider over
-// HTTP, with its order consumer and outbox relay running against that
-// broker. Ctrl-C stops everything and removes the data. It is what `make
-// dev` runs; it is not the production binary, which does not link kfake.
+// 127.0.0.1:8080 with the demo API keys (the demo client's, and the saga
+// client's, which reads the payments of the saga's steps), charging through
+// that provider over HTTP, with its order consumer, saga commands consumer
+// and outbox relay running against that broker. Ctrl-C stops everything
+// and removes the data. It is what `make dev` runs; it is not the
+// production binary, which does not link kfake.
 //
 // Any variable the service reads (docs/operations.md) can still be set to override
 // the dev defaults, except DATABASE_URL, which always points at the
@@ -51,10 +53,12 @@ import (
 	"github.com/example/payment-service/internal/service"
 )
 
-// devDefaults are the dev stack's settings where the environment says nothing.
+// devDefaults are the dev stack's settings where the environment says
+// nothing. The saga client (SAGA_CLIENT_ID's default) has a key so that the
+// tour can read the payment a saga step made over HTTP.
 var devDefaults = map[string]string{
 	"HTTP_ADDR": "127.0.0.1:8080",
-	"API_KEYS":  "demo-client:demo-secret",
+	"API_KEYS":  "demo-client:demo-secret,saga:saga-secret",
 }
 
 func main() {
@@ -210,10 +214,10 @@ func printWelcome(s devStack) {
 	fmt.Fprintf(os.Stderr, `
 payment-dev is up (Ctrl-C stops it and removes the data).
 
-  API       http://%[1]s   (API key: demo-secret)
+  API       http://%[1]s   (API key: demo-secret; the saga's payments: saga-secret)
   health    http://%[1]s/healthz  http://%[1]s/readyz  http://%[1]s/metrics
   database  psql '%[2]s'
-  kafka     %[3]s   (topics order.events, order.events.DLT, payment.events)
+  kafka     %[3]s   (topics %[6]s)
   provider  %[4]s   (sandbox payment provider; what it charged: %[4]s/v1/ledger)
   webhooks  %[5]s
   orders    1001 (customer 42, 100.50 RUB), 1002 (customer 42, 2500.00 RUB), 1003 (customer 7, 19.99 EUR)
@@ -226,15 +230,19 @@ Charge order 1001:
     -H 'Idempotency-Key: demo-key-1' \
     -d '{"orderId":1001,"customerId":42,"amount":"100.50","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_demo_1"}'
 
-Then, in another terminal, the whole walk-through with a Kafka event:
+Then, in another terminal, the whole walk-through with a Kafka event and a
+saga step by command:
 
   make demo
 
-`, s.addr, s.dsn, s.brokers, s.providerURL, s.webhooks.line())
+`, s.addr, s.dsn, s.brokers, s.providerURL, s.webhooks.line(), topicNames())
 }
 
 // devTopics are the topics the service uses, with their partitions (as in
-// docker-compose.yml's kafka-init).
+// docker-compose.yml's kafka-init): the order events and their dead
+// letters, the payment events, and the saga's commands, their dead letters
+// and its replies. The broker creates no topic by itself (nor does
+// compose's), so each is made here, before the service starts.
 var devTopics = []struct {
 	name       string
 	partitions int
@@ -242,6 +250,18 @@ var devTopics = []struct {
 	{"order.events", 3},
 	{"order.events.DLT", 1},
 	{"payment.events", 3},
+	{"payment.commands", 3},
+	{"payment.commands.DLT", 1},
+	{"payment.replies", 3},
+}
+
+// topicNames lists devTopics for the welcome.
+func topicNames() string {
+	names := make([]string, len(devTopics))
+	for i, t := range devTopics {
+		names[i] = t.name
+	}
+	return strings.Join(names, ", ")
 }
 
 // startBroker starts the in-process broker with the service's topics, unless

@@ -13,8 +13,48 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/example/payment-service/internal/config"
 	"github.com/example/payment-service/internal/sandboxprovider"
 )
+
+// The dev broker holds every topic the service reads or writes with the
+// dev defaults (a topic left out fails its consumer or its relay at
+// start), and the saga's client has a key, so the tour can read the
+// payment of a saga step.
+func TestDevStackHasTheServicesTopicsAndTheSagasKey(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Load(func(name string) string {
+		switch name {
+		case "DATABASE_URL":
+			return "postgres://dev@127.0.0.1:1/dev"
+		case "KAFKA_BROKERS":
+			return "127.0.0.1:9092"
+		case "SANDBOX_PROVIDER_URL":
+			return "http://127.0.0.1:8081"
+		}
+		return devDefaults[name]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	made := map[string]bool{}
+	for _, topic := range devTopics {
+		made[topic.name] = true
+	}
+	for _, topic := range []string{cfg.OrderConsumer.Topic, cfg.OrderConsumer.DLTTopic, cfg.PaymentEventsTopic,
+		cfg.Saga.CommandsTopic, cfg.Saga.CommandsDLTTopic, cfg.Saga.RepliesTopic} {
+		if !made[topic] {
+			t.Errorf("the service uses topic %s, which make dev does not create", topic)
+		}
+	}
+	keyed := false
+	for _, k := range cfg.APIKeys {
+		keyed = keyed || k.ClientID == cfg.Saga.ClientID
+	}
+	if !keyed {
+		t.Errorf("the saga's client %q has no key in the dev API_KEYS %q", cfg.Saga.ClientID, devDefaults["API_KEYS"])
+	}
+}
 
 // The dev provider's webhooks go to the service's own address (a wildcard
 // listener is reached on loopback), with a generated secret unless one is

@@ -4,7 +4,8 @@
 # on a Docker daemon of its own, with stand-in base images built here, and
 # checks that the stack works: every health check, `make demo`, an order
 # event projected, a charge refunded, the provider's webhooks delivered, a
-# trace received, Prometheus scraping.
+# trace received, Prometheus scraping, and a saga step sent by command
+# answered on payment.replies.
 # docs/compose-check.md says what each stand-in image is and how it differs
 # from upstream.
 #
@@ -454,6 +455,46 @@ check_metrics() {
     || die "grafana has no dashboard payment-service: $(cat "${RUN}/body")"
 }
 
+# A saga step by command, sent from inside the broker's container as an
+# orchestrator sends it: an order event for a new order, then at once a
+# ChargeOrder.v1 for it on payment.commands, keyed by its sagaId, with
+# eventId and eventType headers. Its PaymentStepCharged.v1 must arrive on
+# payment.replies within 60 s (the step itself waits for the order's
+# projection, up to SAGA_ORDER_WAIT: 30 s).
+check_saga_reply() {
+  local order_id saga_id event_id reply deadline
+  order_id=$((900000000 + $(date +%s) % 100000000))
+  saga_id="$(cat /proc/sys/kernel/random/uuid)"
+  suspect=kafka
+  log "publishing OrderCreated.v1 for order ${order_id}, then ChargeOrder.v1 of saga ${saga_id} to payment.commands, with kafka-console-producer"
+  printf '%s|{"eventId":"%s","sagaId":"%s","eventType":"OrderCreated.v1","orderId":%s,"customerId":42,"amount":75.25,"currency":"RUB","occurredAt":"%s"}\n' \
+    "$order_id" "$(cat /proc/sys/kernel/random/uuid)" "$saga_id" "$order_id" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" |
+    timeout 120 "${COMPOSE[@]}" exec -T kafka /opt/kafka/bin/kafka-console-producer.sh --bootstrap-server kafka:29092 \
+      --topic order.events --reader-property parse.key=true --reader-property key.separator='|' >&2
+  event_id="$(cat /proc/sys/kernel/random/uuid)"
+  # Headers, a tab, the key, '|', the value: the console producer's line.
+  printf 'eventId:%s,eventType:ChargeOrder.v1\t%s|{"eventId":"%s","eventType":"ChargeOrder.v1","sagaId":"%s","stepName":"charge-payment","orderId":%s,"customerId":42,"amount":"75.25","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_compose_check_saga_%s","occurredAt":"%s"}\n' \
+    "$event_id" "$saga_id" "$event_id" "$saga_id" "$order_id" "$order_id" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" |
+    timeout 120 "${COMPOSE[@]}" exec -T kafka /opt/kafka/bin/kafka-console-producer.sh --bootstrap-server kafka:29092 \
+      --topic payment.commands --reader-property parse.headers=true --reader-property parse.key=true \
+      --reader-property key.separator='|' >&2
+
+  suspect=payment-service
+  deadline=$((SECONDS + 60))
+  while :; do
+    # The whole topic, until it has been quiet for 3 s.
+    timeout 60 "${COMPOSE[@]}" exec -T kafka /opt/kafka/bin/kafka-console-consumer.sh --bootstrap-server kafka:29092 \
+      --topic payment.replies --from-beginning --timeout-ms 3000 >"${RUN}/replies" 2>"${RUN}/replies.err" || true
+    reply="$(grep -F "\"sagaId\":\"${saga_id}\"" "${RUN}/replies" | head -n 1 || true)"
+    [[ -z "$reply" ]] || break
+    ((SECONDS < deadline)) || die "no reply to the ChargeOrder.v1 of saga ${saga_id} on payment.replies within 60 s ($(wc -l <"${RUN}/replies") replies there; the consumer said: $(tail -n 3 "${RUN}/replies.err"))"
+    sleep 2
+  done
+  [[ "$(jq -r .eventType <<<"$reply")" == PaymentStepCharged.v1 ]] \
+    || die "the ChargeOrder.v1 of saga ${saga_id} was answered ${reply}, want PaymentStepCharged.v1"
+  echo "compose-check: the ChargeOrder.v1 of saga ${saga_id} was answered on payment.replies: $(jq -c '{eventType, paymentId, orderId, amount, currency}' <<<"$reply")" >&2
+}
+
 main() {
   [[ "$(id -u)" == 0 ]] || die "run as root (dockerd)"
   local tool
@@ -496,6 +537,7 @@ main() {
   check_webhooks
   check_trace
   check_metrics
+  check_saga_reply
   suspect=""
 }
 

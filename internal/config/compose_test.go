@@ -204,6 +204,46 @@ func TestComposeSeedsTheToursOrders(t *testing.T) {
 	}
 }
 
+// kafka-init creates every topic the service reads or writes with
+// compose's environment (the broker creates none by itself:
+// KAFKA_AUTO_CREATE_TOPICS_ENABLE is false), and the saga's client has a
+// key, so the tour can read the payment of a saga step.
+func TestComposeCreatesTheServicesTopicsAndKeysTheSaga(t *testing.T) {
+	t.Parallel()
+	compose := readCompose(t)
+	svc := compose.Services["payment-service"]
+	cfg, err := config.Load(func(name string) string { return svc.Environment[name] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	init := strings.Join(compose.Services["kafka-init"].Command, " ")
+	m := regexp.MustCompile(`for spec in ([^;]*);`).FindStringSubmatch(init)
+	if m == nil {
+		t.Fatalf("kafka-init has no `for spec in ...;` list of topics: %s", init)
+	}
+	made := map[string]bool{}
+	for _, spec := range strings.Fields(m[1]) {
+		name, partitions, ok := strings.Cut(spec, ":")
+		if !ok || partitions == "" {
+			t.Errorf("kafka-init: %q is not topic:partitions", spec)
+		}
+		made[name] = true
+	}
+	for _, topic := range []string{cfg.OrderConsumer.Topic, cfg.OrderConsumer.DLTTopic, cfg.PaymentEventsTopic,
+		cfg.Saga.CommandsTopic, cfg.Saga.CommandsDLTTopic, cfg.Saga.RepliesTopic} {
+		if !made[topic] {
+			t.Errorf("the service uses topic %s, which kafka-init does not create", topic)
+		}
+	}
+	keyed := false
+	for _, k := range cfg.APIKeys {
+		keyed = keyed || k.ClientID == cfg.Saga.ClientID
+	}
+	if !keyed {
+		t.Errorf("the saga's client %q has no key in compose's API_KEYS", cfg.Saga.ClientID)
+	}
+}
+
 // dockerfileStage returns the text of the stage named target ("FROM ... AS
 // target" up to the next FROM), or "" if there is none.
 func dockerfileStage(dockerfile, target string) string {
