@@ -77,6 +77,54 @@ var samples = []sample{
 		required: []string{"eventId", "eventType", "paymentId", "orderId", "customerId", "amount", "currency", "paymentProvider", "externalPaymentId", "occurredAt"},
 	},
 	{
+		channel: "payment.events", key: "1004", headers: headersOf("PaymentAuthorized.v1"),
+		value: `{"eventId":"` + eventID + `","eventType":"PaymentAuthorized.v1","paymentId":10,"orderId":1004,"customerId":42,` +
+			`"amount":"50.00","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_hold_1","captureMethod":"manual","occurredAt":"2026-11-30T10:00:00Z"}`,
+		required: []string{"eventId", "eventType", "paymentId", "orderId", "customerId", "amount", "currency", "paymentProvider", "externalPaymentId", "occurredAt"},
+	},
+	{
+		channel: "payment.events", key: "1004", headers: headersOf("PaymentCaptured.v1"),
+		value: `{"eventId":"` + eventID + `","eventType":"PaymentCaptured.v1","paymentId":10,"orderId":1004,"customerId":42,` +
+			`"amount":"50.00","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_hold_1","captureMethod":"manual","capturedAmount":"30.00","externalCaptureId":"cap_1","occurredAt":"2026-11-30T10:00:00Z"}`,
+		required: []string{"eventId", "eventType", "paymentId", "orderId", "customerId", "amount", "currency", "paymentProvider", "externalPaymentId", "occurredAt"},
+	},
+	{
+		channel: "payment.events", key: "1004", headers: headersOf("CaptureDeclined.v1"),
+		value: `{"eventId":"` + eventID + `","eventType":"CaptureDeclined.v1","paymentId":10,"orderId":1004,"customerId":42,` +
+			`"amount":"50.00","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_hold_1","captureMethod":"manual","capturedAmount":"30.00","externalCaptureId":"cap_1","occurredAt":"2026-11-30T10:00:00Z"}`,
+		required: []string{"eventId", "eventType", "paymentId", "orderId", "customerId", "amount", "currency", "paymentProvider", "externalPaymentId", "occurredAt"},
+	},
+	{
+		channel: "payment.events", key: "1004", headers: headersOf("CaptureFailed.v1"),
+		value: `{"eventId":"` + eventID + `","eventType":"CaptureFailed.v1","paymentId":10,"orderId":1004,"customerId":42,` +
+			`"amount":"50.00","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_hold_1","captureMethod":"manual","capturedAmount":"30.00","externalCaptureId":"cap_1","occurredAt":"2026-11-30T10:00:00Z"}`,
+		required: []string{"eventId", "eventType", "paymentId", "orderId", "customerId", "amount", "currency", "paymentProvider", "externalPaymentId", "occurredAt"},
+	},
+	{
+		channel: "payment.events", key: "1004", headers: headersOf("PaymentVoided.v1"),
+		value: `{"eventId":"` + eventID + `","eventType":"PaymentVoided.v1","paymentId":10,"orderId":1004,"customerId":42,` +
+			`"amount":"50.00","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_hold_1","captureMethod":"manual","occurredAt":"2026-11-30T10:00:00Z"}`,
+		required: []string{"eventId", "eventType", "paymentId", "orderId", "customerId", "amount", "currency", "paymentProvider", "externalPaymentId", "occurredAt"},
+	},
+	{
+		channel: "payment.events", key: "1004", headers: headersOf("VoidDeclined.v1"),
+		value: `{"eventId":"` + eventID + `","eventType":"VoidDeclined.v1","paymentId":10,"orderId":1004,"customerId":42,` +
+			`"amount":"50.00","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_hold_1","captureMethod":"manual","occurredAt":"2026-11-30T10:00:00Z"}`,
+		required: []string{"eventId", "eventType", "paymentId", "orderId", "customerId", "amount", "currency", "paymentProvider", "externalPaymentId", "occurredAt"},
+	},
+	{
+		channel: "payment.events", key: "1004", headers: headersOf("VoidFailed.v1"),
+		value: `{"eventId":"` + eventID + `","eventType":"VoidFailed.v1","paymentId":10,"orderId":1004,"customerId":42,` +
+			`"amount":"50.00","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_hold_1","captureMethod":"manual","occurredAt":"2026-11-30T10:00:00Z"}`,
+		required: []string{"eventId", "eventType", "paymentId", "orderId", "customerId", "amount", "currency", "paymentProvider", "externalPaymentId", "occurredAt"},
+	},
+	{
+		channel: "payment.events", key: "1004", headers: headersOf("PaymentExpired.v1"),
+		value: `{"eventId":"` + eventID + `","eventType":"PaymentExpired.v1","paymentId":10,"orderId":1004,"customerId":42,` +
+			`"amount":"50.00","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_hold_1","captureMethod":"manual","occurredAt":"2026-11-30T10:00:00Z"}`,
+		required: []string{"eventId", "eventType", "paymentId", "orderId", "customerId", "amount", "currency", "paymentProvider", "externalPaymentId", "occurredAt"},
+	},
+	{
 		channel: "payment.events", key: "1001", headers: headersOf("PaymentRefunded.v1"),
 		value: `{"eventId":"` + eventID + `","sagaId":"` + sagaID + `","eventType":"PaymentRefunded.v1","refundId":3,"paymentId":7,"orderId":1001,` +
 			`"amount":"10.00","currency":"RUB","paymentProvider":"sandbox","externalRefundId":"re_1","occurredAt":"2026-11-30T10:00:00Z"}`,
