@@ -49,51 +49,50 @@ func TestAConcurrentIndexBuildThatFailedIsBuiltAgain(t *testing.T) {
 		if len(builds) == 0 {
 			continue
 		}
-		tested++
-		t.Run(file, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			dsn := testdb.New(t)
-			db, p := openProvider(t, dsn)
-			if _, err := p.DownTo(ctx, version-1); err != nil {
-				t.Fatalf("down to %d: %v", version-1, err)
-			}
-			// A run that failed at the first build had run what comes
-			// before it (00019 adds the column its index reads).
-			runStatements(ctx, t, db, up[:strings.Index(up, builds[0][0])])
-			for _, b := range builds {
+		for i, b := range builds {
+			tested++
+			t.Run(fmt.Sprintf("%s/%s", file, b[1]), func(t *testing.T) {
+				t.Parallel()
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				dsn := testdb.New(t)
+				db, p := openProvider(t, dsn)
+				if _, err := p.DownTo(ctx, version-1); err != nil {
+					t.Fatalf("down to %d: %v", version-1, err)
+				}
+				// A run that failed at this build had run what comes before
+				// it, the earlier builds included (a column its index reads
+				// may be added just before it).
+				runStatements(ctx, t, db, up[:buildAt(up, builds, i)])
 				leaveInvalidIndex(ctx, t, dsn, b[2], b[0])
 				if !exists(ctx, t, db, b[1]) {
 					t.Fatalf("the failed build of %s left no index behind: the test did not set up the failure", b[1])
 				}
-			}
 
-			if _, err := p.UpTo(ctx, version); err != nil {
-				t.Fatalf("running %s again after a failed build: %v", file, err)
-			}
-			for _, b := range builds {
-				if !exists(ctx, t, db, b[1]) {
-					continue // built, then dropped or renamed by the migration itself
+				if _, err := p.UpTo(ctx, version); err != nil {
+					t.Fatalf("running %s again after a failed build of %s: %v", file, b[1], err)
 				}
-				var valid bool
-				if err := db.QueryRowContext(ctx, `SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)`, b[1]).Scan(&valid); err != nil {
+				if exists(ctx, t, db, b[1]) { // not dropped or renamed by the migration itself
+					var valid bool
+					if err := db.QueryRowContext(ctx, `SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)`, b[1]).Scan(&valid); err != nil {
+						t.Fatal(err)
+					}
+					if !valid {
+						t.Errorf("%s: index %s is still invalid after the migration ran again", file, b[1])
+					}
+				}
+				var invalid int
+				if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_index WHERE NOT indisvalid`).Scan(&invalid); err != nil {
 					t.Fatal(err)
 				}
-				if !valid {
-					t.Errorf("%s: index %s is still invalid after the migration ran again", file, b[1])
+				if invalid != 0 {
+					t.Errorf("%s: %d invalid indexes after the migration ran again", file, invalid)
 				}
-			}
-			var invalid int
-			if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_index WHERE NOT indisvalid`).Scan(&invalid); err != nil {
-				t.Fatal(err)
-			}
-			if invalid != 0 {
-				t.Errorf("%s: %d invalid indexes after the migration ran again", file, invalid)
-			}
-			if _, err := p.Up(ctx); err != nil {
-				t.Fatalf("the migrations after %s: %v", file, err)
-			}
-		})
+				if _, err := p.Up(ctx); err != nil {
+					t.Fatalf("the migrations after %s: %v", file, err)
+				}
+			})
+		}
 	}
 	if tested == 0 {
 		t.Fatal("no migration builds an index CONCURRENTLY: the pattern no longer matches the files")
@@ -136,24 +135,58 @@ func upSection(t *testing.T, file string) (int64, string) {
 	return version, up
 }
 
-// runStatements runs the SQL statements of text, a part of a migration
-// with no function bodies, one at a time (DROP INDEX CONCURRENTLY may not
-// share a transaction with another statement).
+// runStatements runs the SQL statements of text, a part of a migration,
+// one at a time (DROP INDEX CONCURRENTLY may not share a transaction with
+// another statement); a block between goose's StatementBegin and
+// StatementEnd is one statement, as goose runs it.
 func runStatements(ctx context.Context, t *testing.T, db *sql.DB, text string) {
 	t.Helper()
-	for _, stmt := range strings.Split(text, ";") {
-		var code []string
-		for _, line := range strings.Split(stmt, "\n") {
-			if !strings.HasPrefix(strings.TrimSpace(line), "--") {
-				code = append(code, line)
-			}
+	for text != "" {
+		plain, rest, block := strings.Cut(text, "-- +goose StatementBegin")
+		for _, stmt := range strings.Split(withoutComments(plain), ";") {
+			run(ctx, t, db, stmt)
 		}
-		if sql := strings.TrimSpace(strings.Join(code, "\n")); sql != "" {
-			if _, err := db.ExecContext(ctx, sql); err != nil {
-				t.Fatalf("%s: %v", sql, err)
-			}
+		if !block {
+			return
+		}
+		body, after, ok := strings.Cut(rest, "-- +goose StatementEnd")
+		if !ok {
+			t.Fatal("a StatementBegin with no StatementEnd")
+		}
+		run(ctx, t, db, body)
+		text = after
+	}
+}
+
+// withoutComments is text without its comment lines (a comment may hold a
+// semicolon).
+func withoutComments(text string) string {
+	var code []string
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			code = append(code, line)
 		}
 	}
+	return strings.Join(code, "\n")
+}
+
+// run runs one statement, its comment lines left out.
+func run(ctx context.Context, t *testing.T, db *sql.DB, stmt string) {
+	t.Helper()
+	if sql := strings.TrimSpace(withoutComments(stmt)); sql != "" {
+		if _, err := db.ExecContext(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+}
+
+// buildAt is where the i-th build of builds starts in up.
+func buildAt(up string, builds [][]string, i int) int {
+	from := 0
+	for j := 0; j < i; j++ {
+		from += strings.Index(up[from:], builds[j][0]) + len(builds[j][0])
+	}
+	return from + strings.Index(up[from:], builds[i][0])
 }
 
 // leaveInvalidIndex runs build so that it fails after creating its index:
