@@ -16,6 +16,9 @@ import (
 // The leader lock is a session advisory lock held on one pinned connection:
 // one holder at a time, handed over on Close, and lost with the session when
 // the connection dies, so a replica whose connection was cut stops leading.
+//
+// pg_locks is the cluster's: the test reads and ends only its own database's
+// locks, since other packages' tests lead in theirs at the same time.
 func TestLeaderLockFollowsTheSession(t *testing.T) {
 	t.Parallel()
 	dsn := testdb.New(t)
@@ -43,7 +46,7 @@ func TestLeaderLockFollowsTheSession(t *testing.T) {
 	}
 	holders := func() int {
 		var n int
-		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted`).Scan(&n); err != nil {
+		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = `+thisDatabase).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -76,7 +79,7 @@ func TestLeaderLockFollowsTheSession(t *testing.T) {
 	// The leader's session is killed: the lock goes with it, and the old
 	// leader finds out at its next check. The timeout makes the call wait
 	// until the backend has exited and so released the lock.
-	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid, 10000) FROM pg_locks WHERE locktype = 'advisory' AND granted`); err != nil {
+	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid, 10000) FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = `+thisDatabase); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.IsLeader(ctx); err != nil {
@@ -89,3 +92,6 @@ func TestLeaderLockFollowsTheSession(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// thisDatabase is the oid pg_locks names the test's own database by.
+const thisDatabase = `(SELECT oid FROM pg_database WHERE datname = current_database())`
