@@ -391,6 +391,13 @@ func (s *refundSteps) Claim(ctx context.Context, r Repos, cmd RefundCommand, k K
 	if err != nil {
 		return Claimed[refundReservation]{}, err
 	}
+	if p.Charge.Manual() {
+		// The provider knows a two-step payment's money by its capture:
+		// the refund names the capture's key, a statement more.
+		if p, err = withCaptureKey(ctx, r, p); err != nil {
+			return Claimed[refundReservation]{}, err
+		}
+	}
 	res, err := r.Refunds.Claim(ctx, k, want)
 	switch {
 	case err != nil:
@@ -468,9 +475,27 @@ func refundOf(cmd RefundCommand, p domain.Payment) (domain.Refund, error) {
 
 // claimedRefund is a claim with a refund to make.
 func claimedRefund(kind ClaimKind, p domain.Payment, refund domain.Refund, saga uuid.NullUUID) Claimed[refundReservation] {
+	chargeKey := p.Charge.ProviderIdempotencyKey()
+	if p.CaptureKey != "" {
+		chargeKey = p.CaptureKey
+	}
 	return Claimed[refundReservation]{Kind: kind, Reservation: refundReservation{
-		refund: refund, chargeKey: p.Charge.ProviderIdempotencyKey(), orderID: p.Charge.OrderID, saga: saga,
+		refund: refund, chargeKey: chargeKey, orderID: p.Charge.OrderID, saga: saga,
 	}}
+}
+
+// withCaptureKey is the captured two-step payment p with the provider key
+// of its capture, which its refunds name.
+func withCaptureKey(ctx context.Context, r Repos, p domain.Payment) (domain.Payment, error) {
+	_, capture, err := r.Transitions.Blocking(ctx, p.ID)
+	if err != nil {
+		return p, err
+	}
+	if capture == nil || capture.Kind != domain.TransitionCapture || capture.Status != domain.PaymentSucceeded {
+		return p, fmt.Errorf("payment %d is %s with no capture: %w", p.ID, p.Status, ErrPaymentNotRefundable)
+	}
+	p.CaptureKey = capture.ProviderIdempotencyKey(p)
+	return p, nil
 }
 
 // answer stores an answer that needs no provider call. A declined or

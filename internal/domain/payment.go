@@ -112,6 +112,9 @@ type Payment struct {
 	// Captured is what a two-step payment's capture took; nil until it is
 	// captured, and for a one-step charge, which took its whole amount.
 	Captured *Money
+	// CaptureKey is the provider key of a captured two-step payment's
+	// capture, where it was read; how the provider knows the money taken.
+	CaptureKey string
 }
 
 // CapturedAmount is the money the payment took: what a capture took, the

@@ -51,7 +51,7 @@ reserved AS (
       FROM transition_payment
      WHERE status = 'AUTHORIZED' AND capture_method = 'manual'
         ON CONFLICT DO NOTHING
- RETURNING ` + transitionColumns + `
+ RETURNING *
 ),
 ` + claimKeyClause("{command}", "transition_id", "payment_id") + `,
 ` + goesOnWithClause("transitioned", "payment_transition", "t", "transition_id") + `
