@@ -111,8 +111,7 @@ type useCases struct {
 	chargePayment *app.ChargePayment
 	refundPayment *app.RefundPayment // on the charge's core: one drain for both
 	sagaSteps     *app.SagaSteps     // the two, reached by the saga's commands
-	// capturePayment and voidPayment move authorized payments on; nil
-	// when the provider takes no two-step payments.
+	// capturePayment and voidPayment move authorized payments on.
 	capturePayment, voidPayment *app.PaymentTransition
 	// outboxWaker wakes the relays after commits that wrote events; only
 	// serve runs it (a cleanup's events wait for the relays' poll).
@@ -134,7 +133,8 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 	}
 	observe := []provider.Option{provider.WithDuration(duration), provider.WithTracer(tracing.Tracer("github.com/example/payment-service/internal/provider"))}
 	providers := map[domain.ProviderName]app.ChargeProvider{
-		sandbox.Name: provider.Instrument(sandbox.Name, sandboxClient, calls, observe...),
+		// Charges and authorizations: the sandbox takes two-step payments.
+		sandbox.Name: provider.InstrumentTwoStep(sandbox.Name, sandboxClient, calls, observe...),
 	}
 	names := make([]domain.ProviderName, 0, len(providers))
 	for name := range providers {
@@ -169,13 +169,8 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 			cfg.Saga.OrderWait, cfg.Saga.Group, logger),
 		outboxWaker: waker,
 	}
-	if twoStep, ok := any(sandboxClient).(interface {
-		app.CaptureProvider
-		app.VoidProvider
-	}); ok {
-		uc.capturePayment = app.NewCapturePayment(core, twoStep, httpapi.ResponseEncoder{})
-		uc.voidPayment = app.NewVoidPayment(core, twoStep, httpapi.ResponseEncoder{})
-	}
+	uc.capturePayment = app.NewCapturePayment(core, provider.InstrumentCaptures(sandbox.Name, sandboxClient, calls, observe...), httpapi.ResponseEncoder{})
+	uc.voidPayment = app.NewVoidPayment(core, provider.InstrumentVoids(sandbox.Name, sandboxClient, calls, observe...), httpapi.ResponseEncoder{})
 	return uc, nil
 }
 
