@@ -56,6 +56,17 @@ var sandboxEventTypes = map[string]struct {
 	"charge.declined":  {app.ObjectCharge, app.ProviderDeclined, "declined"},
 	"refund.succeeded": {app.ObjectRefund, app.ProviderApproved, "succeeded"},
 	"refund.declined":  {app.ObjectRefund, app.ProviderDeclined, "declined"},
+	// A two-step payment's: the authorization is the payment's charge.
+	"authorization.succeeded": {app.ObjectAuthorization, app.ProviderApproved, "succeeded"},
+	"authorization.declined":  {app.ObjectAuthorization, app.ProviderDeclined, "declined"},
+	"capture.succeeded":       {app.ObjectCapture, app.ProviderApproved, "succeeded"},
+	"capture.declined":        {app.ObjectCapture, app.ProviderDeclined, "declined"},
+	"void.succeeded":          {app.ObjectVoid, app.ProviderApproved, "succeeded"},
+	"void.declined":           {app.ObjectVoid, app.ProviderDeclined, "declined"},
+	// A hold that lapsed is noted, not applied: the completer's runs ask
+	// the provider about every hold (ExpireLapsedAuthorizations), and a
+	// lapse is recorded from that answer alone.
+	"authorization.expired": {app.ObjectAuthorization, "", "succeeded"},
 }
 
 // maxEventIDLength bounds the provider's event id, which is stored.
@@ -74,7 +85,7 @@ func parseSandboxEvent(provider domain.ProviderName, body []byte) (app.ProviderE
 	case ev.ID == "" || len(ev.ID) > maxEventIDLength:
 		return app.ProviderEvent{}, "id must be 1 to 255 characters"
 	case !ok:
-		return app.ProviderEvent{}, "type must be charge.succeeded, charge.declined, refund.succeeded or refund.declined"
+		return app.ProviderEvent{}, "type must be one of charge.*, refund.*, authorization.*, capture.* or void.* (succeeded, declined; authorization.expired)"
 	case ev.Data.Status != kind.status:
 		return app.ProviderEvent{}, "data.status must agree with the type"
 	case ev.Data.IdempotencyKey == "" || ev.Data.Currency == "":
@@ -114,6 +125,7 @@ const (
 	deliveryTooLarge      = "too_large"
 	deliveryNotConfigured = "not_configured"
 	deliveryFailed        = "failed"
+	deliveryNoted         = "noted"
 )
 
 // deliveryResults are every result label of payment_provider_events_total,
@@ -129,6 +141,7 @@ var deliveryResults = []struct{ label, note string }{
 	{deliveryTooLarge, ""},
 	{deliveryNotConfigured, ""},
 	{deliveryFailed, ""},
+	{deliveryNoted, "a lapsed hold: the completer asks the provider"},
 }
 
 // newWebhookHandlers builds the handlers; events counts every delivery
@@ -195,6 +208,9 @@ func (h *webhookHandlers) handle(c echo.Context) (result string, err error) {
 	ev, why := parseSandboxEvent(h.provider, body)
 	if why != "" {
 		return deliveryInvalid, newProblem(http.StatusBadRequest, codeWebhookEventInvalid, "Webhook event invalid", why+". Nothing was stored.")
+	}
+	if ev.Decision == "" {
+		return deliveryNoted, c.JSON(http.StatusOK, map[string]string{"result": deliveryNoted})
 	}
 	applied, err := h.apply.Handle(ctx, ev)
 	switch {

@@ -77,6 +77,16 @@ func (s *testService) providerAnswer(t testing.TB, ref string) any {
 			return r.RefundAnswer
 		}
 	}
+	for _, a := range l.Authorizations {
+		if a.Reference == ref {
+			return a.AuthorizationState
+		}
+	}
+	for _, c := range l.Captures {
+		if c.Reference == ref {
+			return c.CaptureAnswer
+		}
+	}
 	t.Fatalf("the provider holds nothing with reference %s", ref)
 	return nil
 }
