@@ -352,11 +352,7 @@ func (uc *ChargePayment) Resume(ctx context.Context, rec IdempotencyRecord) erro
 	if _, _, saga := SagaStepOf(rec.Scope); saga {
 		cmd.Operation = OperationSagaCharge
 	}
-	if err := uc.run.rebuilt(rec, cmd); err != nil {
-		return fmt.Errorf("payment %d: %w", payment.ID, err)
-	}
-	_, err = uc.Handle(ctx, cmd)
-	return err
+	return uc.run.resume(ctx, rec, cmd)
 }
 
 // chargeReservation is the charge's recovery point: the PENDING payment,

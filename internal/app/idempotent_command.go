@@ -622,14 +622,16 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 	}
 }
 
-// rebuilt checks a command the completer rebuilt from an abandoned
-// record's recovery point: only a command whose hash is the record's is
-// the one the key was claimed for, and may run as its client's retry.
-func (uc *IdempotentCommand[C, T]) rebuilt(rec IdempotencyRecord, cmd C) error {
+// resume runs a command the completer rebuilt from an abandoned record's
+// recovery point, as its client's retry. Only a command whose hash is the
+// record's is the one the key was claimed for; any other is left for the
+// client's own retry rather than guessed at.
+func (uc *IdempotentCommand[C, T]) resume(ctx context.Context, rec IdempotencyRecord, cmd C) error {
 	if cmd.Hash() != rec.CommandHash {
-		return fmt.Errorf("the %s rebuilt from the record's recovery point does not match the record; left for the client's retry", uc.name)
+		return fmt.Errorf("the %s rebuilt from key %q's recovery point does not match the record; left for the client's retry", uc.name, rec.Scope.Key)
 	}
-	return nil
+	_, err := uc.Handle(ctx, cmd)
+	return err
 }
 
 // startPhase starts the span of one phase, named after the command.

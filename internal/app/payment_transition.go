@@ -220,11 +220,7 @@ func (uc *PaymentTransition) Resume(ctx context.Context, rec IdempotencyRecord) 
 	if t.Kind == domain.TransitionCapture {
 		cmd.Amount, cmd.Currency = t.Amount.Amount(), t.Amount.Currency()
 	}
-	if err := uc.run.rebuilt(rec, cmd); err != nil {
-		return fmt.Errorf("%s %d: %w", uc.kind, t.ID, err)
-	}
-	_, err = uc.Handle(ctx, cmd)
-	return err
+	return uc.run.resume(ctx, rec, cmd)
 }
 
 // transitionReservation is a transition's recovery point: the PENDING

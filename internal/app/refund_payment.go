@@ -318,11 +318,7 @@ func (uc *RefundPayment) Resume(ctx context.Context, rec IdempotencyRecord) erro
 	if _, _, saga := SagaStepOf(rec.Scope); saga {
 		cmd.Operation = OperationSagaCompensation
 	}
-	if err := uc.run.rebuilt(rec, cmd); err != nil {
-		return fmt.Errorf("refund %d: %w", refund.ID, err)
-	}
-	_, err = uc.Handle(ctx, cmd)
-	return err
+	return uc.run.resume(ctx, rec, cmd)
 }
 
 // ListRefunds lists the refunds of one of the client's payments.

@@ -188,22 +188,11 @@ func (s *ChargeStore) Claim(ctx context.Context, k app.KeyClaim, ch domain.Charg
 		if err != nil {
 			return fmt.Errorf("claim key and reserve payment: %w", err)
 		}
-		// A takeover keeps the record's own payment; a reservation next to
-		// it would mean a second payment for one command. It cannot happen
-		// (the command's external payment is that payment's), and if the
-		// tables say otherwise the transaction must not commit.
-		if res.Claimed && res.Reserved && recoveryPoint.Int64 != p.ID.Int64 {
-			return fmt.Errorf("claim key %q: it already has payment %d, and payment %d was reserved too",
-				k.Scope.Key, recoveryPoint.Int64, p.ID.Int64)
+		if err := oneRecoveryPoint(k, res.Claimed && res.Reserved, recoveryPoint, p.ID, "payment"); err != nil {
+			return err
 		}
-		if p.ID.Valid {
-			payment, err := p.toDomain()
-			if err != nil {
-				return err
-			}
-			res.Payment = &payment
-		}
-		return nil
+		res.Payment, err = reservedOrNil(p.ID, p.toDomain)
+		return err
 	})
 	return res, err
 }

@@ -543,3 +543,30 @@ func lockStillHeld(ctx context.Context, db *gorm.DB, values map[string]any) (boo
 	}
 	return held, nil
 }
+
+// oneRecoveryPoint checks a claim that both took a key over and reserved:
+// a takeover keeps the record's own recovery point, so a reservation next
+// to it (id) would be a second payment, refund or transition for one
+// command. It cannot happen (the command's reference is the recovery
+// point's), and if the tables say otherwise the transaction must not
+// commit.
+func oneRecoveryPoint(k app.KeyClaim, claimedAndReserved bool, recoveryPoint, id sql.NullInt64, what string) error {
+	if claimedAndReserved && recoveryPoint.Int64 != id.Int64 {
+		return fmt.Errorf("claim key %q: it already has %s %d, and %s %d was reserved too",
+			k.Scope.Key, what, recoveryPoint.Int64, what, id.Int64)
+	}
+	return nil
+}
+
+// reservedOrNil is a claim's reserved row or recovery point as the domain
+// has it, nil when the claim has neither (id is NULL).
+func reservedOrNil[T any](id sql.NullInt64, toDomain func() (T, error)) (*T, error) {
+	if !id.Valid {
+		return nil, nil
+	}
+	v, err := toDomain()
+	if err != nil {
+		return nil, err
+	}
+	return &v, nil
+}

@@ -267,11 +267,8 @@ func (s *RefundStore) Claim(ctx context.Context, k app.KeyClaim, want domain.Ref
 		if err != nil {
 			return fmt.Errorf("claim key and reserve refund: %w", err)
 		}
-		// As for a charge: a takeover keeps its own refund, and a
-		// reservation beside it would be a second refund for one command.
-		if res.Claimed && res.Reserved && recoveryPoint.Int64 != ref.ID.Int64 {
-			return fmt.Errorf("claim key %q: it already has refund %d, and refund %d was reserved too",
-				k.Scope.Key, recoveryPoint.Int64, ref.ID.Int64)
+		if err := oneRecoveryPoint(k, res.Claimed && res.Reserved, recoveryPoint, ref.ID, "refund"); err != nil {
+			return err
 		}
 		if ref.ID.Valid {
 			refund, _, err := ref.toDomain()

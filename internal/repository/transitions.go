@@ -164,18 +164,11 @@ func (s *TransitionStore) Claim(ctx context.Context, k app.KeyClaim, command app
 		if err := row.Scan(append([]any{&res.Claimed, &res.Reserved, &recoveryPoint}, t.targets()...)...); err != nil {
 			return fmt.Errorf("claim key and reserve %s: %w", want.Kind, err)
 		}
-		if res.Claimed && res.Reserved && recoveryPoint.Int64 != t.ID.Int64 {
-			return fmt.Errorf("claim key %q: it already has transition %d, and transition %d was reserved too",
-				k.Scope.Key, recoveryPoint.Int64, t.ID.Int64)
+		if err := oneRecoveryPoint(k, res.Claimed && res.Reserved, recoveryPoint, t.ID, string(want.Kind)); err != nil {
+			return err
 		}
-		if t.ID.Valid {
-			tr, err := t.toDomain()
-			if err != nil {
-				return err
-			}
-			res.Transition = &tr
-		}
-		return nil
+		res.Transition, err = reservedOrNil(t.ID, t.toDomain)
+		return err
 	})
 	return res, err
 }
