@@ -13,9 +13,11 @@
 --   * the third layer counts an authorized payment as the order's live
 --     payment: holds_order is status IN ('PENDING', 'SUCCEEDED',
 --     'AUTHORIZED'), and ux_payment_order_paid_once reads it instead of
---     is_live (00019), under the same name. AUTHORIZED to SUCCEEDED keeps
---     it true, so a capture's update stays HOT; is_live stays, unread,
+--     is_live (00019), under the same name; a one-step charge's record keeps
+--     it true, so that update stays HOT. is_live stays, unread,
 --     for the previous release's rows until a later migration drops it.
+--   * payment.is_authorized and ix_payment_authorized: the expiry job's
+--     list, kept off every charge's HOT update.
 --   * payment_transition: a capture or a void of an authorized payment,
 --     the reservation of those commands (as refund is a refund's). At
 --     most one transition of a payment is PENDING or SUCCEEDED
@@ -61,11 +63,17 @@ END
 $$;
 -- +goose StatementEnd
 
--- The expiry job's list: authorized payments, oldest first.
+-- The expiry job's list: authorized payments, oldest first. The index
+-- reads neither status nor updated_at, which every charge's record sets:
+-- an index on either would make that update non-HOT (every index of the
+-- table written again). is_authorized is false before and after a
+-- one-step charge's record, so that update stays HOT.
+ALTER TABLE payment ADD COLUMN IF NOT EXISTS is_authorized boolean
+    GENERATED ALWAYS AS (status = 'AUTHORIZED') STORED;
 DROP INDEX CONCURRENTLY IF EXISTS ix_payment_authorized;
 CREATE INDEX CONCURRENTLY ix_payment_authorized
-    ON payment (updated_at)
-    WHERE status = 'AUTHORIZED';
+    ON payment (created_at)
+    WHERE is_authorized;
 
 CREATE TABLE IF NOT EXISTS payment_transition (
     id          bigint         GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -104,6 +112,7 @@ CREATE INDEX CONCURRENTLY ix_idempotency_record_transition_in_progress
 ALTER TABLE idempotency_record DROP COLUMN IF EXISTS transition_id;
 DROP TABLE IF EXISTS payment_transition;
 DROP INDEX CONCURRENTLY IF EXISTS ix_payment_authorized;
+ALTER TABLE payment DROP COLUMN IF EXISTS is_authorized;
 DROP INDEX CONCURRENTLY IF EXISTS ux_payment_order_live;
 CREATE UNIQUE INDEX CONCURRENTLY ux_payment_order_live
     ON payment (order_id)

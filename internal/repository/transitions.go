@@ -234,9 +234,9 @@ func (s *TransitionStore) Get(ctx context.Context, id domain.TransitionID) (doma
 var listAuthorizedSQL = `
 SELECT p.id, ` + paymentColumns("p") + `
   FROM payment p
- WHERE p.status = 'AUTHORIZED' AND p.updated_at < now() - @micros * interval '1 microsecond'
+ WHERE p.is_authorized AND p.created_at < now() - @micros * interval '1 microsecond'
    AND NOT EXISTS (SELECT 1 FROM payment_transition t WHERE t.payment_id = p.id AND t.status = 'PENDING')
- ORDER BY p.updated_at
+ ORDER BY p.created_at
  LIMIT @limit`
 
 // expireSQL records a lapsed hold: the payment EXPIRED and its event, in
