@@ -7,9 +7,12 @@
 // at the provider), is refused a refund beyond what is left, and lists the
 // payment's refunds; then charges a second order through a provider that
 // loses its answer, retries, and shows the provider charged once; and tries
-// to pay that order again under a new key and a new external payment. It
-// charges and refunds through the reference client (pkg/paymentclient), as
-// a client must: the same key on every retry, 409 request-in-progress and
+// to pay that order again under a new key and a new external payment; then
+// a two-step payment (twostep.go): an order authorized, part of it
+// captured and the capture sent again, part of the capture refunded, and
+// a second order authorized and voided. It charges, refunds, captures and
+// voids through the reference client (pkg/paymentclient), as a client
+// must: the same key on every retry, 409 request-in-progress and
 // 503 retried after Retry-After, every attempt printed. Last, it runs the
 // payment step of an order saga as an orchestrator does (saga.go): a
 // ChargeOrder.v1 on payment.commands answered PaymentStepCharged.v1 on
@@ -209,6 +212,9 @@ func run(ctx context.Context) error {
 		return err
 	}
 	if err := d.lostAnswer(ctx, orderID+2_000_000); err != nil {
+		return err
+	}
+	if err := d.twoStep(ctx, orderID+6_000_000, orderID+7_000_000); err != nil {
 		return err
 	}
 	return d.saga(ctx, orderID+4_000_000)

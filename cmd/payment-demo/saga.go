@@ -17,8 +17,8 @@ import (
 // payment.replies), and the step's payment read back over HTTP with the
 // saga client's key.
 
-// sagaSteps numbers the saga's steps, after the lost answer's.
-const sagaSteps = 15
+// sagaSteps numbers the saga's steps, after the two-step payment's.
+const sagaSteps = 20
 
 // The step names the demo's saga gives its two steps.
 const (

@@ -25,7 +25,7 @@ type transitionHandlers struct {
 // capturePayment handles POST /payments/{id}/captures: every bad input is
 // a problem before the use case runs, and stores nothing.
 func (h *transitionHandlers) capturePayment(c echo.Context) error {
-	key, id, body, err := h.transitionRequest(c)
+	key, id, body, err := h.transitionRequest(c, false)
 	if err != nil {
 		return err
 	}
@@ -46,14 +46,29 @@ func (h *transitionHandlers) capturePayment(c echo.Context) error {
 }
 
 // transitionRequest reads what a capture and a void take alike: the
-// command's headers, the payment's id and the body.
-func (h *transitionHandlers) transitionRequest(c echo.Context) (key string, id int64, body []byte, err error) {
-	if key, err = commandHeaders(c.Request()); err != nil {
+// command's headers, the payment's id and the body. A body that may be
+// left out (a void's: the spec does not require it) may come without a
+// Content-Type, since there is nothing to declare; a body that is there
+// must still be declared application/json.
+func (h *transitionHandlers) transitionRequest(c echo.Context, bodyOptional bool) (key string, id int64, body []byte, err error) {
+	req := c.Request()
+	undeclared := bodyOptional && req.Header.Get(echo.HeaderContentType) == ""
+	if undeclared {
+		key, err = idempotencyKey(req.Header)
+	} else {
+		key, err = commandHeaders(req)
+	}
+	if err != nil {
 		return "", 0, nil, err
 	}
 	if id, err = positiveIDParam(c, "id"); err != nil {
 		return "", 0, nil, err
 	}
-	body, err = readBody(c)
-	return key, id, body, err
+	if body, err = readBody(c); err != nil {
+		return "", 0, nil, err
+	}
+	if undeclared && len(body) > 0 {
+		return "", 0, nil, jsonContent(req)
+	}
+	return key, id, body, nil
 }

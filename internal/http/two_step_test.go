@@ -366,3 +366,28 @@ func TestWebhookSettlesALostCaptureAnswer(t *testing.T) {
 		t.Fatalf("SUCCEEDED payments after the lapse's event: %d, want 1", n)
 	}
 }
+
+// A void's body may be left out (api/openapi.yaml: requestBody not
+// required), and then there is no Content-Type to declare it: such a void
+// voids, and the same key with an empty object is its replay, the same
+// command. A body the request does not declare as JSON is still 415.
+func TestAVoidWithoutABodyIsAVoid(t *testing.T) {
+	t.Parallel()
+	s := startService(t, nil)
+	id := s.authorize(t, 9801, "30.00", "pi_void_no_body")
+	path := fmt.Sprintf("/payments/%d/voids", id)
+	if r := s.request(t, http.MethodPost, path, "{}", map[string]string{"Idempotency-Key": "undeclared", "Content-Type": ""}); r.status != http.StatusUnsupportedMediaType {
+		t.Fatalf("a body not declared as JSON: %d %s, want 415", r.status, r.body)
+	}
+	r := s.request(t, http.MethodPost, path, "", map[string]string{"Idempotency-Key": "no-body"})
+	if p := paymentOf(t, r); r.status != http.StatusCreated || p.Status != "VOIDED" {
+		t.Fatalf("a void without a body: %d %s, want 201 VOIDED", r.status, r.body)
+	}
+	again := s.void(t, id, "no-body")
+	if again.status != http.StatusCreated || again.header.Get("Idempotent-Replayed") != "true" || string(again.body) != string(r.body) {
+		t.Fatalf("the same void with {}: %d %s, want its replay", again.status, again.body)
+	}
+	if net := s.provider.NetCaptured("pi_void_no_body"); net.Voids != 1 || len(net.Violations) > 0 {
+		t.Fatalf("the provider's ledger: %+v, want one void", net)
+	}
+}

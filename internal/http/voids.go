@@ -13,7 +13,7 @@ type voidRequest struct{}
 
 // voidPayment handles POST /payments/{id}/voids.
 func (h *transitionHandlers) voidPayment(c echo.Context) error {
-	key, id, body, err := h.transitionRequest(c)
+	key, id, body, err := h.transitionRequest(c, true)
 	if err != nil {
 		return err
 	}

@@ -1,10 +1,14 @@
 // Package paymentclient is the reference Go client of payment-service, for
 // teams that charge and refund through it: Charge (POST /payments), Refund
-// (POST /payments/{id}/refunds) and Refunds (GET /payments/{id}/refunds).
+// (POST /payments/{id}/refunds) and Refunds (GET /payments/{id}/refunds),
+// and two-step payments: Authorize (POST /payments with captureMethod
+// manual), Capture (POST /payments/{id}/captures) and Void (POST
+// /payments/{id}/voids).
 // It follows rule R-DIST-IDEM-X3 of the idempotency style guide: one
 // Idempotency-Key per business operation, reused on every retry, and
-// retries only where a retry cannot charge or refund twice. Charge and
-// Refund share one retry loop and one reading of the service's problems.
+// retries only where a retry cannot charge or refund twice. Every command
+// (Charge, Refund, Capture, Void) shares one retry loop and one reading of
+// the service's problems.
 //
 // The rules it keeps, and why:
 //
@@ -19,11 +23,12 @@
 //     order.
 //   - The same holds for a refund: one key per refund, stored with it,
 //     and the same RefundRequest (its externalRefundId included) on every
-//     call for it.
-//   - Charge and Refund retry by themselves only what is safe and may
-//     still succeed, the same answers for both, as the service documents
-//     them: no answer at all (the request may or may not have been
-//     processed), 503 (the database or the provider is unavailable, or
+//     call for it; and for a capture (its externalCaptureId included) and
+//     a void.
+//   - Every command retries by itself only what is safe and may still
+//     succeed, the same answers for all, as the service documents them
+//     (Capture and Void add 409 payment-transition-in-progress): no
+//     answer at all (the request may or may not have been processed), 503 (the database or the provider is unavailable, or
 //     the outcome is unknown: the money may have moved, and the retry with
 //     the same key asks again), 409 request-in-progress (another attempt
 //     with this key is running), and a gateway's answer: 502 or 504, or a
@@ -42,15 +47,15 @@
 //     capped exponential backoff with jitter. It stops when the caller's
 //     context ends, or after RetryPolicy.MaxAttempts.
 //   - Errors are typed: use errors.Is with the Err* values (ErrDeclined,
-//     ErrKeyReused, ErrOrderAlreadyPaid, ErrRefundExceedsPayment, ...)
+//     ErrKeyReused, ErrOrderAlreadyPaid, ErrRefundExceedsPayment,
+//     ErrPaymentNotAuthorized, ErrCaptureDeclined, ...)
 //     and errors.As with *Problem,
 //     *DeclinedError or *GaveUpError for the details.
 //
 // A *GaveUpError whose OutcomeUnknown is true (errors.Is(err,
-// ErrOutcomeUnknown)) means the charge or refund may have been made: call
-// Charge or Refund again later with the same key and request to learn how
-// it ended. Never start over with a new key, a new external payment id or
-// a new external refund id.
+// ErrOutcomeUnknown)) means the command may have been made: call it again
+// later with the same key and request to learn how it ended. Never start
+// over with a new key or a new external payment, refund or capture id.
 package paymentclient
 
 import (
@@ -86,7 +91,7 @@ type Config struct {
 	Retry RetryPolicy
 }
 
-// RetryPolicy says how often and how fast Charge, Refund and Refunds retry.
+// RetryPolicy says how often and how fast the client's calls retry.
 type RetryPolicy struct {
 	// InitialBackoff is the pause after the first failed attempt; it
 	// doubles with each attempt up to MaxBackoff. Zero means 100 ms.
@@ -102,8 +107,8 @@ type RetryPolicy struct {
 // DefaultRetryPolicy is the policy of a zero RetryPolicy.
 var DefaultRetryPolicy = RetryPolicy{InitialBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second}
 
-// Client charges and refunds through payment-service. It is safe for
-// concurrent use.
+// Client charges, refunds, captures and voids through payment-service. It
+// is safe for concurrent use.
 type Client struct {
 	paymentsURL string
 	apiKey      string
@@ -177,6 +182,9 @@ type ChargeRequest struct {
 	// ExternalPaymentID is the provider's payment (intent) id. Like the
 	// idempotency key, it belongs to the operation: reuse it on retries.
 	ExternalPaymentID string `json:"externalPaymentId"`
+	// CaptureMethod is empty (or "automatic") to charge at once, and
+	// CaptureManual to authorize (Authorize sets it).
+	CaptureMethod string `json:"captureMethod,omitempty"`
 }
 
 // Payment is a payment as the service records it.
@@ -190,13 +198,21 @@ type Payment struct {
 	Currency          string `json:"currency"`
 	PaymentProvider   string `json:"paymentProvider"`
 	ExternalPaymentID string `json:"externalPaymentId"`
-	// Status is SUCCEEDED or DECLINED.
+	// Status is SUCCEEDED, DECLINED or FAILED; a two-step payment is
+	// AUTHORIZED until captured (SUCCEEDED), voided (VOIDED) or lapsed
+	// (EXPIRED).
 	Status string `json:"status"`
 	// CreatedAt is when the payment was reserved.
 	CreatedAt time.Time `json:"createdAt"`
+	// CaptureMethod is CaptureManual for a two-step payment, else empty.
+	CaptureMethod string `json:"captureMethod,omitempty"`
+	// CapturedAmount is what the capture took, once a two-step payment is
+	// captured; refunds are of it only.
+	CapturedAmount string `json:"capturedAmount,omitempty"`
 }
 
-// Result is a successful charge.
+// Result is a successful charge, authorization, capture or void: the
+// payment as it stands after it.
 type Result struct {
 	Payment Payment
 	// Created is true for 201 (this operation made the payment) and false
@@ -240,7 +256,7 @@ type attempt struct {
 	key  string
 	body []byte
 	// movesMoney is true for a command: an attempt that got no answer may
-	// have charged or refunded, so giving up is ErrOutcomeUnknown.
+	// have moved the money, so giving up is ErrOutcomeUnknown.
 	movesMoney bool
 }
 

@@ -77,6 +77,38 @@ var (
 	// different refund (409 external-refund-conflict). Nothing was
 	// refunded; the answer says nothing of the other refund.
 	ErrExternalRefundConflict = errors.New("external refund id recorded for a different refund")
+
+	// The final answers of a capture and a void (POST
+	// /payments/{id}/captures and /voids). None of them is stored but the
+	// declines and failures: the others leave the key free.
+
+	// ErrPaymentNotAuthorized: the payment holds nothing to capture or
+	// void (409 payment-not-authorized): it was charged in one step, or
+	// is captured, voided, lapsed, or not decided yet. Nothing was stored
+	// or moved.
+	ErrPaymentNotAuthorized = errors.New("payment not authorized")
+	// ErrTransitionInProgress: another capture or void of the payment is
+	// being made (409 payment-transition-in-progress). Capture and Void
+	// retry it after its Retry-After; a *GaveUpError that wraps it
+	// (errors.Is matches through) means the other one is still running.
+	ErrTransitionInProgress = errors.New("another capture or void of the payment is in progress")
+	// ErrCaptureMismatch: the capture is above the authorized amount, or in
+	// another currency (409 capture-mismatch). Nothing was stored.
+	ErrCaptureMismatch = errors.New("capture does not match the authorization")
+	// ErrCaptureDeclined: the provider declined the capture (422
+	// capture-declined); Problem.Payment is still AUTHORIZED. It is the
+	// key's answer from now on: a new attempt needs a new key and a new
+	// externalCaptureId.
+	ErrCaptureDeclined = errors.New("capture declined")
+	// ErrCaptureFailed: the provider refused the capture for good (422
+	// capture-failed), the hold lapsed, say. Nothing was captured.
+	ErrCaptureFailed = errors.New("capture failed")
+	// ErrVoidDeclined: the provider declined the void (422 void-declined);
+	// Problem.Payment is still AUTHORIZED.
+	ErrVoidDeclined = errors.New("void declined")
+	// ErrVoidFailed: the provider refused the void for good (422
+	// void-failed): the hold was captured or lapsed. Nothing was voided.
+	ErrVoidFailed = errors.New("void failed")
 )
 
 // Problem codes of the service (api/openapi.yaml) this package acts on.
@@ -98,6 +130,13 @@ const (
 	codeRefundDeclined          = "refund-declined"
 	codeRefundFailed            = "refund-failed"
 	codeExternalRefundConflict  = "external-refund-conflict"
+	codePaymentNotAuthorized    = "payment-not-authorized"
+	codeTransitionInProgress    = "payment-transition-in-progress"
+	codeCaptureMismatch         = "capture-mismatch"
+	codeCaptureDeclined         = "capture-declined"
+	codeCaptureFailed           = "capture-failed"
+	codeVoidDeclined            = "void-declined"
+	codeVoidFailed              = "void-failed"
 )
 
 // gatewayCodePrefix starts the Code of an answer that was not the
@@ -119,7 +158,8 @@ type Problem struct {
 	// Errors names the invalid fields of a validation failure.
 	Errors []FieldError `json:"errors"`
 	// Payment is the declined or failed payment, on payment-declined and
-	// payment-failed.
+	// payment-failed; the payment, still AUTHORIZED, on capture-declined,
+	// capture-failed, void-declined and void-failed.
 	Payment *Payment `json:"payment"`
 	// Refund is the declined or failed refund, on refund-declined and
 	// refund-failed.
@@ -168,6 +208,13 @@ var errorOfCode = map[string]error{
 	codeRefundDeclined:          ErrRefundDeclined,
 	codeRefundFailed:            ErrRefundFailed,
 	codeExternalRefundConflict:  ErrExternalRefundConflict,
+	codePaymentNotAuthorized:    ErrPaymentNotAuthorized,
+	codeTransitionInProgress:    ErrTransitionInProgress,
+	codeCaptureMismatch:         ErrCaptureMismatch,
+	codeCaptureDeclined:         ErrCaptureDeclined,
+	codeCaptureFailed:           ErrCaptureFailed,
+	codeVoidDeclined:            ErrVoidDeclined,
+	codeVoidFailed:              ErrVoidFailed,
 }
 
 // Is matches the Err* value of the problem's code.
@@ -212,17 +259,18 @@ func (e *NoAnswerError) Error() string { return "payment-service: no answer: " +
 // Unwrap returns the transport's error.
 func (e *NoAnswerError) Unwrap() error { return e.Err }
 
-// GaveUpError is returned when Charge, Refund or Refunds stopped retrying:
+// GaveUpError is returned when a call of the client stopped retrying:
 // the context ended, the next wait would outlast its deadline, or
 // MaxAttempts were made.
 type GaveUpError struct {
 	// Attempts is how many requests were made.
 	Attempts int
 	// Last is the last attempt's error: a *NoAnswerError or a *Problem
-	// (503, 409 request-in-progress, or a gateway's 500, 502 or 504).
+	// (503, 409 request-in-progress or payment-transition-in-progress, or
+	// a gateway's 500, 502 or 504).
 	Last error
-	// OutcomeUnknown is true when some attempt of a charge or a refund
-	// may have moved the money: it got no answer (also a gateway's answer
+	// OutcomeUnknown is true when some attempt of a command (a charge, a
+	// refund, a capture or a void) may have moved the money: it got no answer (also a gateway's answer
 	// in place of the service's), or outcome-unknown, or
 	// request-in-progress. Then the only safe next step is the same call,
 	// with the same key, later. It is never true for a read (Refunds).
@@ -256,9 +304,11 @@ func (e *GaveUpError) Unwrap() []error {
 // retryable reports an error after which the same request may succeed and
 // cannot move money twice (the key guards it): no answer, 503, 409 in
 // progress, and a gateway's answer in place of the service's
-// (fromGateway). It is the same for a charge and a refund: the service
-// documents the same retryable answers for both (api/openapi.yaml), and
-// every refund-specific problem is final.
+// (fromGateway). It is the same for every command: the service documents
+// the same retryable answers for all (api/openapi.yaml), and every
+// refund-specific problem is final. A capture and a void add 409
+// payment-transition-in-progress: nothing is stored for the key, the
+// service sends a Retry-After, and the other capture or void ends soon.
 func retryable(err error) bool {
 	var noAnswer *NoAnswerError
 	if errors.As(err, &noAnswer) {
@@ -269,7 +319,7 @@ func retryable(err error) bool {
 		return false
 	}
 	return p.Status == http.StatusServiceUnavailable ||
-		p.Status == http.StatusConflict && p.Code == codeRequestInProgress ||
+		p.Status == http.StatusConflict && (p.Code == codeRequestInProgress || p.Code == codeTransitionInProgress) ||
 		p.fromGateway()
 }
 
@@ -290,16 +340,17 @@ func (p *Problem) fromGateway() bool {
 	return false
 }
 
-// mayHaveMovedMoney reports a retryable error after which the charge or
-// refund may have been made: everything but the service's two 503s that
-// say the provider did not move the money (service-unavailable: the
-// provider was not called; provider-unavailable: the provider said it did
-// not charge or refund). A gateway's answer is no answer: the service
-// behind it may have moved the money.
+// mayHaveMovedMoney reports a retryable error after which the command may
+// have been made: everything but the service's two 503s that say the
+// provider did not move the money (service-unavailable: the provider was
+// not called; provider-unavailable: the provider said it did not charge
+// or refund), and payment-transition-in-progress (this key's capture or
+// void never started: another one holds the payment). A gateway's answer
+// is no answer: the service behind it may have moved the money.
 func mayHaveMovedMoney(err error) bool {
 	var p *Problem
 	if errors.As(err, &p) && !p.fromGateway() {
-		return p.Code != codeServiceUnavailable && p.Code != codeProviderUnavailable
+		return p.Code != codeServiceUnavailable && p.Code != codeProviderUnavailable && p.Code != codeTransitionInProgress
 	}
 	return true
 }

@@ -73,3 +73,37 @@ func ExampleClient_Refund() {
 		log.Printf("refund %d: %s %s %s", r.ID, r.Amount, r.Currency, r.Status)
 	}
 }
+
+// A two-step payment: the authorization holds the amount, and a capture
+// takes all or part of it later, or a void releases it. Each of the three
+// is a business operation of its own, with its own key made once and
+// stored with it.
+func ExampleClient_Capture() {
+	client, err := paymentclient.New(paymentclient.Config{BaseURL: "http://127.0.0.1:8080", APIKey: "demo-secret"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	auth, err := client.Authorize(ctx, paymentclient.NewIdempotencyKey(), paymentclient.ChargeRequest{
+		OrderID: 1002, CustomerID: 42, Amount: "2500.00", Currency: "RUB",
+		PaymentProvider: "sandbox", ExternalPaymentID: "pi_hold_1",
+	})
+	if err != nil {
+		log.Fatal(err) // as for Charge: ErrDeclined, ErrOutcomeUnknown, ...
+	}
+	res, err := client.Capture(ctx, paymentclient.NewIdempotencyKey(), auth.Payment.ID,
+		paymentclient.CaptureRequest{Amount: "1500.00", Currency: "RUB", ExternalCaptureID: "cap_hold_1"})
+	switch {
+	case err == nil:
+		log.Printf("captured %s of %s", res.Payment.CapturedAmount, res.Payment.Amount)
+	case errors.Is(err, paymentclient.ErrPaymentNotAuthorized):
+		log.Print("nothing to capture: voided, lapsed or captured already; nothing was stored for this key")
+	case errors.Is(err, paymentclient.ErrCaptureDeclined):
+		log.Print("declined: the hold stays; a new attempt needs a new key and a new external capture id")
+	case errors.Is(err, paymentclient.ErrOutcomeUnknown):
+		log.Print("may have been captured: call Capture again later with the same key and request")
+	default:
+		log.Printf("refused: %v", err)
+	}
+}

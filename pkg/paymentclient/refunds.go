@@ -3,7 +3,6 @@ package paymentclient
 import (
 	"context"
 	"net/http"
-	"strconv"
 )
 
 // RefundRequest is the body of POST /payments/{id}/refunds. The currency
@@ -89,6 +88,4 @@ func (c *Client) Refunds(ctx context.Context, paymentID int64) ([]Refund, error)
 	return list.Refunds, nil
 }
 
-func (c *Client) refundsURL(paymentID int64) string {
-	return c.paymentsURL + "/" + strconv.FormatInt(paymentID, 10) + "/refunds"
-}
+func (c *Client) refundsURL(paymentID int64) string { return c.paymentURL(paymentID, "refunds") }
