@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/example/payment-service/internal/app"
 )
 
 var updateStatements = flag.Bool("update-statements", false, "rewrite statements/*.sql from the compiled statements")
@@ -38,9 +40,19 @@ var statementFiles = []struct {
 		{"recordRefundOutcomeSQL", "phase 3: the key completed, the refund's final status and its event, in one statement", recordRefundOutcomeStmt},
 		{"releaseRefundSQL", "the release after the provider did not act: the key and its PENDING refund, its amount given back, in one statement", releaseRefundStmt},
 	}},
+	{"transition.sql", "A capture's and a void's statements, and the expiry of lapsed holds (transitions.go, keys.go)", []statementEntry{
+		{"lookupKeySQL", "phase 0: the key's record, read with no lock and no transaction (every command's)", lookupKeyStmt},
+		{"claimTransitionSQL (capture)", "phase 1: the capture reserved on its AUTHORIZED payment, one winner per payment, and the key claimed, in one statement", claimTransitionStmts[app.CommandCapture]},
+		{"claimTransitionSQL (void)", "phase 1 of a void: the same statement, naming its command", claimTransitionStmts[app.CommandVoid]},
+		{"recordTransitionSQL", "phase 3: the key completed, the transition's final status, on an approval the payment's, and the event, in one statement", recordTransitionStmt},
+		{"releaseTransitionSQL", "the release after the provider did not act: the key and its PENDING transition, in one statement", releaseTransitionStmt},
+		{"listAuthorizedSQL", "the expiry job's page: payments authorized long enough ago with no transition in flight", listAuthorizedStmt},
+		{"expireSQL", "a lapsed hold recorded: EXPIRED and its event, only while AUTHORIZED with nothing in flight", expireStmt},
+	}},
 	{"provider_event.sql", "A provider's event (webhook): what it names, and a contradiction kept (provider_reports.go)", []statementEntry{
 		{"reportedChargeSQL", "the payment an event names, with its claim in progress", reportedChargeSQL},
 		{"reportedRefundSQL", "the refund an event names, with its claim in progress", reportedRefundSQL},
+		{"reportedTransitionSQL", "the capture or void an event names, with its payment and its claim in progress", reportedTransitionSQL},
 		{"keepContradictionSQL", "an event that contradicts the record, kept once", keepContradictionSQL},
 	}},
 }

@@ -24,6 +24,20 @@ SELECT f.id, f.payment_id, f.client_id, f.payment_provider, f.external_refund_id
   LEFT JOIN idempotency_record r ON r.refund_id = f.id AND r.status = 'IN_PROGRESS'
  WHERE f.payment_provider = $1 AND f.external_refund_id = $2;
 
+-- reportedTransitionSQL: the capture or void an event names, with its payment and its claim in progress.
+-- Parameters: $1 key.
+SELECT t.id, t.payment_id, t.kind, t.amount, t.currency, t.reference, t.status,
+       p.id, p.client_id, p.order_id, p.customer_id, p.payment_provider,
+       p.external_payment_id, p.amount, p.currency, p.status, p.created_at, p.capture_method, p.captured_amount,
+       o.saga_id, r.client_id, r.idempotency_key, r.command_hash, r.lock_token
+  FROM payment_transition t
+  JOIN payment p ON p.id = t.payment_id
+  LEFT JOIN order_projection o ON o.order_id = p.order_id
+  LEFT JOIN idempotency_record r ON r.transition_id = t.id AND r.status = 'IN_PROGRESS'
+ WHERE t.provider_key = $1
+ ORDER BY t.status = 'PENDING' DESC, t.id DESC
+ LIMIT 1;
+
 -- keepContradictionSQL: an event that contradicts the record, kept once.
 -- Parameters: $1 consumer, $2 event_id, $3 event_type, $4 provider_key, $5 recorded_status, $6 reason, $7 event.
 INSERT INTO provider_event_contradiction (consumer_name, event_id, event_type, provider_key, recorded_status, reason, event)
