@@ -196,7 +196,7 @@ type PaymentTransition struct {
 // its idempotency records, for requests to operation.
 func NewPaymentTransition(core *Core, name CommandName, kind domain.TransitionKind, operation string, approved domain.PaymentStatus,
 	call TransitionCall, events TransitionEvents, responses TransitionResponses) *PaymentTransition {
-	steps := &transitionSteps{name: name, kind: kind, approved: approved, call: call, events: events, responses: responses}
+	steps := &transitionSteps{name: name, kind: kind, approved: approved, call: call, events: events, responses: responses, replies: core.replies}
 	return &PaymentTransition{db: core.db, kind: kind, operation: operation, run: NewIdempotentCommand(core, name, steps)}
 }
 
@@ -217,6 +217,9 @@ func (uc *PaymentTransition) Resume(ctx context.Context, rec IdempotencyRecord) 
 		return fmt.Errorf("read %s %d: %w", uc.kind, *rec.TransitionID, err)
 	}
 	cmd := TransitionCommand{Scope: rec.Scope, PaymentID: t.PaymentID, Reference: t.Reference, Operation: uc.operation}
+	if _, _, saga := SagaStepOf(rec.Scope); saga {
+		cmd.Operation = OperationSagaCompensation // a saga step's void
+	}
 	if t.Kind == domain.TransitionCapture {
 		cmd.Amount, cmd.Currency = t.Amount.Amount(), t.Amount.Currency()
 	}
@@ -244,6 +247,17 @@ type transitionSteps struct {
 	call      TransitionCall
 	events    TransitionEvents
 	responses TransitionResponses
+	replies   SagaReplies // nil: no saga transport
+}
+
+// encode renders an outcome as the key's answer: for a saga compensation's
+// key (the void of an authorized step) the compensation's reply, published
+// by the statement that stores it; an HTTP response otherwise.
+func (s *transitionSteps) encode(k KeyClaim, o TransitionOutcome) (StoredResponse, error) {
+	if step, compensates, ok := SagaStepOf(k.Scope); ok && s.replies != nil && s.kind == domain.TransitionVoid {
+		return s.replies.EncodeSagaReply(voidReply(step, compensates, o))
+	}
+	return s.responses.EncodeTransitionOutcome(o)
 }
 
 // Claim: phase 1, after the payment's read (a capture is checked against
@@ -315,7 +329,7 @@ func (s *transitionSteps) answer(ctx context.Context, r Repos, k KeyClaim, p dom
 	case domain.PaymentFailed:
 		kind = TransitionFailed
 	}
-	resp, err := s.responses.EncodeTransitionOutcome(TransitionOutcome{Kind: kind, Transition: t, Payment: p})
+	resp, err := s.encode(k, TransitionOutcome{Kind: kind, Transition: t, Payment: p})
 	return storeAnswer[transitionReservation](ctx, r, k, resp, err)
 }
 
@@ -349,7 +363,7 @@ func (s *transitionSteps) Record(ctx context.Context, r Repos, k KeyClaim, t tra
 			p.Captured = &captured
 		}
 	}
-	resp, err := s.responses.EncodeTransitionOutcome(TransitionOutcome{Kind: transitionOutcomes[settled], Transition: tr, Payment: p})
+	resp, err := s.encode(k, TransitionOutcome{Kind: transitionOutcomes[settled], Transition: tr, Payment: p})
 	if err != nil {
 		return StoredResponse{}, err
 	}

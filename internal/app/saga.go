@@ -111,6 +111,10 @@ type SagaReplyType string
 const (
 	// ReplyCharged: the step charged the order.
 	ReplyCharged SagaReplyType = "PaymentStepCharged.v1"
+	// ReplyAuthorized: the step (captureMethod manual) authorized the
+	// order's payment: the provider holds the amount, taken by a capture
+	// or released by the step's compensation.
+	ReplyAuthorized SagaReplyType = "PaymentStepAuthorized.v1"
 	// ReplyDeclined: the provider declined the charge.
 	ReplyDeclined SagaReplyType = "PaymentStepDeclined.v1"
 	// ReplyFailed: the step failed with a problem code; nothing was charged
@@ -138,8 +142,9 @@ type SagaReply struct {
 	PaymentID domain.PaymentID
 	// OrderID is the payment's order.
 	OrderID domain.OrderID
-	// Amount is what was charged (charged, declined) or given back
-	// (compensated); Currency its currency, empty when nothing was charged.
+	// Amount is what was charged or held (charged, authorized, declined)
+	// or given back (compensated); Currency its currency, empty when
+	// nothing was charged.
 	Amount decimal.Decimal
 	// Currency is Amount's currency.
 	Currency domain.Currency
@@ -153,6 +158,9 @@ type SagaReply struct {
 	CompensatedBy string
 	// RefundID is the compensation's refund, when one was made.
 	RefundID domain.RefundID
+	// Voided: the compensated step's hold was released by a void (its
+	// compensation's, or one made before it); nothing was taken.
+	Voided bool
 	// OccurredAt is when the step's outcome was recorded, in UTC.
 	OccurredAt time.Time
 }
@@ -184,6 +192,8 @@ const (
 	SagaCodeInvalidCommand          = "invalid-command"
 	SagaCodeRefundDeclined          = "refund-declined"
 	SagaCodeRefundFailed            = "refund-failed"
+	SagaCodeVoidDeclined            = "void-declined"
+	SagaCodeVoidFailed              = "void-failed"
 	SagaCodeStepReused              = "step-reused"
 )
 
@@ -202,7 +212,11 @@ func chargeReply(step SagaStep, o ChargeOutcome) SagaReply {
 	var r SagaReply
 	switch o.Kind {
 	case ChargeSucceeded, ChargeAlreadyRecorded:
-		r = newSagaReply(ReplyCharged, step)
+		if o.Payment.Charge.Manual() {
+			r = newSagaReply(ReplyAuthorized, step)
+		} else {
+			r = newSagaReply(ReplyCharged, step)
+		}
 	case ChargeDeclined:
 		r = newSagaReply(ReplyDeclined, step)
 	case ChargeFailed:
@@ -241,6 +255,32 @@ func compensatedWith(step SagaStep, compensates string) SagaReply {
 	r := newSagaReply(ReplyCompensated, step)
 	r.Compensates, r.Amount = compensates, decimal.Zero
 	return r
+}
+
+// releasedReply is the reply of a compensation whose step's hold was
+// released without a capture: by a void (voided), or by its lapse at the
+// provider. Nothing was taken, so nothing is given back.
+func releasedReply(step SagaStep, compensates string, payment domain.PaymentID, voided bool) SagaReply {
+	r := compensatedWith(step, compensates)
+	r.PaymentID, r.Voided = payment, voided
+	return r
+}
+
+// voidReply is the reply a compensation's void is answered with: an
+// authorized step's compensation releases the hold instead of refunding.
+func voidReply(step SagaStep, compensates string, o TransitionOutcome) SagaReply {
+	switch o.Kind {
+	case TransitionSucceeded:
+		return releasedReply(step, compensates, o.Payment.ID, true)
+	case TransitionDeclined:
+		r := failedReply(step, SagaCodeVoidDeclined, "the provider declined the void: the authorization still holds the money")
+		r.Compensates, r.PaymentID = compensates, o.Payment.ID
+		return r
+	default:
+		r := failedReply(step, SagaCodeVoidFailed, "the provider refused the void for good: the authorization was not released by it")
+		r.Compensates, r.PaymentID = compensates, o.Payment.ID
+		return r
+	}
 }
 
 // SagaStepKind is what a saga_step row is.

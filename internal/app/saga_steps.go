@@ -78,6 +78,7 @@ type SagaSteps struct {
 	client    domain.ClientID
 	charges   *ChargePayment
 	refunds   *RefundPayment
+	voids     *PaymentTransition // nil: no two-step payments
 	replies   SagaReplies
 	orderWait time.Duration
 	consumer  string
@@ -85,12 +86,14 @@ type SagaSteps struct {
 }
 
 // NewSagaSteps builds the use case: the saga's payments belong to client;
-// a step whose order the projection does not hold yet is tried again for
-// orderWait before it fails order-not-found; consumer names the commands'
-// consumer in processed_event.
-func NewSagaSteps(charges *ChargePayment, refunds *RefundPayment, replies SagaReplies, client domain.ClientID,
+// voids (NewVoidPayment; nil when the provider takes no two-step payments)
+// release an authorized step's hold when it is compensated; a step whose
+// order the projection does not hold yet is tried again for orderWait
+// before it fails order-not-found; consumer names the commands' consumer
+// in processed_event.
+func NewSagaSteps(charges *ChargePayment, refunds *RefundPayment, voids *PaymentTransition, replies SagaReplies, client domain.ClientID,
 	orderWait time.Duration, consumer string, logger *slog.Logger) *SagaSteps {
-	return &SagaSteps{db: charges.db, client: client, charges: charges, refunds: refunds, replies: replies,
+	return &SagaSteps{db: charges.db, client: client, charges: charges, refunds: refunds, voids: voids, replies: replies,
 		orderWait: orderWait, consumer: consumer, logger: logger}
 }
 
@@ -133,6 +136,8 @@ func (uc *SagaSteps) Charge(ctx context.Context, c SagaCharge, firstTried time.T
 		return uc.fail(ctx, cmd, SagaCodeOrderMismatch, "the customer, amount or currency differ from the order's")
 	case errors.Is(err, ErrUnknownProvider):
 		return uc.fail(ctx, cmd, SagaCodeUnknownProvider, "unknown payment provider")
+	case errors.Is(err, ErrNoTwoStepPayments):
+		return uc.fail(ctx, cmd, SagaCodeInvalidCommand, "the payment provider takes no two-step payments (captureMethod manual)")
 	default:
 		// The provider did not act for now (the key was given back), the
 		// database is down, or something else: nothing is stored.
@@ -142,10 +147,12 @@ func (uc *SagaSteps) Charge(ctx context.Context, c SagaCharge, firstTried time.T
 
 // Compensate carries out a compensation: after a charged step, the charge
 // refunded in full (what the step charged less what was refunded before),
-// once; after a step that charged nothing, compensated with zero; while
-// the step's outcome is unknown, waiting (the completer's run takes it up
-// again); before the step, a tombstone, so that the step moves no money
-// when it comes.
+// once; after an authorized step, its hold voided while it is uncaptured,
+// or what a capture took refunded, as a charge's; after a step that
+// charged nothing (or whose hold was voided or lapsed), compensated with
+// zero; while the step's outcome is unknown, waiting (the completer's run
+// takes it up again); before the step, a tombstone, so that the step
+// moves no money when it comes.
 func (uc *SagaSteps) Compensate(ctx context.Context, c SagaCompensation) (SagaResult, error) {
 	if err := validStepName("compensates", c.Compensates); err != nil {
 		return SagaResult{}, err
@@ -161,13 +168,15 @@ func (uc *SagaSteps) Compensate(ctx context.Context, c SagaCompensation) (SagaRe
 		return uc.reject(ctx, c.EventID, c.Step)
 	}
 	// A compensation that ran before: its answer, or its refund in flight.
+	// A key claimed with no refund fixed is a void in flight: the way
+	// below leads to it again, while the payment stays AUTHORIZED.
 	rec, found, err := pool.Keys.Lookup(ctx, scope)
 	switch {
 	case err != nil:
 		return SagaResult{}, err
 	case found && rec.Status == RecordCompleted:
 		return uc.republish(ctx, rec.Response)
-	case found || self.RefundAmount != nil:
+	case self.RefundAmount != nil:
 		return uc.refund(ctx, c, scope, self)
 	}
 
@@ -199,7 +208,28 @@ func (uc *SagaSteps) Compensate(ctx context.Context, c SagaCompensation) (SagaRe
 	if err != nil {
 		return SagaResult{}, fmt.Errorf("read the reply of step %s: %w", step.Name, err)
 	}
-	if reply.Type != ReplyCharged {
+	switch reply.Type {
+	case ReplyCharged:
+	case ReplyAuthorized:
+		p, err := pool.Charges.Get(ctx, reply.PaymentID)
+		if err != nil {
+			return SagaResult{}, err
+		}
+		switch p.Status {
+		case domain.PaymentAuthorized:
+			// Held, not taken: release the hold.
+			return uc.void(ctx, c, scope, self, p.ID)
+		case domain.PaymentSucceeded:
+			// Captured meanwhile (by the orchestrator, over HTTP): what the
+			// capture took is refunded, as a charge is.
+		case domain.PaymentVoided, domain.PaymentExpired:
+			// Released already, by a void or by its lapse: nothing taken.
+			return uc.answer(ctx, scope, compensationHash(c.Compensates),
+				releasedReply(c.Step, c.Compensates, p.ID, p.Status == domain.PaymentVoided))
+		default:
+			return SagaResult{}, fmt.Errorf("%w: the payment %d of step %s is %s", ErrSagaRetry, p.ID, step.Name, p.Status)
+		}
+	default:
 		// Declined, failed, or cancelled: nothing was charged by the step.
 		return uc.answer(ctx, scope, compensationHash(c.Compensates), compensatedWith(c.Step, c.Compensates))
 	}
@@ -248,8 +278,42 @@ func (uc *SagaSteps) refund(ctx context.Context, c SagaCompensation, scope Idemp
 	}
 }
 
-// leftToRefund is what the payment charged less what its other refunds
-// (made, or in flight) give back.
+// void releases an authorized step's hold under the compensation's own
+// key: the void command of the HTTP API (PaymentTransition), whose record
+// stores the compensation's reply and publishes it in the statement that
+// records the void. A lost answer leaves it pending: whoever settles the
+// void (a retry, the completer, the provider's event) replies. A capture
+// or void of the payment in flight, or a payment that moved on since it
+// was read, is tried again: the next try reads where the payment stands.
+func (uc *SagaSteps) void(ctx context.Context, c SagaCompensation, scope IdempotencyScope, self SagaStepRecord, payment domain.PaymentID) (SagaResult, error) {
+	if uc.voids == nil {
+		return SagaResult{}, fmt.Errorf("%w: step %s is authorized and no void is configured", ErrSagaRetry, c.Compensates)
+	}
+	res, err := uc.voids.Handle(ctx, TransitionCommand{Scope: scope, PaymentID: payment, Operation: OperationSagaCompensation})
+	var inProgress *InProgressError
+	var unknown *OutcomeUnknownError
+	claimed := err == nil || errors.As(err, &unknown) || errors.As(err, &inProgress)
+	if claimed && self.Waiting {
+		if err := uc.db.AutoCommit().Sagas.SetWaiting(ctx, c.Step, false); err != nil {
+			return SagaResult{}, err
+		}
+	}
+	switch {
+	case err == nil:
+		return uc.answered(ctx, res)
+	case unknown != nil:
+		return SagaResult{Outcome: SagaPending}, nil
+	case inProgress != nil, errors.Is(err, ErrTransitionInProgress):
+		return uc.heldOrRetry(ctx, scope, err)
+	default:
+		// ErrPaymentNotAuthorized (captured, voided or lapsed since it was
+		// read), the provider down, the database: nothing is stored.
+		return SagaResult{}, fmt.Errorf("%w: %v", ErrSagaRetry, err)
+	}
+}
+
+// leftToRefund is what the payment took (charged, or captured) less what
+// its other refunds (made, or in flight) give back.
 func (uc *SagaSteps) leftToRefund(ctx context.Context, payment domain.PaymentID, own domain.ExternalRefundID) (decimal.Decimal, error) {
 	pool := uc.db.AutoCommit()
 	p, err := pool.Charges.Get(ctx, payment)
@@ -260,7 +324,7 @@ func (uc *SagaSteps) leftToRefund(ctx context.Context, payment domain.PaymentID,
 	if err != nil {
 		return decimal.Decimal{}, err
 	}
-	left := p.Charge.Amount.Amount()
+	left := p.CapturedAmount().Amount()
 	for _, r := range refunds {
 		if r.ExternalRefundID != own && (r.Status == domain.RefundSucceeded || r.Status == domain.RefundPending) {
 			left = left.Sub(r.Amount.Amount())

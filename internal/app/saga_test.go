@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
 
 	"github.com/example/payment-service/internal/app"
 	"github.com/example/payment-service/internal/domain"
@@ -69,3 +70,73 @@ func TestNewSagaStepRefusesWhatNoKeyCanHold(t *testing.T) {
 }
 
 func isInvalid(err error) bool { return errors.Is(err, domain.ErrInvalid) }
+
+// An authorizing step (captureMethod manual) is answered authorized, with
+// what the provider holds; a one-step charge is answered charged, as it
+// was before a step could authorize. Their content hashes differ, and an
+// explicit automatic hashes as a step that named no capture method.
+func TestAnAuthorizingStepsReply(t *testing.T) {
+	step := app.SagaStep{SagaID: uuid.MustParse("0193a5d2-7c1e-7b3a-9f4e-2d6c8b1a0e5f"), Name: "charge-payment"}
+	money, err := domain.NewMoney(decimal.RequireFromString("25.00"), "RUB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	charge, err := domain.NewCharge(1001, 42, money, "sandbox", "pi_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	manual, automatic := charge, charge
+	manual.CaptureMethod, automatic.CaptureMethod = domain.CaptureManual, domain.CaptureAutomatic
+	for _, tc := range []struct {
+		name   string
+		charge domain.Charge
+		status domain.PaymentStatus
+		want   app.SagaReplyType
+	}{
+		{"a one-step charge", charge, domain.PaymentSucceeded, app.ReplyCharged},
+		{"an authorization", manual, domain.PaymentAuthorized, app.ReplyAuthorized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := domain.Payment{ID: 7, Charge: tc.charge, Status: tc.status}
+			for _, kind := range []app.ChargeOutcomeKind{app.ChargeSucceeded, app.ChargeAlreadyRecorded} {
+				r := app.ChargeReply(step, app.ChargeOutcome{Kind: kind, Payment: p})
+				if r.Type != tc.want || r.PaymentID != 7 || r.OrderID != 1001 || !r.Amount.Equal(money.Amount()) || r.Currency != "RUB" {
+					t.Fatalf("outcome %d: reply %+v, want %s of payment 7 for 25.00 RUB", kind, r, tc.want)
+				}
+			}
+		})
+	}
+	hash := func(c domain.Charge) string {
+		return app.ChargeCommand{Scope: app.SagaStepScope("saga", step), Charge: c, Operation: app.OperationSagaCharge}.Hash()
+	}
+	if hash(charge) != hash(automatic) || hash(charge) == hash(manual) {
+		t.Fatal("an automatic step must hash as one that named no capture method, and a manual one otherwise")
+	}
+}
+
+// An authorized step's compensation is answered by its void's outcome:
+// compensated with zero and voided when the hold is released; failed, with
+// the hold standing, when the provider declines or refuses the void.
+func TestAVoidingCompensationsReply(t *testing.T) {
+	step := app.SagaStep{SagaID: uuid.MustParse("0193a5d2-7c1e-7b3a-9f4e-2d6c8b1a0e5f"), Name: "release-payment"}
+	p := domain.Payment{ID: 7, Status: domain.PaymentVoided}
+	for _, tc := range []struct {
+		kind   app.TransitionOutcomeKind
+		want   app.SagaReplyType
+		code   string
+		voided bool
+		zero   bool
+	}{
+		{app.TransitionSucceeded, app.ReplyCompensated, "", true, true},
+		{app.TransitionDeclined, app.ReplyFailed, app.SagaCodeVoidDeclined, false, false},
+		{app.TransitionFailed, app.ReplyFailed, app.SagaCodeVoidFailed, false, false},
+	} {
+		r := app.VoidReply(step, "charge-payment", app.TransitionOutcome{Kind: tc.kind, Payment: p})
+		if r.Type != tc.want || r.Code != tc.code || r.Voided != tc.voided || r.PaymentID != 7 || r.Compensates != "charge-payment" || r.Step != step {
+			t.Fatalf("outcome %d: reply %+v, want %s %q voided %v", tc.kind, r, tc.want, tc.code, tc.voided)
+		}
+		if tc.zero && (!r.Amount.IsZero() || r.Currency != "") {
+			t.Fatalf("a void gave back %s %s; nothing was taken", r.Amount, r.Currency)
+		}
+	}
+}

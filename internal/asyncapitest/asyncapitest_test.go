@@ -167,6 +167,12 @@ var samples = []sample{
 		required: append(slices.Clone(common), "paymentId", "orderId", "amount", "currency"),
 	},
 	{
+		channel: "payment.replies", key: sagaID, headers: headersOf("PaymentStepAuthorized.v1"),
+		value: `{"eventId":"` + eventID + `","eventType":"PaymentStepAuthorized.v1","sagaId":"` + sagaID + `","stepName":"charge",` +
+			`"occurredAt":"2026-11-30T10:00:00Z","paymentId":7,"orderId":1001,"amount":"100.50","currency":"RUB"}`,
+		required: append(slices.Clone(common), "paymentId", "orderId", "amount", "currency"),
+	},
+	{
 		channel: "payment.replies", key: sagaID, headers: headersOf("PaymentStepDeclined.v1"),
 		value: `{"eventId":"` + eventID + `","eventType":"PaymentStepDeclined.v1","sagaId":"` + sagaID + `","stepName":"charge",` +
 			`"occurredAt":"2026-11-30T10:00:00Z","paymentId":8,"orderId":1002,"amount":"3","currency":"JPY"}`,
@@ -250,6 +256,10 @@ func TestValidVariantsPass(t *testing.T) {
 		"order: unknown member":             {"order.events", "1001", nil, order(`,"amount":1,"channel":"web"`)},
 		"order: headers mirror the value":   {"order.events", "1001", headersOf("OrderCreated.v1"), order(`,"amount":1`)},
 		"compensated: nothing was charged":  {"payment.replies", sagaID, headersOf("PaymentStepCompensated.v1"), `{"eventId":"` + eventID + `","eventType":"PaymentStepCompensated.v1","sagaId":"` + sagaID + `","stepName":"undo","occurredAt":"2026-11-30T10:00:00Z","compensates":"charge","amount":"0.00"}`},
+		"compensated: the hold voided":      {"payment.replies", sagaID, headersOf("PaymentStepCompensated.v1"), `{"eventId":"` + eventID + `","eventType":"PaymentStepCompensated.v1","sagaId":"` + sagaID + `","stepName":"undo","occurredAt":"2026-11-30T10:00:00Z","compensates":"charge","amount":"0","paymentId":7,"voided":true}`},
+		"failed: a compensation's void":     {"payment.replies", sagaID, headersOf("PaymentStepFailed.v1"), `{"eventId":"` + eventID + `","eventType":"PaymentStepFailed.v1","sagaId":"` + sagaID + `","stepName":"undo","occurredAt":"2026-11-30T10:00:00Z","code":"void-declined","detail":"declined","paymentId":7,"compensates":"charge"}`},
+		"charge order: manual capture":      {"payment.commands", sagaID, headersOf("ChargeOrder.v1"), `{"eventId":"` + eventID + `","eventType":"ChargeOrder.v1","sagaId":"` + sagaID + `","stepName":"charge","orderId":1001,"customerId":42,"amount":"1","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi","captureMethod":"manual","occurredAt":"2026-11-30T10:00:00Z"}`},
+		"charge order: automatic capture":   {"payment.commands", sagaID, headersOf("ChargeOrder.v1"), `{"eventId":"` + eventID + `","eventType":"ChargeOrder.v1","sagaId":"` + sagaID + `","stepName":"charge","orderId":1001,"customerId":42,"amount":"1","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi","captureMethod":"automatic","occurredAt":"2026-11-30T10:00:00Z"}`},
 		"cancelled: no compensatedBy":       {"payment.replies", sagaID, headersOf("PaymentStepCancelled.v1"), `{"eventId":"` + eventID + `","eventType":"PaymentStepCancelled.v1","sagaId":"` + sagaID + `","stepName":"charge","occurredAt":"2026-11-30T10:00:00Z"}`},
 		"failed: no payment":                {"payment.replies", sagaID, headersOf("PaymentStepFailed.v1"), `{"eventId":"` + eventID + `","eventType":"PaymentStepFailed.v1","sagaId":"` + sagaID + `","stepName":"charge","occurredAt":"2026-11-30T10:00:00Z","code":"order-not-found","detail":"no order 9"}`},
 		"by channel id":                     {"paymentReplies", sagaID, headersOf("PaymentStepCancelled.v1"), `{"eventId":"` + eventID + `","eventType":"PaymentStepCancelled.v1","sagaId":"` + sagaID + `","stepName":"charge","occurredAt":"2026-11-30T10:00:00Z"}`},
@@ -373,6 +383,7 @@ func TestInvalidRecordsFail(t *testing.T) {
 	}
 
 	charge, order := find(t, "payment.commands/ChargeOrder.v1"), find(t, "order.events/OrderCreated.v1")
+	compensated := find(t, "payment.replies/PaymentStepCompensated.v1")
 	amount := func(s sample, a any) []byte { return mutate(t, s, func(v map[string]any) { v["amount"] = a }) }
 	raw := func(s sample, a string) []byte {
 		return []byte(strings.Replace(s.value, `"amount":"100.50"`, `"amount":`+a, 1))
@@ -396,6 +407,9 @@ func TestInvalidRecordsFail(t *testing.T) {
 		{"order id beyond int64", charge, []byte(strings.Replace(charge.value, `"orderId":1001`, `"orderId":9223372036854775808`, 1))},
 		{"externalPaymentId too long", charge, mutate(t, charge, func(v map[string]any) { v["externalPaymentId"] = strings.Repeat("x", 129) })},
 		{"externalPaymentId empty", charge, mutate(t, charge, func(v map[string]any) { v["externalPaymentId"] = "" })},
+		{"captureMethod unknown", charge, mutate(t, charge, func(v map[string]any) { v["captureMethod"] = "later" })},
+		{"captureMethod in upper case", charge, mutate(t, charge, func(v map[string]any) { v["captureMethod"] = "MANUAL" })},
+		{"compensated: voided false", compensated, mutate(t, compensated, func(v map[string]any) { v["voided"] = false })},
 		{"order: amount zero", order, raw(order, `0`)},
 		{"order: amount negative", order, raw(order, `-5`)},
 		{"order: amount with 5 fraction digits", order, raw(order, `1.23456`)},

@@ -153,6 +153,17 @@ func decodeCharge(m map[string]json.RawMessage) (domain.Charge, *PoisonError) {
 	if err != nil {
 		return domain.Charge{}, &PoisonError{Reason: ReasonInvalidField, Detail: err.Error()}
 	}
+	// Optional: absent is automatic, a one-step charge, as it was before
+	// a step could authorize.
+	if raw, ok := m["captureMethod"]; ok {
+		var method string
+		if err := json.Unmarshal(raw, &method); err != nil || (method != string(domain.CaptureAutomatic) && method != string(domain.CaptureManual)) {
+			return domain.Charge{}, &PoisonError{Reason: ReasonInvalidField, Detail: "captureMethod must be automatic or manual, got " + show(raw)}
+		}
+		if method == string(domain.CaptureManual) {
+			charge.CaptureMethod = domain.CaptureManual
+		}
+	}
 	return charge, nil
 }
 
@@ -185,6 +196,7 @@ type sagaReplyV1 struct {
 	Compensates   string    `json:"compensates,omitempty"`
 	CompensatedBy string    `json:"compensatedBy,omitempty"`
 	RefundID      int64     `json:"refundId,omitempty"`
+	Voided        bool      `json:"voided,omitempty"`
 }
 
 // replyStatus is the stored status of every reply: a reply has no HTTP
@@ -197,7 +209,7 @@ type SagaReplies struct{}
 
 // carriesAmount: the reply types with an amount.
 func carriesAmount(t app.SagaReplyType) bool {
-	return t == app.ReplyCharged || t == app.ReplyDeclined || t == app.ReplyCompensated
+	return t == app.ReplyCharged || t == app.ReplyAuthorized || t == app.ReplyDeclined || t == app.ReplyCompensated
 }
 
 func (SagaReplies) EncodeSagaReply(r app.SagaReply) (app.StoredResponse, error) {
@@ -205,6 +217,7 @@ func (SagaReplies) EncodeSagaReply(r app.SagaReply) (app.StoredResponse, error) 
 		EventID: r.EventID, EventType: string(r.Type), SagaID: r.Step.SagaID, StepName: r.Step.Name,
 		OccurredAt: r.OccurredAt.UTC(), PaymentID: int64(r.PaymentID), OrderID: int64(r.OrderID),
 		Code: r.Code, Detail: r.Detail, Compensates: r.Compensates, CompensatedBy: r.CompensatedBy, RefundID: int64(r.RefundID),
+		Voided: r.Voided,
 	}
 	if carriesAmount(r.Type) {
 		amount := "0"
@@ -237,7 +250,7 @@ func (SagaReplies) DecodeSagaReply(stored app.StoredResponse) (app.SagaReply, ap
 		EventID: v.EventID, Type: app.SagaReplyType(v.EventType), Step: app.SagaStep{SagaID: v.SagaID, Name: v.StepName},
 		PaymentID: domain.PaymentID(v.PaymentID), OrderID: domain.OrderID(v.OrderID), Currency: domain.Currency(v.Currency),
 		Code: v.Code, Detail: v.Detail, Compensates: v.Compensates, CompensatedBy: v.CompensatedBy,
-		RefundID: domain.RefundID(v.RefundID), OccurredAt: v.OccurredAt,
+		RefundID: domain.RefundID(v.RefundID), Voided: v.Voided, OccurredAt: v.OccurredAt,
 	}
 	if v.Amount != nil {
 		amount, err := decimal.NewFromString(*v.Amount)

@@ -66,6 +66,8 @@ func TestDecodeSagaCommand(t *testing.T) {
 		{"no orderId", chargeJSON(t, "orderId", ""), ReasonInvalidField, true},
 		{"no externalPaymentId", chargeJSON(t, "externalPaymentId", ""), ReasonInvalidField, true},
 		{"a bad occurredAt", chargeJSON(t, "occurredAt", "yesterday"), ReasonInvalidField, true},
+		{"a captureMethod not known", chargeJSON(t, "captureMethod", "later"), ReasonInvalidField, true},
+		{"a captureMethod not a string", chargeJSON(t, "captureMethod", true), ReasonInvalidField, true},
 		{"a compensation of nothing", bytes.Replace(compensation, []byte(`"compensates":"charge-payment"`), []byte(`"compensates":""`), 1), ReasonInvalidField, true},
 	}
 	for _, tc := range tests {
@@ -96,6 +98,8 @@ func TestSagaRepliesRoundTrip(t *testing.T) {
 		{Type: app.ReplyCharged, PaymentID: 7, OrderID: 1001, Amount: decimal.RequireFromString("100.5"), Currency: "RUB"},
 		{Type: app.ReplyCompensated, PaymentID: 7, Amount: decimal.RequireFromString("100.50"), Currency: "RUB", Compensates: "charge-payment", RefundID: 3},
 		{Type: app.ReplyCompensated, Compensates: "charge-payment"},
+		{Type: app.ReplyAuthorized, PaymentID: 7, OrderID: 1001, Amount: decimal.RequireFromString("100.50"), Currency: "RUB"},
+		{Type: app.ReplyCompensated, PaymentID: 7, Compensates: "charge-payment", Voided: true},
 		{Type: app.ReplyFailed, Code: "order-not-found", Detail: "not projected"},
 		{Type: app.ReplyCancelled, CompensatedBy: "refund-payment"},
 		{Type: app.ReplyRejected, Code: "step-reused", Detail: "another command"},
@@ -121,15 +125,42 @@ func TestSagaRepliesRoundTrip(t *testing.T) {
 			if err != nil || !bytes.Equal(reencoded.Body, stored.Body) {
 				t.Fatalf("encoded again: %s, first %s (%v)", reencoded.Body, stored.Body, err)
 			}
+			if got.Voided != r.Voided {
+				t.Fatalf("voided read back %v, stored %v: %s", got.Voided, r.Voided, stored.Body)
+			}
 			var body map[string]any
 			_ = json.Unmarshal(stored.Body, &body)
 			_, hasAmount := body["amount"]
-			if hasAmount != (r.Type == app.ReplyCharged || r.Type == app.ReplyCompensated) {
+			if hasAmount != (r.Type == app.ReplyCharged || r.Type == app.ReplyAuthorized || r.Type == app.ReplyCompensated) {
 				t.Fatalf("%s: amount present %v: %s", r.Type, hasAmount, stored.Body)
 			}
 		})
 	}
 	if _, _, err := (SagaReplies{}).DecodeSagaReply(app.StoredResponse{Body: []byte(`{"id":1,"status":"SUCCEEDED"}`)}); err == nil {
 		t.Fatal("an HTTP answer read as a reply")
+	}
+}
+
+// A ChargeOrder.v1's captureMethod: absent or automatic is a one-step
+// charge (whose content hash is the one steps had before there was a
+// choice), manual an authorization.
+func TestDecodeSagaChargeCaptureMethod(t *testing.T) {
+	hashOf := func(c *app.SagaCharge) string {
+		return app.ChargeCommand{Scope: app.SagaStepScope("saga", c.Step), Charge: c.Charge, Operation: app.OperationSagaCharge}.Hash()
+	}
+	decode := func(value []byte) *app.SagaCharge {
+		t.Helper()
+		cmd, bad := decodeSagaCommand(value)
+		if bad != nil || cmd.charge == nil {
+			t.Fatalf("decoded %+v, %v", cmd, bad)
+		}
+		return cmd.charge
+	}
+	absent, automatic, manual := decode(chargeJSON(t, "", nil)), decode(chargeJSON(t, "captureMethod", "automatic")), decode(chargeJSON(t, "captureMethod", "manual"))
+	if absent.Charge.Manual() || automatic.Charge.Manual() || !manual.Charge.Manual() {
+		t.Fatalf("manual: absent %v, automatic %v, manual %v", absent.Charge.Manual(), automatic.Charge.Manual(), manual.Charge.Manual())
+	}
+	if hashOf(absent) != hashOf(automatic) || hashOf(absent) == hashOf(manual) {
+		t.Fatalf("hashes: absent %s, automatic %s, manual %s: want absent = automatic != manual", hashOf(absent), hashOf(automatic), hashOf(manual))
 	}
 }

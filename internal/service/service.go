@@ -159,18 +159,21 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 	// calls are counted and traced with its charges.
 	refunds := app.NewRefundPayment(core,
 		provider.InstrumentRefunds(sandbox.Name, sandboxClient, calls, observe...), httpapi.ResponseEncoder{})
+	// A void releases a hold asked over HTTP, or by the compensation of a
+	// saga step that authorized.
+	voids := app.NewVoidPayment(core, provider.InstrumentVoids(sandbox.Name, sandboxClient, calls, observe...), httpapi.ResponseEncoder{})
 	uc := useCases{
 		tx:            tx,
 		providerNames: names,
 		core:          core,
 		chargePayment: charges,
 		refundPayment: refunds,
-		sagaSteps: app.NewSagaSteps(charges, refunds, consumer.SagaReplies{}, domain.ClientID(cfg.Saga.ClientID),
+		sagaSteps: app.NewSagaSteps(charges, refunds, voids, consumer.SagaReplies{}, domain.ClientID(cfg.Saga.ClientID),
 			cfg.Saga.OrderWait, cfg.Saga.Group, logger),
 		outboxWaker: waker,
 	}
 	uc.capturePayment = app.NewCapturePayment(core, provider.InstrumentCaptures(sandbox.Name, sandboxClient, calls, observe...), httpapi.ResponseEncoder{})
-	uc.voidPayment = app.NewVoidPayment(core, provider.InstrumentVoids(sandbox.Name, sandboxClient, calls, observe...), httpapi.ResponseEncoder{})
+	uc.voidPayment = voids
 	return uc, nil
 }
 
