@@ -258,6 +258,14 @@ func (uc *SagaSteps) refund(ctx context.Context, c SagaCompensation, scope Idemp
 	}
 	res, err := uc.refunds.Handle(ctx, RefundCommand{Scope: scope, PaymentID: *self.PaymentID, Amount: *self.RefundAmount,
 		ExternalRefundID: compensationRefundID(c.Step), Operation: OperationSagaCompensation})
+	return uc.compensationRan(ctx, c, scope, self, res, err)
+}
+
+// compensationRan answers a compensation from what its command (a refund,
+// or a void) did. Once the command's key is claimed, the compensation waits
+// for its step no more. Anything that stored nothing (the payment moved on
+// since it was read, the provider down, the database) is tried again.
+func (uc *SagaSteps) compensationRan(ctx context.Context, c SagaCompensation, scope IdempotencyScope, self SagaStepRecord, res CommandResult, err error) (SagaResult, error) {
 	var inProgress *InProgressError
 	var unknown *OutcomeUnknownError
 	claimed := err == nil || errors.As(err, &unknown) || errors.As(err, &inProgress)
@@ -271,7 +279,7 @@ func (uc *SagaSteps) refund(ctx context.Context, c SagaCompensation, scope Idemp
 		return uc.answered(ctx, res)
 	case unknown != nil:
 		return SagaResult{Outcome: SagaPending}, nil
-	case inProgress != nil:
+	case inProgress != nil, errors.Is(err, ErrTransitionInProgress):
 		return uc.heldOrRetry(ctx, scope, err)
 	default:
 		return SagaResult{}, fmt.Errorf("%w: %v", ErrSagaRetry, err)
@@ -290,26 +298,7 @@ func (uc *SagaSteps) void(ctx context.Context, c SagaCompensation, scope Idempot
 		return SagaResult{}, fmt.Errorf("%w: step %s is authorized and no void is configured", ErrSagaRetry, c.Compensates)
 	}
 	res, err := uc.voids.Handle(ctx, TransitionCommand{Scope: scope, PaymentID: payment, Operation: OperationSagaCompensation})
-	var inProgress *InProgressError
-	var unknown *OutcomeUnknownError
-	claimed := err == nil || errors.As(err, &unknown) || errors.As(err, &inProgress)
-	if claimed && self.Waiting {
-		if err := uc.db.AutoCommit().Sagas.SetWaiting(ctx, c.Step, false); err != nil {
-			return SagaResult{}, err
-		}
-	}
-	switch {
-	case err == nil:
-		return uc.answered(ctx, res)
-	case unknown != nil:
-		return SagaResult{Outcome: SagaPending}, nil
-	case inProgress != nil, errors.Is(err, ErrTransitionInProgress):
-		return uc.heldOrRetry(ctx, scope, err)
-	default:
-		// ErrPaymentNotAuthorized (captured, voided or lapsed since it was
-		// read), the provider down, the database: nothing is stored.
-		return SagaResult{}, fmt.Errorf("%w: %v", ErrSagaRetry, err)
-	}
+	return uc.compensationRan(ctx, c, scope, self, res, err)
 }
 
 // leftToRefund is what the payment took (charged, or captured) less what
