@@ -75,7 +75,7 @@ var authPrefixes = []struct {
 	prefix string
 	weight int
 }{
-	{"pi", 70}, {"drop_", 15}, {"slow_", 15},
+	{"pi", 80}, {"drop_", 15}, {"slow_", 5},
 }
 
 func pickFrom(rng *rand.Rand, table []struct {
