@@ -386,7 +386,8 @@ func (p plan) String() string {
 // client's and the refunded payment's included), every refund and every
 // answer the clients saw, once the round is quiet: every careful operation
 // has its final answer, and nothing of the round is IN_PROGRESS or PENDING
-// any more.
+// any more. A two-step payment's answers and refunds are kept in
+// p.twoStep, for checkTwoStep.
 func (s *stack) runRound(t *testing.T, p plan) ([]op, []refundOp, []answer) {
 	t.Helper()
 	var (
@@ -420,9 +421,9 @@ func (s *stack) runRound(t *testing.T, p plan) ([]op, []refundOp, []answer) {
 	}
 	if ts != nil {
 		ts.payment = s.authorize(ts.auth)
-		for _, t := range [][]plannedTransition{ts.captures, ts.voids} {
-			for i := range t {
-				t[i].paid = ts.payment
+		for _, list := range [][]plannedTransition{ts.captures, ts.voids} {
+			for i := range list {
+				list[i].paid = ts.payment
 			}
 		}
 	}
