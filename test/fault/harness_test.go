@@ -516,6 +516,9 @@ type call struct {
 	path   string
 	body   []byte
 	refund bool // POST /payments/{id}/refunds rather than POST /payments
+	// transition: POST /payments/{id}/captures or /voids, whose final
+	// answers include refusals that store nothing (twostep_test.go).
+	transition bool
 }
 
 // operation is what the careful client settles: a charge (op) or a
@@ -562,6 +565,7 @@ type answer struct {
 	retryAfter string
 	replayed   bool
 	refund     bool  // the answer to a refund
+	transition bool  // the answer to a capture or a void
 	err        error // the request got no answer
 }
 
@@ -582,10 +586,12 @@ func (a answer) final() bool {
 	case http.StatusOK, http.StatusCreated, http.StatusPaymentRequired:
 		return true
 	case http.StatusUnprocessableEntity:
-		return a.code == "refund-declined" || a.code == "refund-failed"
+		return a.code == "refund-declined" || a.code == "refund-failed" ||
+			(a.transition && transitionDecided[a.code])
 	case http.StatusConflict:
 		return a.code == "external-payment-conflict" || a.code == "order-already-paid" ||
-			a.code == "external-refund-conflict" || a.code == codeRefundExceeds
+			a.code == "external-refund-conflict" || a.code == codeRefundExceeds ||
+			(a.transition && transitionRefused[a.code])
 	}
 	return false
 }
@@ -596,7 +602,9 @@ func (a answer) final() bool {
 const codeRefundExceeds = "refund-exceeds-payment"
 
 // stored reports a final answer that the key's record must hold.
-func (a answer) stored() bool { return a.final() && a.code != codeRefundExceeds }
+func (a answer) stored() bool {
+	return a.final() && a.code != codeRefundExceeds && !(a.transition && transitionRefused[a.code])
+}
 
 // retryable reports an answer that asks the client to come back with the
 // same key: no answer at all, in progress, or one of the three 503s.
@@ -605,7 +613,7 @@ func (a answer) retryable() bool {
 	case a.err != nil:
 		return true
 	case a.status == http.StatusConflict:
-		return a.code == "request-in-progress" && a.retryAfter != ""
+		return (a.code == "request-in-progress" || (a.transition && a.code == codeTransitionInProgress)) && a.retryAfter != ""
 	case a.status == http.StatusServiceUnavailable:
 		return a.retryAfter != "" &&
 			(a.code == "outcome-unknown" || a.code == "provider-unavailable" || a.code == "service-unavailable")
@@ -624,7 +632,7 @@ func (r *replica) charge(o op, timeout time.Duration) answer { return r.send(o.c
 func (r *replica) send(c call, timeout time.Duration) answer {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	a := answer{replica: r.name, client: c.client, key: c.key, refund: c.refund}
+	a := answer{replica: r.name, client: c.client, key: c.key, refund: c.refund, transition: c.transition}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url+c.path, bytes.NewReader(c.body))
 	if err != nil {
 		a.err = err

@@ -369,13 +369,28 @@ func (c *checker) checkGlobal() violations {
 	var v violations
 	s := c.s
 	l := s.provider.Counters()
-	succeeded := s.count(`SELECT count(*) FROM payment WHERE status = 'SUCCEEDED'`)
-	declined := s.count(`SELECT count(*) FROM payment WHERE status = 'DECLINED'`)
+	succeeded := s.count(`SELECT count(*) FROM payment WHERE status = 'SUCCEEDED' AND capture_method = 'automatic'`)
+	declined := s.count(`SELECT count(*) FROM payment WHERE status = 'DECLINED' AND capture_method = 'automatic'`)
 	if l.Charges != succeeded {
-		v.add("the provider made %d charges and the service has %d SUCCEEDED payments", l.Charges, succeeded)
+		v.add("the provider made %d charges and the service has %d SUCCEEDED one-step payments", l.Charges, succeeded)
 	}
 	if l.Declines != declined {
-		v.add("the provider declined %d charges and the service has %d DECLINED payments", l.Declines, declined)
+		v.add("the provider declined %d charges and the service has %d DECLINED one-step payments", l.Declines, declined)
+	}
+	// Two-step payments: each authorization a manual payment, each capture
+	// a SUCCEEDED one, each void a VOIDED one.
+	a, cp, vo := s.provider.AuthorizationCounters(), s.provider.CaptureCounters(), s.provider.VoidCounters()
+	if n := s.count(`SELECT count(*) FROM payment WHERE capture_method = 'manual' AND status IN ('AUTHORIZED', 'SUCCEEDED', 'VOIDED', 'EXPIRED')`); a.Authorizations != n {
+		v.add("the provider made %d authorizations and the service has %d two-step payments that hold or held money", a.Authorizations, n)
+	}
+	if n := s.count(`SELECT count(*) FROM payment WHERE capture_method = 'manual' AND status = 'SUCCEEDED'`); cp.Captures != n {
+		v.add("the provider made %d captures and the service has %d SUCCEEDED two-step payments", cp.Captures, n)
+	}
+	if n := s.count(`SELECT count(*) FROM payment WHERE status = 'VOIDED'`); vo.Voids != n {
+		v.add("the provider made %d voids and the service has %d VOIDED payments", vo.Voids, n)
+	}
+	if n := s.count(`SELECT count(*) FROM payment_transition WHERE status = 'PENDING'`); n != 0 {
+		v.add("%d captures or voids PENDING", n)
 	}
 	if n := s.count(`SELECT count(*) FROM payment WHERE status = 'PENDING'`); n != 0 {
 		v.add("%d payments PENDING", n)
