@@ -242,7 +242,8 @@ inline charge_attempt()
 	atomic {
 		if
 		:: skey.st == NONE || (skey.st == INPROG && skey.owner == 0) ->
-			skey.st = INPROG; skey.owner = me; took = 1
+			skey.st = INPROG; skey.owner = me; took = 1;
+			printf("T%d: claims the step's key\n", me)
 		:: skey.st == COMPLETED ->
 			PUBLISH(C_STEP, skey.id); res = E_REPLIED; SEEN(W_STEP_REPLAY);
 			printf("T%d: the step's stored reply again\n", me)
@@ -296,7 +297,8 @@ inline refund_attempt()
 	atomic {
 		if
 		:: ckey.st == NONE || (ckey.st == INPROG && ckey.owner == 0) ->
-			ckey.st = INPROG; ckey.owner = me; took = 1
+			ckey.st = INPROG; ckey.owner = me; took = 1;
+			printf("T%d: claims the compensation's key for its refund\n", me)
 		:: ckey.st == COMPLETED ->
 			PUBLISH(C_COMP, ckey.id); res = E_REPLIED; SEEN(W_COMP_REPLAY)
 		:: ckey.st == INPROG && ckey.owner != 0 -> res = E_PENDING
@@ -351,6 +353,7 @@ inline compensate()
 	:: cst == INPROG || (cst == NONE && fixed != 0) -> refund_attempt()
 	:: cst == NONE && fixed == 0 ->
 		srow = steprow;     /* SagaStore.Get of the step */
+		printf("T%d: the compensation reads the step's row: %d (0 none, 1 charge, 2 tombstone)\n", me, srow);
 		if
 		:: srow == NONE ->
 #ifndef NOTOMBSTONE
@@ -413,7 +416,8 @@ proctype Step(byte me)
 		:: steprow == NONE -> steprow = S_CHARGE
 		:: else -> skip
 		fi;
-		kind = steprow
+		kind = steprow;
+		printf("T%d: the step begins (its name is a %d: 1 charge, 2 tombstone)\n", me, kind)
 	}
 	if
 	:: kind == S_TOMB ->

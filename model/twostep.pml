@@ -300,7 +300,8 @@ inline transition(i, me)
 			:: kst[i] == COMPLETED -> ans = kresp[i]
 			:: kst[i] == INPROG && kowner[i] != 0 -> ans = A_409P
 			:: kst[i] == INPROG && kowner[i] == 0 ->
-				kowner[i] = me; resumed = 1     /* a takeover keeps its transition */
+				kowner[i] = me; resumed = 1;    /* a takeover keeps its transition */
+				printf("T%d: takes K%d over with its PENDING transition\n", me, i)
 			:: kst[i] == NONE ->
 #ifndef NOINDEX
 				if
@@ -313,7 +314,8 @@ inline transition(i, me)
 					:: declined_before -> SEEN(W_AFTER_DECLINE)
 					:: else -> skip
 					fi;
-					tr[i] = PENDING; kst[i] = INPROG; kowner[i] = me
+					tr[i] = PENDING; kst[i] = INPROG; kowner[i] = me;
+					printf("T%d: claims K%d with a PENDING transition (kind %d: 1 capture, 2 void)\n", me, i, CMD_KIND(i))
 				:: else -> blocked = 1
 				fi
 			fi
