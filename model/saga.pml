@@ -228,10 +228,10 @@ end:
  * below use them). */
 #define ATTEMPT_LOCALS \
 	byte res = E_NONE, d, kind, cst, srow, sst, styp; \
-	bool took, selfwaiting, claimed, lostseen
+	bool took, selfwaiting, selffixed, lostseen
 #define RESET_LOCALS \
 	d_step { res = E_NONE; d = 0; kind = 0; cst = 0; srow = 0; sst = 0; styp = 0; \
-		took = 0; selfwaiting = 0; claimed = 0; lostseen = 0 }
+		took = 0; selfwaiting = 0; selffixed = 0; lostseen = 0 }
 
 /* The charge's attempt on the step's key (ChargePayment.Handle under
  * SagaStepScope): claim, call, record. A takeover (the completer, or a
@@ -343,15 +343,20 @@ inline refund_attempt()
 /* SagaSteps.Compensate, from its Begin on. */
 inline compensate()
 {
-	/* Begin: its own row (the same command each time: it stands) */
-	selfwaiting = cwaiting;
+	/* Begin: its own row (the same command each time: it stands), with
+	 * its wait and its refund as they are now */
+	d_step { selfwaiting = cwaiting; selffixed = (fixed != 0) }
 	/* its key: a compensation that ran before */
 	cst = ckey.st;
 	if
 	:: cst == COMPLETED ->
 		atomic { PUBLISH(C_COMP, ckey.id); res = E_REPLIED; SEEN(W_COMP_REPLAY) }
-	:: cst == INPROG || (cst == NONE && fixed != 0) -> refund_attempt()
-	:: cst == NONE && fixed == 0 ->
+	:: (cst == INPROG || cst == NONE) && selffixed -> refund_attempt()
+	:: cst == INPROG && !selffixed ->
+		/* its refund claimed after its Begin read the row: "a record but
+		 * no refund fixed", an error; the command is tried again */
+		res = E_RETRY
+	:: cst == NONE && !selffixed ->
 		srow = steprow;     /* SagaStore.Get of the step */
 		printf("T%d: the compensation reads the step's row: %d (0 none, 1 charge, 2 tombstone)\n", me, srow);
 		if
