@@ -380,6 +380,13 @@ inline transition(i, me)
 			fi
 		:: else -> skip
 		fi;
+		/* A resumed reservation refused for now is looked up (an earlier
+		 * attempt may have sent it): nothing under the key is unknown,
+		 * and only a reservation this attempt made is released. */
+		if
+		:: reply == R_DNC && resumed -> reply = R_UNKNOWN
+		:: else -> skip
+		fi;
 		/* phase 3 */
 		atomic {
 			if
