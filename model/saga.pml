@@ -322,7 +322,7 @@ inline refund_attempt()
 					ckey.st = COMPLETED; ckey.owner = 0; NEWID(ckey, Y_COMPENSATED, fixed - 1);
 					PUBLISH(C_COMP, ckey.id); res = E_REPLIED; SEEN(W_REFUNDED);
 					if
-					:: me == TOK_COMPLETER -> SEEN(W_WAITED_REFUNDS)
+					:: me == TOK_COMPLETER && selfwaiting -> SEEN(W_WAITED_REFUNDS)
 					:: else -> skip
 					fi;
 					printf("T%d: compensated: refunded\n", me)
