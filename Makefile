@@ -9,7 +9,7 @@ BIN         ?= bin
 	model-mutant-hooknofence model-mutant-hookfinal model-mutant-hooknodedup \
 	model-mutant-refund-checkthenact model-mutant-refund-newkey model-mutant-refund-nofence \
 	model-mutant-refund-nocommand model-mutant-refund-delunknown model-mutant-refund-nolease \
-	model-mutant-refund-nowait
+	model-mutant-refund-nowait model-mutant-saga-notombstone model-mutant-saga-nowait model-mutant-twostep-noindex
 
 help:
 	@echo "make dev      run the service on a throwaway PostgreSQL (no Docker), http://127.0.0.1:8080"
@@ -31,7 +31,7 @@ help:
 	@echo "make bench-scale  cost as the tables grow: empty against 1M and 3M rows per table, the purge under load paced and not; docs/bench-scale.json and .png (about an hour)"
 	@echo "make bench-tracing  what tracing costs POST /payments: off (the default) and on"
 	@echo "make docs-screenshot  redraw docs/api-docs.png with the browser test of /docs (needs chromium)"
-	@echo "make model    model-check the idempotency protocol of charges and refunds with spin (docs/model.md)"
+	@echo "make model    model-check the idempotency protocol of charges, refunds, saga steps and two-step payments with spin (docs/model.md)"
 	@echo "make model-mutants  check that every mutant of the model yields its counterexample"
 
 # Built, then exec'd: Ctrl-C reaches payment-dev itself, which stops the
@@ -189,24 +189,27 @@ bench-tracing:
 docs-screenshot:
 	DOCS_SCREENSHOT=$(CURDIR)/docs/api-docs.png $(GO) test -count=1 -run TestDocsPageInABrowserChargesAnOrder ./internal/http/
 
-# The idempotency protocol as Promela models: the charge's (model/payment.pml)
-# and the refund's (model/refund.pml); docs/model.md. Needs spin (Debian:
+# The idempotency protocol as Promela models: the charge's (model/payment.pml),
+# the refund's (model/refund.pml), a saga's step and its compensation
+# (model/saga.pml), the captures and voids of an authorization
+# (model/twostep.pml); docs/model.md. Needs spin (Debian:
 # apt-get install spin) and a C compiler.
 # model: the exhaustive checks and the witnesses that keep them from passing
 # vacuously; model-mutants: each mutant must produce its counterexample, so a
 # model that stops catching a mutant fails the build too.
 model:
-	scripts/model-check.sh checks witnesses refund-checks refund-witnesses
+	scripts/model-check.sh checks witnesses refund-checks refund-witnesses saga-checks saga-witnesses \
+		twostep-checks twostep-witnesses
 
 model-mutants:
-	scripts/model-check.sh mutants refund-mutants
+	scripts/model-check.sh mutants refund-mutants saga-mutants twostep-mutants
 
 model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease \
 model-mutant-nolookup model-mutant-busyasnone model-mutant-nosettle model-mutant-nowait \
 model-mutant-hooknofence model-mutant-hookfinal model-mutant-hooknodedup \
 model-mutant-refund-checkthenact model-mutant-refund-newkey model-mutant-refund-nofence \
 model-mutant-refund-nocommand model-mutant-refund-delunknown model-mutant-refund-nolease \
-model-mutant-refund-nowait:
+model-mutant-refund-nowait model-mutant-saga-notombstone model-mutant-saga-nowait model-mutant-twostep-noindex:
 	scripts/model-check.sh $(patsubst model-mutant-%,%,$@)
 
 # Larger bounds: minutes per run, up to MODEL_MEMLIM MB each; not run by CI.

@@ -78,7 +78,7 @@ typedef Rec {
 
 Rec  rec[NKEY];    /* idempotency_record, primary key (client_id, key) */
 
-/* The bound B on a request's age (PROVIDER_REQUEST_MAX_AGE): the provider
+/* The bound B on a request's age (PROVIDER_MAX_REQUEST_AGE): the provider
  * acts on a request only within B of its sending. An attempt sends while its
  * claim's lock is live, and a takeover claims the key only after the
  * previous claim's lock ended, so once B has passed since a takeover no
@@ -217,7 +217,7 @@ bool waiting[NTOK];      /* attempt t waits for B to pass since its claim */
 #define WAITED_ENOUGH(k, me) (!window[k] && OWNED(k, me))
 #define CANNOT_WAIT(k, me) (rec[k].exp || !OWNED(k, me))
 
-/* settleFailedCall after a resumed attempt's refusal: the lookup by key,
+/* The settlement (Settle) after a resumed attempt's refusal: the lookup by key,
  * one step with the refused call's answer (it reads only the provider's
  * ledger). The model says what it finds: LOOKUP_FINDS(o, me, seen) are its
  * options for a decision, a lost answer and a request being processed,

@@ -11,7 +11,7 @@
  * idempotent by its own key, whose answers can be lost, that may refuse
  * requests for good before it looks at their key, that answers a lookup
  * by key truthfully, and that refuses a request older than the bound B
- * (PROVIDER_REQUEST_MAX_AGE; a resumed refusal then waits for B before it
+ * (PROVIDER_MAX_REQUEST_AGE; a resumed refusal then waits for B before it
  * records FAILED); replicas that crash at any step, and locks that expire
  * while their owner is slow or after it has gone. With WEBHOOK, the
  * provider's events (webhooks) applied by ApplyProviderEvent, a second
@@ -488,7 +488,7 @@ inline charge(k, e, a, me)
 				printf("T%d <- provider E%d: the answer is lost (unknown)\n", me, e)
 			:: true -> skip
 			fi;
-			/* settleFailedCall: a refusal of a payment this attempt reserved
+			/* The settlement (Settle): a refusal of a payment this attempt reserved
 			 * is the whole truth (no earlier request used the key); a
 			 * resumed payment's refusal is settled by the provider's record
 			 * under the key, looked up now (the lookup reads only the

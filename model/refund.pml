@@ -459,7 +459,7 @@ inline refund(k, x, a, me)
 				printf("T%d <- provider X%d: the answer is lost (unknown)\n", me, x)
 			:: true -> skip
 			fi;
-			/* settleFailedCall: a refusal of a refund this attempt reserved
+			/* The settlement (Settle): a refusal of a refund this attempt reserved
 			 * is the whole truth; a resumed refund's refusal is settled by
 			 * the provider's record under the key, looked up now */
 			if

@@ -2,7 +2,9 @@
 # scripts/model-check.sh SUITE...
 #
 # Model-checks the idempotency protocol with spin: the charge's
-# (model/payment.pml) and the refund's (model/refund.pml). Every
+# (model/payment.pml), the refund's (model/refund.pml), a saga's step and
+# its compensation (model/saga.pml) and the captures and voids of an
+# authorized payment (model/twostep.pml). Every
 # run is exhaustive within the bounds its flags set (no bitstate hashing): a
 # run that does not finish its search fails, like one that finds a violation.
 #
@@ -23,6 +25,16 @@
 #   refund-checkthenact | refund-newkey | refund-nofence | refund-nocommand |
 #   refund-delunknown | refund-nolease | refund-nowait
 #                one mutant of the refund's model (make model-mutant-<name>)
+#   saga-checks, saga-witnesses, saga-mutants
+#                the saga step and its compensation (model/saga.pml; make
+#                model and make model-mutants run them too)
+#   saga-notombstone | saga-nowait
+#                one mutant of the saga's model (make model-mutant-<name>)
+#   twostep-checks, twostep-witnesses, twostep-mutants
+#                the captures and voids of an authorized payment
+#                (model/twostep.pml; make model and make model-mutants)
+#   twostep-noindex
+#                its mutant (make model-mutant-twostep-noindex)
 #
 # Environment (optional):
 #   MODEL_MEMLIM   MB one verifier may use   (default 2048)
@@ -151,7 +163,7 @@ run() {
 
 # The model's own narration of a replayed trail: one line per printf.
 narrate() {
-	{ grep -E '^\s+(T[0-9]|provider|webhook|a replica|the lock|the TTL|the bound|VIOLATED|WITNESS)|START OF CYCLE' || true; } |
+	{ grep -E '^\s+(T[0-9]|provider|webhook|a replica|the lock|the TTL|the bound|the expiry|VIOLATED|WITNESS)|START OF CYCLE' || true; } |
 		sed 's/^[[:space:]]*//'
 }
 
@@ -412,13 +424,104 @@ suite_refund-deep() {
 	run refund-deep-unreachable-17 safety pass -DSCEN=1 -DWITNESS=17
 }
 
-[ $# -gt 0 ] || { sed -n '2,34p' "$0"; exit 2; }
+# A saga's payment step and its compensation (model/saga.pml; docs/model.md,
+# "Saga steps"): the step and the compensation delivered twice each, in any
+# order and at once, with one crash and one lost provider answer, the
+# completer and its run of waiting compensations. Invariants P16, P17, P19
+# are checked in every state, P18 at every reply published.
+suite_saga-checks() {
+	local MODEL=model/saga.pml
+	run saga-safety            safety pass
+	# one delivery each, two crashes: the step's and the compensation's
+	# attempts each die once
+	run saga-safety-crashes    safety pass -DNCHG=1 -DNCMP=1 -DMAXCRASH=2
+	# the step three times, racing one compensation
+	run saga-safety-steps      safety pass -DNCHG=3 -DNCMP=1
+}
+
+suite_saga-witnesses() {
+	local MODEL=model/saga.pml
+	run saga-witness-01-tombstone           safety "violation:WITNESS 1 reached"  -DWITNESS=1
+	run saga-witness-02-late-step-cancelled safety "violation:WITNESS 2 reached"  -DWITNESS=2
+	run saga-witness-03-tombstone-race      safety "violation:WITNESS 3 reached"  -DWITNESS=3
+	run saga-witness-04-waits-for-step      safety "violation:WITNESS 4 reached"  -DWITNESS=4
+	run saga-witness-05-waited-refunds      safety "violation:WITNESS 5 reached"  -DWITNESS=5
+	run saga-witness-06-refunded            safety "violation:WITNESS 6 reached"  -DWITNESS=6
+	run saga-witness-07-declined-zero       safety "violation:WITNESS 7 reached"  -DWITNESS=7
+	run saga-witness-08-step-replay         safety "violation:WITNESS 8 reached"  -DWITNESS=8
+	run saga-witness-09-compensation-replay safety "violation:WITNESS 9 reached"  -DWITNESS=9
+	run saga-witness-10-completer-settles   safety "violation:WITNESS 10 reached" -DWITNESS=10
+	run saga-witness-11-claimed-no-wait     safety "violation:WITNESS 11 reached" -DWITNESS=11
+	run saga-witness-12-step-held           safety "violation:WITNESS 12 reached" -DWITNESS=12
+}
+
+suite_saga-notombstone() {
+	local MODEL=model/saga.pml
+	run saga-mutant-notombstone bfs "violation:VIOLATED P16" -DNOTOMBSTONE
+}
+suite_saga-nowait() {
+	local MODEL=model/saga.pml
+	run saga-mutant-nowait      bfs "violation:VIOLATED P16" -DNOWAIT
+}
+suite_saga-mutants() {
+	suite_saga-notombstone; suite_saga-nowait
+}
+
+# The captures and voids of an authorized payment (model/twostep.pml;
+# docs/model.md, "Two-step payments"). Scenarios: 1 a capture of the whole
+# amount racing a void; 2 two captures that together exceed the
+# authorization; 3 a partial capture racing two voids under two keys. One
+# fault of each kind (crash, lost answer, refusal for now, decline, the
+# hold's lapse), the completer and the expiry job in every scenario.
+suite_twostep-checks() {
+	local MODEL=model/twostep.pml
+	run twostep-safety-capture-void safety pass -DSCEN=1
+	run twostep-safety-captures     safety pass -DSCEN=2
+	run twostep-safety-three        safety pass -DSCEN=3 -DMAXATT=1
+}
+
+suite_twostep-witnesses() {
+	local MODEL=model/twostep.pml
+	run twostep-witness-01-captured       safety "violation:WITNESS 1 reached"  -DSCEN=1 -DWITNESS=1
+	run twostep-witness-02-voided         safety "violation:WITNESS 2 reached"  -DSCEN=1 -DWITNESS=2
+	run twostep-witness-03-loser-waits    safety "violation:WITNESS 3 reached"  -DSCEN=1 -DWITNESS=3
+	run twostep-witness-04-loser-final    safety "violation:WITNESS 4 reached"  -DSCEN=1 -DWITNESS=4
+	run twostep-witness-05-lookup-settles safety "violation:WITNESS 5 reached"  -DSCEN=1 -DWITNESS=5
+	run twostep-witness-06-unknown-kept   safety "violation:WITNESS 6 reached"  -DSCEN=1 -DWITNESS=6
+	run twostep-witness-07-completer      safety "violation:WITNESS 7 reached"  -DSCEN=1 -DWITNESS=7
+	run twostep-witness-08-released       safety "violation:WITNESS 8 reached"  -DSCEN=1 -DWITNESS=8
+	run twostep-witness-09-after-decline  safety "violation:WITNESS 9 reached"  -DSCEN=1 -DWITNESS=9
+	run twostep-witness-10-expired        safety "violation:WITNESS 10 reached" -DSCEN=1 -DWITNESS=10
+	run twostep-witness-11-lapse-failed   safety "violation:WITNESS 11 reached" -DSCEN=1 -DWITNESS=11
+	run twostep-witness-12-replay         safety "violation:WITNESS 12 reached" -DSCEN=1 -DWITNESS=12
+	run twostep-witness-13-expire-blocked safety "violation:WITNESS 13 reached" -DSCEN=1 -DWITNESS=13
+	run twostep-witness-04-three-loser-final safety "violation:WITNESS 4 reached" -DSCEN=3 -DMAXATT=1 -DWITNESS=4
+}
+
+# No one-winner index: two transitions PENDING at once, both asked of the
+# provider. With the default provider both win (P20), two captures exceed
+# the authorization (P21); with a provider that refuses the second, the
+# payment has moved on while a transition is still PENDING (P22).
+suite_twostep-noindex() {
+	local MODEL=model/twostep.pml
+	run twostep-mutant-noindex         bfs "violation:VIOLATED P20" -DSCEN=1 -DNOINDEX
+	run twostep-mutant-noindex-over    bfs "violation:VIOLATED P21" -DSCEN=2 -DNOINDEX -DSKIP_P20
+	run twostep-mutant-noindex-guarded bfs "violation:VIOLATED P22" -DSCEN=1 -DNOINDEX -DGUARDED
+}
+suite_twostep-mutants() {
+	suite_twostep-noindex
+}
+
+[ $# -gt 0 ] || { sed -n '2,46p' "$0"; exit 2; }
 for suite in "$@"; do
 	case "$suite" in
 	checks|witnesses|mutants|deep|nofence|findsave|delunknown|noorderidx|nolease|nolookup|busyasnone|nosettle|nowait|\
 	hooknofence|hookfinal|hooknodedup) echo "== $suite"; "suite_$suite" ;;
 	refund-checks|refund-witnesses|refund-mutants|refund-deep|refund-checkthenact|refund-newkey|refund-nofence|refund-nocommand|refund-delunknown|refund-nolease|\
 	refund-nowait)
+		echo "== $suite"; "suite_$suite" ;;
+	saga-checks|saga-witnesses|saga-mutants|saga-notombstone|saga-nowait|\
+	twostep-checks|twostep-witnesses|twostep-mutants|twostep-noindex)
 		echo "== $suite"; "suite_$suite" ;;
 	*) echo "model-check: unknown suite $suite" >&2; exit 2 ;;
 	esac
