@@ -368,28 +368,39 @@ func (b *bench) stepSegments(ctx context.Context, clients int, steps []stepTimes
 func sagaTable(o options, runs map[string][]result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Saga steps against HTTP creates on the same service, medians of %d passes, %s each:\n\n", o.passes, o.duration)
-	b.WriteString("| C | HTTP create req/s | p50 ms | p99 ms | service CPU µs/req | DB CPU µs/req | saga steps/s | p50 ms | p99 ms | service CPU µs/step | DB CPU µs/step | saga / HTTP (per-pass ratios) |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, c := range o.createC {
-		httpRuns, sagaRuns := runs[name("service", "create", c)], runs[name("service", "saga", c)]
-		h, s := median(httpRuns), median(sagaRuns)
-		var ratios []float64
-		for i := range min(len(httpRuns), len(sagaRuns)) {
-			if httpRuns[i].PerSecond > 0 {
-				ratios = append(ratios, sagaRuns[i].PerSecond/httpRuns[i].PerSecond)
-			}
+	b.WriteString("| binary | C | HTTP create req/s | p50 ms | p99 ms | service CPU µs/req | DB CPU µs/req | saga steps/s | p50 ms | p99 ms | service CPU µs/step | DB CPU µs/step | saga / HTTP (per-pass ratios) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	whos := []string{"service"}
+	if o.compareBin != "" {
+		whos = append(whos, "compare")
+	}
+	for _, who := range whos {
+		for _, c := range o.createC {
+			sagaRow(&b, who, c, runs)
 		}
-		var per []string
-		for _, r := range ratios {
-			per = append(per, fmt.Sprintf("%.2f", r))
-		}
-		ratio := "-"
-		if len(ratios) > 0 {
-			ratio = fmt.Sprintf("%.2f (%s)", medianBy(ratios, func(f float64) float64 { return f }), strings.Join(per, ", "))
-		}
-		fmt.Fprintf(&b, "| %d | %.0f | %.2f | %.2f | %.0f | %.0f | %.0f | %.2f | %.2f | %.0f | %.0f | %s |\n", c,
-			h.PerSecond, ms(h.P50), ms(h.P99), us(h.CPUPerRequest), us(h.DBCPUPerRequest),
-			s.PerSecond, ms(s.P50), ms(s.P99), us(s.CPUPerRequest), us(s.DBCPUPerRequest), ratio)
 	}
 	return b.String()
+}
+
+// sagaRow is one row of sagaTable: who's runs at c.
+func sagaRow(b *strings.Builder, who string, c int, runs map[string][]result) {
+	httpRuns, sagaRuns := runs[name(who, "create", c)], runs[name(who, "saga", c)]
+	h, s := median(httpRuns), median(sagaRuns)
+	var ratios []float64
+	for i := range min(len(httpRuns), len(sagaRuns)) {
+		if httpRuns[i].PerSecond > 0 {
+			ratios = append(ratios, sagaRuns[i].PerSecond/httpRuns[i].PerSecond)
+		}
+	}
+	var per []string
+	for _, r := range ratios {
+		per = append(per, fmt.Sprintf("%.2f", r))
+	}
+	ratio := "-"
+	if len(ratios) > 0 {
+		ratio = fmt.Sprintf("%.2f (%s)", medianBy(ratios, func(f float64) float64 { return f }), strings.Join(per, ", "))
+	}
+	fmt.Fprintf(b, "| %s | %d | %.0f | %.2f | %.2f | %.0f | %.0f | %.0f | %.2f | %.2f | %.0f | %.0f | %s |\n", who, c,
+		h.PerSecond, ms(h.P50), ms(h.P99), us(h.CPUPerRequest), us(h.DBCPUPerRequest),
+		s.PerSecond, ms(s.P50), ms(s.P99), us(s.CPUPerRequest), us(s.DBCPUPerRequest), ratio)
 }
