@@ -87,7 +87,8 @@ type sagaTail struct {
 	ok   bool // set before done is closed
 }
 
-// DefaultSagaWorkers is how many sagas of a batch are carried out at once.
+// DefaultSagaWorkers is how many sagas are carried out at once, and how
+// many batches at most are in flight.
 const DefaultSagaWorkers = 16
 
 // Steps of the saga consumer, as the "step" label of its retries metric.
