@@ -94,6 +94,18 @@ type options struct {
 	prefill             []int64
 	purgeRows           int64
 	purgeRates          []int
+	// saga also measures charge steps over the saga transport (saga.go)
+	// at each create concurrency, in the same passes; sagaWorkers is the
+	// service's SAGA_WORKERS (0: its default).
+	saga        bool
+	sagaWorkers int
+	// statements measures the hot path's statements (statements.go)
+	// after the passes: a create run and a replay run at statementsC,
+	// each against freshly reset statistics.
+	statements  bool
+	statementsC int
+	// serviceEnv are more settings for the service, NAME=value.
+	serviceEnv []string
 }
 
 func main() {
@@ -106,7 +118,7 @@ func main() {
 	flag.StringVar(&replayC, "replay", "1,16,64", "concurrencies of replays")
 	flag.StringVar(&o.out, "out", "bench-api.json", "results as JSON, for scripts/bench-chart")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the service during the first pass's run named by -profile")
-	flag.StringVar(&o.profileRun, "profile", "create 64", `the run -cpuprofile profiles: "create C" or "replay C"`)
+	flag.StringVar(&o.profileRun, "profile", "create 64", `the run -cpuprofile profiles: "create C", "replay C" or (with -saga) "saga C"`)
 	flag.BoolVar(&o.ceiling, "ceiling", true, "run pgbench for the ceilings")
 	flag.StringVar(&o.serviceBin, "service-bin", "", "run this payment-service binary instead of building ./cmd/payment-service (to measure another version against the same ceiling)")
 	flag.StringVar(&o.compareBin, "compare-bin", "", "also run this payment-service binary in every pass, right after the service, against the same ceiling: a before-and-after in one run, which the machine's noise cannot tell apart from a change")
@@ -123,7 +135,18 @@ func main() {
 	flag.Int64Var(&o.purgeRows, "purge-rows", 0, "expired rows per table that each purge cycle adds and purges (0: as many as the largest -prefill, or 100000)")
 	flag.StringVar(&purgeRates, "purge-rates", "", "the purge's pace in the cycles, rows a second (CLEANUP_ROWS_PER_SECOND), one per cycle in turn, e.g. 0,10000 alternates an unpaced and a paced purge (empty: the service's default)")
 	flag.StringVar(&o.loadgen, "loadgen", "", `the load generator: "wrk" (the default when it is installed) or "go" (this program's own)`)
+	flag.BoolVar(&o.saga, "saga", false, "also measure charges as saga steps (ChargeOrder.v1 on the commands topic, timed until the reply is on the replies topic) at each -create concurrency, beside the HTTP creates, on an in-process broker (KAFKA_BROKERS: that cluster instead)")
+	flag.IntVar(&o.sagaWorkers, "saga-workers", 0, "with -saga, the service's SAGA_WORKERS (0: its default)")
+	flag.BoolVar(&o.statements, "statements", false, "after the passes, measure the service's statements per request with pg_stat_statements (track_planning on) and the tables' HOT updates, over one create and one replay run")
+	flag.IntVar(&o.statementsC, "statements-c", 16, "concurrency of -statements' runs")
+	var serviceEnv string
+	flag.StringVar(&serviceEnv, "service-env", "", "more settings for the service, comma-separated NAME=value (e.g. KAFKA_CONSUMER_BATCH_WAIT=1ms)")
 	flag.Parse()
+	for kv := range strings.SplitSeq(serviceEnv, ",") {
+		if kv = strings.TrimSpace(kv); kv != "" {
+			o.serviceEnv = append(o.serviceEnv, kv)
+		}
+	}
 	var err error
 	if o.createC, err = ints(createC); err == nil {
 		o.replayC, err = ints(replayC)
@@ -172,7 +195,14 @@ func (o options) serviceOrders() int64 {
 	if o.compareBin != "" {
 		binaries = 2
 	}
-	return replayKeys + int64(o.passes*binaries*len(o.createC))*maxLoadThreads*ordersPerThread(o.warmup+o.duration) +
+	runs := o.passes * binaries * len(o.createC)
+	if o.saga {
+		runs *= 2
+	}
+	if o.statements {
+		runs++
+	}
+	return replayKeys + 1 + int64(runs)*maxLoadThreads*ordersPerThread(o.warmup+o.duration) +
 		int64(o.instructionRounds*binaries*(instructionWarmup+o.instructions))
 }
 
@@ -244,6 +274,9 @@ type bench struct {
 	// servicePID is the running service's process, for its CPU time;
 	// postmasterPID the cluster's, for the database's.
 	servicePID, postmasterPID int
+	// saga is the broker of -saga; env the service's extra settings.
+	saga *sagaBroker
+	env  []string
 }
 
 func run(ctx context.Context, o options) error {
@@ -266,9 +299,11 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	logf("load generator: %s; starting PostgreSQL (fsync on) on 127.0.0.1:%d", o.loadgen, pgPort)
-	cluster, err := pgtemp.Start(ctx, pgtemp.Options{TCPPort: pgPort, Settings: map[string]string{
-		"shared_preload_libraries": "pg_stat_statements",
-	}})
+	settings := map[string]string{"shared_preload_libraries": "pg_stat_statements"}
+	if o.statements {
+		settings["pg_stat_statements.track_planning"] = "on"
+	}
+	cluster, err := pgtemp.Start(ctx, pgtemp.Options{TCPPort: pgPort, Settings: settings})
 	if err != nil {
 		return err
 	}
@@ -300,6 +335,16 @@ func run(ctx context.Context, o options) error {
 		fmt.Println(rep.String())
 		return writeJSON(o.out, table{Passes: o.passes, Duration: o.duration, LoadGenerator: o.loadgen, Scale: rep})
 	}
+	if o.saga {
+		if b.saga, err = startSagaBroker(ctx); err != nil {
+			return err
+		}
+		defer b.saga.close()
+		b.env = append(b.env, b.saga.env...)
+		if o.sagaWorkers > 0 {
+			b.env = append(b.env, "SAGA_WORKERS="+strconv.Itoa(o.sagaWorkers))
+		}
+	}
 	var cold []coldStart
 	if o.coldStart > 0 {
 		if cold, err = b.coldStarts(ctx, cluster, serviceBin); err != nil {
@@ -320,6 +365,9 @@ func run(ctx context.Context, o options) error {
 		tab = summarize(o, runs)
 		fmt.Println()
 		fmt.Println(tab.String())
+		if o.saga {
+			fmt.Println(sagaTable(o, runs))
+		}
 		if err := b.printServerTime(ctx); err != nil {
 			return err
 		}
@@ -381,6 +429,11 @@ func (b *bench) passes(ctx context.Context, serviceBin string) (map[string][]res
 	if err := b.chargeReplayKeys(ctx); err != nil {
 		return nil, err
 	}
+	if b.saga != nil {
+		if err := b.awaitSaga(ctx); err != nil {
+			return nil, err
+		}
+	}
 
 	runs := map[string][]result{}
 	for pass := 1; pass <= o.passes; pass++ {
@@ -399,6 +452,22 @@ func (b *bench) passes(ctx context.Context, serviceBin string) (map[string][]res
 					}
 					runs[name(who, w.workload, c)] = append(runs[name(who, w.workload, c)], r)
 					report(pass, name(who, w.workload, c), r)
+					if w.workload == "create" && b.saga != nil {
+						// The same concurrency as saga steps, right after.
+						var profiledRun chan error
+						if profile && profiled("saga", c) {
+							profiledRun = make(chan error, 1)
+							go func() { profiledRun <- b.cpuProfile(ctx) }()
+						}
+						r := b.sagaLoad(ctx, c, o.warmup, o.duration)
+						if profiledRun != nil {
+							if err := <-profiledRun; err != nil {
+								return err
+							}
+						}
+						runs[name(who, "saga", c)] = append(runs[name(who, "saga", c)], r)
+						report(pass, name(who, "saga", c), r)
+					}
 				}
 			}
 			return nil
@@ -411,8 +480,10 @@ func (b *bench) passes(ctx context.Context, serviceBin string) (map[string][]res
 			// next pass starts as this one did.
 			restart := func(bin string) (err error) {
 				stopService()
-				stopService, err = b.startService(ctx, bin)
-				return err
+				if stopService, err = b.startService(ctx, bin); err != nil || b.saga == nil {
+					return err
+				}
+				return b.awaitSaga(ctx)
 			}
 			if err := restart(o.compareBin); err != nil {
 				return nil, err
@@ -442,6 +513,11 @@ func (b *bench) passes(ctx context.Context, serviceBin string) (map[string][]res
 			}
 			runs[name("pgbench", "replay", c)] = append(runs[name("pgbench", "replay", c)], r)
 			report(pass, name("pgbench", "replay", c), r)
+		}
+	}
+	if o.statements {
+		if err := b.statementRuns(ctx); err != nil {
+			return nil, err
 		}
 	}
 	return runs, nil
@@ -495,6 +571,7 @@ func (b *bench) startWrapped(ctx context.Context, bin string, wrap []string) (st
 		"API_KEYS=bench:"+apiKey,
 		"SANDBOX_PROVIDER_URL="+b.provider.URL,
 	)
+	cmd.Env = append(append(cmd.Env, b.env...), b.o.serviceEnv...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {

@@ -76,6 +76,10 @@ func TestPaymentStatusUpdateIsHOTAndTheThirdLayerHolds(t *testing.T) {
 	}{
 		{"before 00019", 18, false},
 		{"after 00019", 19, true},
+		// Every later index of payment keeps the update HOT: 00022's of
+		// the authorized payments reads is_authorized, false before and
+		// after a one-step charge's record.
+		{"after 00022", 22, true},
 	} {
 		t.Run(schema.name, func(t *testing.T) {
 			if _, err := p.DownTo(ctx, schema.version); err != nil {

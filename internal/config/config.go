@@ -192,8 +192,9 @@ type Saga struct {
 	// whose order the projection does not hold yet is tried again before
 	// it fails order-not-found.
 	OrderWait time.Duration
-	// Workers (SAGA_WORKERS, default 16, 1 to 256) is how many sagas of a
-	// fetched batch are carried out at once.
+	// Workers (SAGA_WORKERS, default 16, 1 to 256) is how many sagas are
+	// carried out at once, and how many fetched batches at most are in
+	// flight.
 	Workers int
 }
 

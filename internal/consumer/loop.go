@@ -36,6 +36,9 @@ type loop struct {
 	traced    bool // Config.Tracer was set: read the records' trace context
 	metrics   *loopMetrics
 	logger    *slog.Logger
+	// drain, if set, waits for the work run handed on to end: run calls
+	// it before it closes the reader.
+	drain func()
 
 	mu    sync.Mutex
 	state error // nil while healthy; see Health
@@ -142,6 +145,9 @@ func (l *loop) run(ctx context.Context, process func(ctx context.Context, batch 
 	l.setState(nil)
 	l.logger.Info("consuming " + l.cfg.Topic)
 	defer func() {
+		if l.drain != nil {
+			l.drain()
+		}
 		l.setState(fmt.Errorf("%s: %w", l.what, errNotRunning))
 		err := errors.Join(l.reader.Close(), l.dlt.Close())
 		l.logger.Info(l.what+" stopped", "err", err)

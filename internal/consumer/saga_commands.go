@@ -42,11 +42,20 @@ type SagaStepper interface {
 //     provider's event) records it; the topic moves on meanwhile.
 //   - A batch's commands are carried out saga by saga: the commands of one
 //     saga (one message key, so one partition) one after the other, in
-//     offset order; different sagas at once, up to Workers.
+//     offset order, also across batches; different sagas at once, up to
+//     Workers.
+//   - The next batch is fetched and started while the batches before it
+//     are carried out (up to Workers batches in flight): a saga's next
+//     command waits for its own saga only, not for the slowest step of
+//     the batch before (measured: the wait for that step was most of a
+//     step's time, docs/benchmarks.md). Offsets are committed batch by
+//     batch, in fetch order, each only once the batches before it are
+//     committed.
 //   - A step that must be tried again (the provider did not act, another
 //     payment of the order is in flight, the order is not projected yet,
-//     the database is down) is retried with backoff; only its own saga and
-//     the batch's commit wait for it.
+//     the database is down) is retried with backoff; its own saga and the
+//     commits of its batch and the later ones wait for it, and the other
+//     sagas go on until Workers batches are in flight.
 //   - A command that cannot be read goes to the dead-letter topic with the
 //     reason in its headers, as an order event does; if its sagaId and
 //     stepName can be read, the step is answered failed (invalid-command)
@@ -56,9 +65,30 @@ type SagaConsumer struct {
 	steps   SagaStepper
 	workers int
 	metrics *sagaMetrics
+
+	// The batches in flight: a batch is fetched while the ones before it
+	// are still being carried out, so that a saga's next command does not
+	// wait for the slowest step of the batch before it. Offsets are still
+	// committed batch by batch in fetch order, each once every batch
+	// before it is committed.
+	batches chan struct{} // one token per batch in flight, up to workers
+	running chan struct{} // one token per saga being carried out, up to workers
+	last    chan bool     // the latest batch's outcome, sent once it is committed or given up; Run's goroutine only
+	mu      sync.Mutex
+	tails   map[uuid.UUID]*sagaTail // the latest batch's turn of each saga in flight
+	dltMu   sync.Mutex              // the dead-letter producer, shared by the batches
+	flight  sync.WaitGroup
 }
 
-// DefaultSagaWorkers is how many sagas of a batch are carried out at once.
+// sagaTail is one batch's turn of one saga: the saga's commands of the
+// next batch wait for it, and are not carried out unless it ended well.
+type sagaTail struct {
+	done chan struct{}
+	ok   bool // set before done is closed
+}
+
+// DefaultSagaWorkers is how many sagas are carried out at once, and how
+// many batches at most are in flight.
 const DefaultSagaWorkers = 16
 
 // Steps of the saga consumer, as the "step" label of its retries metric.
@@ -85,7 +115,12 @@ func NewSagaConsumer(cfg Config, steps SagaStepper, workers int, reg prometheus.
 	if workers <= 0 {
 		workers = DefaultSagaWorkers
 	}
-	return &SagaConsumer{loop: l, steps: steps, workers: workers, metrics: m}, nil
+	c := &SagaConsumer{loop: l, steps: steps, workers: workers, metrics: m,
+		batches: make(chan struct{}, workers), running: make(chan struct{}, workers),
+		tails: map[uuid.UUID]*sagaTail{}}
+	// Run's reader is closed only once every batch in flight is over.
+	l.drain = c.flight.Wait
+	return c, nil
 }
 
 // Run consumes until ctx ends; see Consumer.Run.
@@ -93,11 +128,13 @@ func (c *SagaConsumer) Run(ctx context.Context) error {
 	return c.run(ctx, c.process)
 }
 
-// process carries out one batch and commits its offsets; it returns
-// without committing when ctx ends while a command waits for a retry.
+// process starts one batch: it reads the batch and answers what cannot be
+// carried out, then leaves the batch's sagas to run beside the batches in
+// flight (up to workers batches, so that each can have a worker) and
+// returns for the next fetch. It returns without starting the batch when
+// ctx ends first.
 func (c *SagaConsumer) process(ctx context.Context, batch []kafka.Message) {
 	ctx, span := c.traceBatchOf(ctx, batch, false)
-	defer span.end()
 	// As for the order events: work on a started command runs to its end;
 	// only the waits between attempts end with ctx.
 	work := context.WithoutCancel(ctx)
@@ -126,7 +163,8 @@ func (c *SagaConsumer) process(ctx context.Context, batch []kafka.Message) {
 		}
 		bySaga[saga] = append(bySaga[saga], cmd)
 	}
-	if err := c.deadLetterAll(ctx, work, poisoned); err != nil {
+	if err := c.deadLetterShared(ctx, work, poisoned); err != nil {
+		span.end()
 		return
 	}
 	for _, bad := range invalid {
@@ -135,61 +173,125 @@ func (c *SagaConsumer) process(ctx context.Context, batch []kafka.Message) {
 			return err
 		})
 		if err != nil {
+			span.end()
 			return
 		}
 		c.metrics.steps.WithLabelValues("invalid", string(app.ReplyFailed)).Inc()
 	}
 
-	var rejected []deadRecord
-	var mu sync.Mutex
-	done := c.each(ctx, sagas, func(saga uuid.UUID) bool {
-		for _, cmd := range bySaga[saga] {
-			err := c.traced(ctx, work, span, cmd)
-			if errors.Is(err, app.ErrDataRejected) {
-				mu.Lock()
-				rejected = append(rejected, deadRecord{msg: cmd.msg, reason: &PoisonError{Reason: ReasonRejected, Detail: err.Error()}})
-				mu.Unlock()
-				continue
+	select {
+	case c.batches <- struct{}{}:
+	case <-ctx.Done():
+		span.end()
+		return
+	}
+	// Each saga's turn in this batch comes after its turn in the batch
+	// before, if that one is still in flight.
+	prev := make(map[uuid.UUID]*sagaTail, len(sagas))
+	mine := make(map[uuid.UUID]*sagaTail, len(sagas))
+	c.mu.Lock()
+	for _, saga := range sagas {
+		prev[saga] = c.tails[saga]
+		mine[saga] = &sagaTail{done: make(chan struct{})}
+		c.tails[saga] = mine[saga]
+	}
+	c.mu.Unlock()
+	before, outcome := c.last, make(chan bool, 1)
+	c.last = outcome
+
+	c.flight.Add(1)
+	go func() {
+		defer c.flight.Done()
+		defer func() { <-c.batches }()
+		defer span.end()
+		var rejected []deadRecord
+		var mu sync.Mutex
+		done := c.each(ctx, sagas, prev, mine, func(saga uuid.UUID) bool {
+			for _, cmd := range bySaga[saga] {
+				err := c.traced(ctx, work, span, cmd)
+				if errors.Is(err, app.ErrDataRejected) {
+					mu.Lock()
+					rejected = append(rejected, deadRecord{msg: cmd.msg, reason: &PoisonError{Reason: ReasonRejected, Detail: err.Error()}})
+					mu.Unlock()
+					continue
+				}
+				if err != nil {
+					return false
+				}
 			}
-			if err != nil {
-				return false
-			}
+			return true
+		})
+		if done {
+			done = c.deadLetterShared(ctx, work, rejected) == nil
 		}
-		return true
-	})
-	if !done {
-		return
-	}
-	if err := c.deadLetterAll(ctx, work, rejected); err != nil {
-		return
-	}
-	c.setState(nil)
-	c.commit(work, batch, span)
+		// The offsets of this batch are committed after every batch
+		// before it is: committing past a command still being carried out
+		// would lose it in a crash.
+		if before != nil && !<-before {
+			done = false
+		}
+		if done {
+			c.setState(nil)
+			c.commit(work, batch, span)
+		}
+		outcome <- done
+	}()
 }
 
-// each runs fn for every saga, up to c.workers at once, and reports
-// whether every call returned true.
-func (c *SagaConsumer) each(ctx context.Context, sagas []uuid.UUID, fn func(uuid.UUID) bool) bool {
-	sem := make(chan struct{}, c.workers)
+// deadLetterShared is deadLetterAll for the batches in flight, which
+// share the dead-letter producer.
+func (c *SagaConsumer) deadLetterShared(ctx, work context.Context, recs []deadRecord) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	c.dltMu.Lock()
+	defer c.dltMu.Unlock()
+	return c.deadLetterAll(ctx, work, recs)
+}
+
+// each runs fn for every saga, each once its turn in the batch before
+// (prev) has ended well, up to c.workers sagas at once across the batches
+// in flight, and reports whether every call returned true. Each saga's
+// turn here (mine) ends when its call does; a saga whose turn before did
+// not end well is not carried out here.
+func (c *SagaConsumer) each(ctx context.Context, sagas []uuid.UUID, prev, mine map[uuid.UUID]*sagaTail, fn func(uuid.UUID) bool) bool {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	ok := true
 	for _, saga := range sagas {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			wg.Wait()
-			return false
-		}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if !fn(saga) {
-				mu.Lock()
-				ok = false
-				mu.Unlock()
+		wg.Go(func() {
+			t := mine[saga]
+			defer func() {
+				close(t.done)
+				c.mu.Lock()
+				if c.tails[saga] == t {
+					delete(c.tails, saga)
+				}
+				c.mu.Unlock()
+				if !t.ok {
+					mu.Lock()
+					ok = false
+					mu.Unlock()
+				}
+			}()
+			if p := prev[saga]; p != nil {
+				select {
+				case <-p.done:
+					if !p.ok {
+						return
+					}
+				case <-ctx.Done():
+					return
+				}
 			}
-		}()
+			select {
+			case c.running <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-c.running }()
+			t.ok = fn(saga)
+		})
 	}
 	wg.Wait()
 	return ok

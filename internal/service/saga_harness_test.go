@@ -344,3 +344,49 @@ func postJSON(t *testing.T, url, apiKey, key, body string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// retried is how often the service has retried charging a saga step
+// (saga_commands_retries_total{step="charging"} on /metrics): above 0
+// once a step waits for its order.
+func (r *sagaRig) retried(t *testing.T) float64 {
+	t.Helper()
+	resp, err := http.Get(r.svc.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, `saga_commands_retries_total{step="charging"} `); ok {
+			var n float64
+			if _, err := fmt.Sscan(v, &n); err != nil {
+				t.Fatalf("metrics line %q: %v", line, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no saga_commands_retries_total{step=\"charging\"} on /metrics")
+	return 0
+}
+
+// committed is the saga consumer group's committed offset of a partition
+// of the commands topic (-1: none): the next record it would start from.
+func (r *sagaRig) committed(t *testing.T, partition int) int64 {
+	t.Helper()
+	client := &kafka.Client{Addr: kafka.TCP(r.brokers...), Timeout: 10 * time.Second}
+	res, err := client.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{
+		GroupID: "payment-saga", Topics: map[string][]int{r.commands: {partition}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range res.Topics[r.commands] {
+		if p.Partition == partition {
+			return p.CommittedOffset
+		}
+	}
+	return -1
+}

@@ -394,3 +394,65 @@ func TestSagaStepIsOneTraceIntoItsReply(t *testing.T) {
 		t.Fatalf("processing span: parent %v, kind %v; want a consumer span under the orchestrator's", process.Parent, process.SpanKind)
 	}
 }
+
+// A step that waits (here for its order) holds up its own saga and the
+// commits, not the other sagas: a command fetched after it is answered
+// meanwhile, and no offset passes the waiting command until it is
+// answered.
+func TestSagaStepWaitingHoldsUpOnlyItsSagaAndTheCommits(t *testing.T) {
+	r := startSaga(t, map[string]string{"SAGA_ORDER_WAIT": "30s"}, sandboxprovider.Config{})
+	other := r.newOrder(t, "15.00")
+	late := int64(910001) + orderIDs.Add(1)
+	waiting, quick := uuid.New(), uuid.New()
+	r.send(t, chargeCmd(waiting, "charge-payment", late, "15.00", "pi_waiting_"+waiting.String()))
+	// The waiting step's batch is fetched and carried out before the next.
+	r.waitFor(t, "the waiting step started", func() bool { return r.retried(t) > 0 })
+	r.send(t, chargeCmd(quick, "charge-payment", other, "15.00", "pi_quick_"+quick.String()))
+	if got := r.awaitReply(t, quick, "charge-payment", 1)[0]; got.str("eventType") != "PaymentStepCharged.v1" {
+		t.Fatalf("reply to the step fetched after the waiting one = %s", got.Raw)
+	}
+	if got := r.repliesTo(waiting, "charge-payment"); len(got) != 0 {
+		t.Fatalf("the waiting step is answered already: %s", r.dump())
+	}
+	cmds := kafkatest.ReadAll(t, r.brokers, r.commands, 10*time.Second)
+	var rec kafkatest.Record
+	for _, c := range cmds {
+		if string(c.Key) == waiting.String() {
+			rec = c
+		}
+	}
+	if committed := r.committed(t, rec.Partition); committed > rec.Offset {
+		t.Fatalf("partition %d is committed to %d, past the waiting command at %d", rec.Partition, committed, rec.Offset)
+	}
+
+	r.projectOrder(t, late, "15.00")
+	if got := r.awaitReply(t, waiting, "charge-payment", 1)[0]; got.str("eventType") != "PaymentStepCharged.v1" {
+		t.Fatalf("reply once the order came = %s", got.Raw)
+	}
+	r.waitFor(t, "the waiting command committed", func() bool { return r.committed(t, rec.Partition) > rec.Offset })
+}
+
+// A saga's commands in different batches are carried out in offset order:
+// a compensation fetched while its step still waits for its order comes
+// after the step, and refunds it, instead of cancelling it.
+func TestSagaCommandsOfOneSagaInLaterBatchesWaitForItsEarlierOnes(t *testing.T) {
+	r := startSaga(t, map[string]string{"SAGA_ORDER_WAIT": "30s"}, sandboxprovider.Config{})
+	late := int64(920001) + orderIDs.Add(1)
+	saga := uuid.New()
+	external := "pi_ordered_" + saga.String()
+	r.send(t, chargeCmd(saga, "charge-payment", late, "25.00", external))
+	r.waitFor(t, "the step started", func() bool { return r.retried(t) > 0 })
+	r.send(t, compensateCmd(saga, "refund-payment", "charge-payment"))
+	r.quietFor(t, time.Second, saga, "refund-payment", 0)
+	r.projectOrder(t, late, "25.00")
+	if got := r.awaitReply(t, saga, "charge-payment", 1)[0]; got.str("eventType") != "PaymentStepCharged.v1" {
+		t.Fatalf("step's reply = %s", got.Raw)
+	}
+	compensated := r.awaitReply(t, saga, "refund-payment", 1)[0]
+	if compensated.str("eventType") != "PaymentStepCompensated.v1" || compensated.str("amount") != "25.00" {
+		t.Fatalf("compensation reply = %s", compensated.Raw)
+	}
+	if got := r.net(external); !got.IsZero() {
+		t.Fatalf("the provider holds %s after the compensation, want 0", got)
+	}
+}
