@@ -83,10 +83,15 @@ func closedLoop(ctx context.Context, clients int, warmup, d time.Duration, next 
 		})
 	}
 	wg.Wait()
+	return resultOf(d, latencies, errs, firstErr)
+}
 
+// resultOf is the result of a measured part of d: every client's
+// latencies, errors and first error, together.
+func resultOf(d time.Duration, latencies [][]time.Duration, errs []int, firstErr []string) result {
 	var all []time.Duration
 	r := result{Duration: d}
-	for c := range clients {
+	for c := range latencies {
 		all = append(all, latencies[c]...)
 		r.Errors += errs[c]
 		if r.FirstError == "" {
@@ -98,6 +103,20 @@ func closedLoop(ctx context.Context, clients int, warmup, d time.Duration, next 
 	r.PerSecond = float64(len(all)) / d.Seconds()
 	r.P50, r.P99 = percentile(all, 0.50), percentile(all, 0.99)
 	return r
+}
+
+// cpuOver reads the service's and the database's CPU times at the
+// measured part's start (after warmup) and end, on timers: to a few
+// milliseconds, of a run of seconds.
+func (b *bench) cpuOver(warmup, d time.Duration) <-chan cpuTimes {
+	cpu := make(chan cpuTimes, 1)
+	go func() {
+		time.Sleep(warmup)
+		before := b.cpuTimes()
+		time.Sleep(d)
+		cpu <- b.cpuTimes().since(before)
+	}()
+	return cpu
 }
 
 func do(client *http.Client, req *http.Request) (int, error) {

@@ -658,15 +658,7 @@ func (b *bench) load(ctx context.Context, workload string, clients int, warmup, 
 	if b.o.loadgen == "wrk" {
 		r, err = b.wrkRun(ctx, workload, clients, warmup, d)
 	} else {
-		// The CPU times are read on timers at the measured part's start and
-		// end: to a few milliseconds, of a run of seconds.
-		cpu := make(chan cpuTimes, 1)
-		go func() {
-			time.Sleep(warmup)
-			before := b.cpuTimes()
-			time.Sleep(d)
-			cpu <- b.cpuTimes().since(before)
-		}()
+		cpu := b.cpuOver(warmup, d)
 		r = closedLoop(ctx, clients, warmup, d, next)
 		(<-cpu).divide(&r)
 	}

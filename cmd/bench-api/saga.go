@@ -249,13 +249,7 @@ func (b *bench) nextOrder() int64 {
 // the steps started after warmup are measured, with the service's and the
 // database's CPU time over the measured part.
 func (b *bench) sagaLoad(ctx context.Context, clients int, warmup, d time.Duration) result {
-	cpu := make(chan cpuTimes, 1)
-	go func() {
-		time.Sleep(warmup)
-		before := b.cpuTimes()
-		time.Sleep(d)
-		cpu <- b.cpuTimes().since(before)
-	}()
+	cpu := b.cpuOver(warmup, d)
 	start := time.Now()
 	measureFrom, end := start.Add(warmup), start.Add(warmup+d)
 	latencies := make([][]time.Duration, clients)
@@ -288,21 +282,11 @@ func (b *bench) sagaLoad(ctx context.Context, clients int, warmup, d time.Durati
 		})
 	}
 	wg.Wait()
-	var all []time.Duration
 	var steps []stepTimes
-	r := result{Duration: d}
 	for c := range clients {
-		all = append(all, latencies[c]...)
 		steps = append(steps, times[c]...)
-		r.Errors += errs[c]
-		if r.FirstError == "" {
-			r.FirstError = firstErr[c]
-		}
 	}
-	slices.Sort(all)
-	r.Requests = len(all)
-	r.PerSecond = float64(len(all)) / d.Seconds()
-	r.P50, r.P99 = percentile(all, 0.50), percentile(all, 0.99)
+	r := resultOf(d, latencies, errs, firstErr)
 	(<-cpu).divide(&r)
 	if err := b.stepSegments(ctx, clients, steps); err != nil {
 		logf("saga C=%d: no segments: %v", clients, err)
