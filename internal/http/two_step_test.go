@@ -391,3 +391,42 @@ func TestAVoidWithoutABodyIsAVoid(t *testing.T) {
 		t.Fatalf("the provider's ledger: %+v, want one void", net)
 	}
 }
+
+// Concurrent refunds of a partial capture give back no more than was
+// captured: 25 refunds of 10.00 at once on 60.00 captured of 100.00
+// authorized make exactly six, and the provider's ledger agrees.
+func TestConcurrentRefundsNeverExceedTheCapture(t *testing.T) {
+	t.Parallel()
+	s := startService(t, nil)
+	id := s.authorize(t, 9801, "100.00", "pi_refund_capture")
+	if r := s.capture(t, id, "cap", captureBody("60.00", "RUB", "cap_refunds")); r.status != http.StatusCreated {
+		t.Fatalf("capture: %d %s", r.status, r.body)
+	}
+	statuses := make([]int, 25)
+	var wg sync.WaitGroup
+	for i := range statuses {
+		wg.Go(func() {
+			statuses[i] = s.request(t, http.MethodPost, fmt.Sprintf("/payments/%d/refunds", id),
+				fmt.Sprintf(`{"amount":"10.00","externalRefundId":"re_c%d"}`, i),
+				map[string]string{"Idempotency-Key": fmt.Sprintf("ref-%d", i)}).status
+		})
+	}
+	wg.Wait()
+	made := 0
+	for _, st := range statuses {
+		switch st {
+		case http.StatusCreated:
+			made++
+		case http.StatusConflict:
+		default:
+			t.Errorf("a refund answered %d, want 201 or 409", st)
+		}
+	}
+	if made != 6 {
+		t.Fatalf("%d refunds made of 10.00 each on 60.00 captured, want 6 (%v)", made, statuses)
+	}
+	net := s.provider.NetCaptured("pi_refund_capture")
+	if len(net.Violations) > 0 || !net.Captured.Equal(decimal.RequireFromString("60")) || !net.Net.IsZero() {
+		t.Fatalf("the provider's ledger: %+v", net)
+	}
+}
