@@ -405,9 +405,12 @@ func TestDatabaseLostBetweenProviderCallAndRecord(t *testing.T) {
 	var wg sync.WaitGroup
 	var first response
 	wg.Go(func() { first = s.charge(t, "k", body) })
-	// Phase 1 committed; the provider is working on the charge.
+	// Phase 1 committed and the provider working on the charge: the
+	// provider has the request, so the service has had phase 1's answer
+	// (a committed row alone does not say its answer reached the service).
 	waitFor(t, func() bool {
-		return s.count(t, `SELECT count(*) FROM idempotency_record WHERE status = 'IN_PROGRESS' AND payment_id IS NOT NULL`) == 1
+		return s.provider.Counters().Requests == 1 &&
+			s.count(t, `SELECT count(*) FROM idempotency_record WHERE status = 'IN_PROGRESS' AND payment_id IS NOT NULL`) == 1
 	})
 	if err := proxy.SetMode(faultproxy.Refuse); err != nil {
 		t.Fatal(err)
