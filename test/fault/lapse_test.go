@@ -26,9 +26,10 @@ import (
 )
 
 // lapseTTL is how long the provider's holds last in this test: long
-// enough for the early commands to land before it, short enough to keep
-// the test short.
-const lapseTTL = 2 * time.Second
+// enough for the eleven authorizations and the early commands to land
+// before the first lapses on a loaded machine (under -race, beside other
+// tests), short enough to keep the test short.
+const lapseTTL = 5 * time.Second
 
 // lapseCommand is what one payment meets: when its capture or void is
 // sent, relative to its hold's lapse, and through which replica.
