@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shopspring/decimal"
 
@@ -80,9 +81,25 @@ func goodFacts() twoStepFacts {
 	}
 }
 
+// expired makes the good facts a payment whose hold lapsed, nothing
+// captured: EXPIRED with its event.
+func expired(f *twoStepFacts) {
+	f.ledger.Captures, f.ledger.Refunds, f.refunds, f.transitions, f.answers, f.replays = nil, nil, nil, nil, nil, nil
+	f.ledger.Authorizations[0].Hold = sandboxprovider.HoldExpired
+	f.payment.status, f.payment.captured = "EXPIRED", nil
+	f.outbox = []twoStepEvent{f.outbox[0], {eventID: "e2", typ: "PaymentExpired.v1", published: true}}
+	f.topic = map[string]string{"e1": "PaymentAuthorized.v1", "e2": "PaymentExpired.v1"}
+}
+
 func TestTwoStepInvariantsCatchBadLedgers(t *testing.T) {
 	if v := goodFacts().check(); len(v) > 0 {
 		t.Fatalf("the good facts: %v", v)
+	}
+	lapsed := goodFacts()
+	expired(&lapsed)
+	lapsed.expiryDue = true
+	if v := lapsed.check(); len(v) > 0 {
+		t.Fatalf("the good facts of a lapsed hold: %v", v)
 	}
 	tests := []struct {
 		name   string
@@ -152,6 +169,24 @@ func TestTwoStepInvariantsCatchBadLedgers(t *testing.T) {
 		{"an event missing from the topic", func(f *twoStepFacts) { delete(f.topic, "e2") }, "is not on the topic"},
 		{"an unpublished event", func(f *twoStepFacts) { f.outbox[1].published = false }, "unpublished"},
 		{"no capture event", func(f *twoStepFacts) { f.outbox = f.outbox[:1] }, "0 PaymentCaptured.v1 outbox rows, want 1"},
+		{"EXPIRED while the provider still holds the money", func(f *twoStepFacts) {
+			expired(f)
+			f.ledger.Authorizations[0].Hold = sandboxprovider.HoldActive
+		}, "is EXPIRED and the provider's hold is \"active\""},
+		{"a lapsed hold left AUTHORIZED once the completer had time", func(f *twoStepFacts) {
+			expired(f)
+			f.payment.status, f.expiryDue = "AUTHORIZED", true
+			f.outbox, f.topic = f.outbox[:1], map[string]string{"e1": "PaymentAuthorized.v1"}
+		}, "a lapse not recorded"},
+		{"a capture that succeeded after the hold lapsed", func(f *twoStepFacts) {
+			at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			f.ledger.Authorizations[0].ExpiresAt = at
+			f.ledger.Captures[0].Created = at.Add(time.Second)
+		}, "after the hold lapsed"},
+		{"an EXPIRED payment without its event", func(f *twoStepFacts) {
+			expired(f)
+			f.outbox, f.topic = f.outbox[:1], map[string]string{"e1": "PaymentAuthorized.v1"}
+		}, "0 PaymentExpired.v1 outbox rows, want 1"},
 		{"two authorization events", func(f *twoStepFacts) {
 			f.outbox = append(f.outbox, twoStepEvent{eventID: "e4", typ: "PaymentAuthorized.v1", published: true})
 			f.topic["e4"] = "PaymentAuthorized.v1"

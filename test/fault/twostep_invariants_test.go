@@ -39,6 +39,10 @@ type twoStepFacts struct {
 	// topic the eventIds the topic showed for it, with their types.
 	outbox []twoStepEvent
 	topic  map[string]string
+	// expiryDue: the completer's runs had time to ask about the hold since
+	// it lapsed (lapse_test.go), so an AUTHORIZED payment whose hold the
+	// provider let lapse is a lapse left unrecorded.
+	expiryDue bool
 }
 
 type twoStepRow struct {
@@ -70,7 +74,10 @@ type twoStepEvent struct {
 //     names no violation);
 //   - the payment is SUCCEEDED if and only if exactly one capture
 //     succeeded at the provider, with captured_amount what it took;
-//     VOIDED if and only if one void succeeded; AUTHORIZED if neither;
+//     VOIDED if and only if one void succeeded; EXPIRED if and only if
+//     the provider says the hold lapsed (so with neither); AUTHORIZED
+//     otherwise, and not once the completer had time to see a lapse
+//     (expiryDue); no capture succeeded after the hold's time was up;
 //   - the transitions and the ledger agree: no transition PENDING; each
 //     SUCCEEDED or DECLINED one is at the provider under its key with that
 //     decision, a FAILED one is not; each capture and void the provider
@@ -84,8 +91,8 @@ type twoStepEvent struct {
 //     byte;
 //   - the payment's outbox rows are all published and on the topic with
 //     their types: one PaymentAuthorized.v1, one PaymentCaptured.v1 if it
-//     is SUCCEEDED, one PaymentVoided.v1 if it is VOIDED, and none of
-//     either otherwise.
+//     is SUCCEEDED, one PaymentVoided.v1 if it is VOIDED, one
+//     PaymentExpired.v1 if it is EXPIRED, and none of each otherwise.
 func (f twoStepFacts) check() violations {
 	var v violations
 	auths := f.ledger.SucceededAuthorizations(f.ref)
@@ -173,8 +180,20 @@ func (f twoStepFacts) check() violations {
 	case p.status != "VOIDED" && voided > 0:
 		v.add("payment %d (%s) is %s and the provider voided it: a lost void", p.id, f.ref, p.status)
 	}
-	if p.status != "SUCCEEDED" && p.status != "VOIDED" && p.status != "AUTHORIZED" {
-		v.add("payment %d (%s) is %s, want SUCCEEDED, VOIDED or AUTHORIZED", p.id, f.ref, p.status)
+	lapsed := auth.Hold == sandboxprovider.HoldExpired
+	switch {
+	case p.status == "EXPIRED" && (!lapsed || len(won)+voided > 0):
+		v.add("payment %d (%s) is EXPIRED and the provider's hold is %q with %d captures and %d voids succeeded", p.id, f.ref, auth.Hold, len(won), voided)
+	case p.status != "EXPIRED" && lapsed && (p.status != "AUTHORIZED" || f.expiryDue):
+		v.add("payment %d (%s) is %s and the provider says its hold lapsed: a lapse not recorded", p.id, f.ref, p.status)
+	}
+	for _, c := range won {
+		if !auth.ExpiresAt.IsZero() && c.Created.After(auth.ExpiresAt) {
+			v.add("two-step %s: capture %s succeeded at %s, after the hold lapsed at %s", f.ref, c.IdempotencyKey, c.Created, auth.ExpiresAt)
+		}
+	}
+	if p.status != "SUCCEEDED" && p.status != "VOIDED" && p.status != "AUTHORIZED" && p.status != "EXPIRED" {
+		v.add("payment %d (%s) is %s, want SUCCEEDED, VOIDED, EXPIRED or AUTHORIZED", p.id, f.ref, p.status)
 	}
 
 	// The transitions against the ledger.
@@ -249,12 +268,14 @@ func (f twoStepFacts) check() violations {
 			v.add("payment %d: outbox row %s (%s) is not on the topic (%q)", p.id, e.eventID, e.typ, typ)
 		}
 	}
-	want := map[string]int{"PaymentAuthorized.v1": 1, "PaymentCaptured.v1": 0, "PaymentVoided.v1": 0}
+	want := map[string]int{"PaymentAuthorized.v1": 1, "PaymentCaptured.v1": 0, "PaymentVoided.v1": 0, "PaymentExpired.v1": 0}
 	switch p.status {
 	case "SUCCEEDED":
 		want["PaymentCaptured.v1"] = 1
 	case "VOIDED":
 		want["PaymentVoided.v1"] = 1
+	case "EXPIRED":
+		want["PaymentExpired.v1"] = 1
 	}
 	for typ, n := range want {
 		if types[typ] != n {
@@ -276,7 +297,7 @@ func (c *checker) checkTwoStep(p *twoStepPlan) violations {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	s := c.s
-	f := twoStepFacts{ref: p.auth.ext, answers: p.answers}
+	f := twoStepFacts{ref: p.auth.ext, answers: p.answers, expiryDue: p.expiryDue}
 	id := p.payment.id
 
 	var scopes []scope

@@ -46,6 +46,9 @@ type twoStepPlan struct {
 	refundOps []refundOp
 	answers   []answer
 	replays   []answer // the completed keys sent once more after the round
+	// expiryDue: the completer had time to record a lapsed hold
+	// (lapse_test.go; the rounds' holds outlive them).
+	expiryDue bool
 }
 
 type plannedTransition struct {
