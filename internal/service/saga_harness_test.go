@@ -28,15 +28,16 @@ import (
 // sandbox provider: commands go in on its commands topic, replies are read
 // from its replies topic.
 type sagaRig struct {
-	svc      *servicetest.Service
-	brokers  []string
-	commands string
-	dlt      string
-	replies  string
-	orders   string
-	writer   *kafka.Writer
-	tail     *kafkatest.Tail
-	seen     []reply // every reply read so far, in order
+	svc       *servicetest.Service
+	brokers   []string
+	commands  string
+	dlt       string
+	replies   string
+	orders    string
+	writer    *kafka.Writer
+	transport *kafka.Transport
+	tail      *kafkatest.Tail
+	seen      []reply // every reply read so far, in order
 }
 
 // reply is a reply as it came off the topic.
@@ -89,8 +90,14 @@ func startSaga(t *testing.T, env map[string]string, provider sandboxprovider.Con
 		vars[k] = v
 	}
 	r.svc = servicetest.Start(t, servicetest.Options{DSN: testdb.New(t), Env: vars, Provider: provider, Service: opts})
+	// The rig's writers share a transport of their own: kafka-go's default
+	// one is the process's, and its cached metadata, read before this
+	// test's topics were created, would answer that they do not exist (a
+	// real broker; kfake is not asked again either way).
+	r.transport = &kafka.Transport{}
+	t.Cleanup(r.transport.CloseIdleConnections)
 	r.writer = &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: r.commands, Balancer: &kafka.Hash{},
-		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
+		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond, Transport: r.transport}
 	t.Cleanup(func() { _ = r.writer.Close() })
 	r.tail = kafkatest.NewTail(brokers, r.replies)
 	return r
@@ -113,7 +120,8 @@ func (r *sagaRig) newOrder(t *testing.T, amount string) int64 {
 // projectOrder publishes the order's OrderCreated.v1.
 func (r *sagaRig) projectOrder(t *testing.T, id int64, amount string) {
 	t.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(r.brokers...), Topic: r.orders, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
+	w := &kafka.Writer{Addr: kafka.TCP(r.brokers...), Topic: r.orders, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond,
+		Transport: r.transport}
 	defer w.Close()
 	body := fmt.Sprintf(`{"eventId":%q,"eventType":"OrderCreated.v1","orderId":%d,"customerId":42,"amount":%q,"currency":"RUB","occurredAt":%q}`,
 		uuid.Must(uuid.NewV7()), id, amount, time.Now().UTC().Format(time.RFC3339Nano))
