@@ -176,8 +176,13 @@ func (d demo) sendCommand(ctx context.Context, sagaID, eventID, eventType string
 	if err != nil {
 		return err
 	}
+	// A transport of its own reads the topic's metadata afresh: kafka-go's
+	// default one is the process's, and caches what it read before the
+	// topic existed.
+	transport := &kafka.Transport{}
+	defer transport.CloseIdleConnections()
 	w := &kafka.Writer{Addr: kafka.TCP(d.brokers...), Topic: d.topics.commands, Balancer: &kafka.Hash{},
-		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
+		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond, Transport: transport}
 	defer w.Close()
 	err = w.WriteMessages(ctx, kafka.Message{Key: []byte(sagaID), Value: value,
 		Headers: []kafka.Header{{Key: "eventId", Value: []byte(eventID)}, {Key: "eventType", Value: []byte(eventType)}}})

@@ -91,7 +91,12 @@ func Publish(ctx context.Context, brokers []string, topic string, events ...Even
 		}
 		msgs[i] = m
 	}
-	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, RequiredAcks: kafka.RequireAll, Balancer: &kafka.Hash{}}
+	// A transport of its own reads the topic's metadata afresh: kafka-go's
+	// default one is the process's, and caches what it read before the
+	// topic existed (waitForTopic waits for the broker, not that cache).
+	transport := &kafka.Transport{}
+	defer transport.CloseIdleConnections()
+	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, RequiredAcks: kafka.RequireAll, Balancer: &kafka.Hash{}, Transport: transport}
 	defer w.Close()
 	if err := w.WriteMessages(ctx, msgs...); err != nil {
 		return fmt.Errorf("publish to %s at %v: %w", topic, brokers, err)
