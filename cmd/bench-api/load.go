@@ -51,9 +51,7 @@ func closedLoop(ctx context.Context, clients int, warmup, d time.Duration, next 
 
 	start := time.Now()
 	measureFrom, end := start.Add(warmup), start.Add(warmup+d)
-	latencies := make([][]time.Duration, clients)
-	errs := make([]int, clients)
-	firstErr := make([]string, clients)
+	tallies := make([]tally, clients)
 	var wg sync.WaitGroup
 	for c := range clients {
 		wg.Go(func() {
@@ -71,31 +69,43 @@ func closedLoop(ctx context.Context, clients int, warmup, d time.Duration, next 
 				if err == nil && status != want {
 					err = fmt.Errorf("status %d, want %d", status, want)
 				}
-				if err != nil {
-					errs[c]++
-					if firstErr[c] == "" {
-						firstErr[c] = err.Error()
-					}
-					continue
-				}
-				latencies[c] = append(latencies[c], took)
+				tallies[c].add(took, err)
 			}
 		})
 	}
 	wg.Wait()
-	return resultOf(d, latencies, errs, firstErr)
+	return resultOf(d, tallies)
 }
 
-// resultOf is the result of a measured part of d: every client's
-// latencies, errors and first error, together.
-func resultOf(d time.Duration, latencies [][]time.Duration, errs []int, firstErr []string) result {
+// tally is what one client of a load saw in the measured part.
+type tally struct {
+	latencies []time.Duration
+	errors    int
+	firstErr  string
+}
+
+// add counts one request: its latency, or its error.
+func (t *tally) add(took time.Duration, err error) {
+	if err != nil {
+		t.errors++
+		if t.firstErr == "" {
+			t.firstErr = err.Error()
+		}
+		return
+	}
+	t.latencies = append(t.latencies, took)
+}
+
+// resultOf is the result of a measured part of d: every client's tally,
+// together.
+func resultOf(d time.Duration, tallies []tally) result {
 	var all []time.Duration
 	r := result{Duration: d}
-	for c := range latencies {
-		all = append(all, latencies[c]...)
-		r.Errors += errs[c]
+	for _, t := range tallies {
+		all = append(all, t.latencies...)
+		r.Errors += t.errors
 		if r.FirstError == "" {
-			r.FirstError = firstErr[c]
+			r.FirstError = t.firstErr
 		}
 	}
 	slices.Sort(all)

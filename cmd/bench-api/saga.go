@@ -252,10 +252,8 @@ func (b *bench) sagaLoad(ctx context.Context, clients int, warmup, d time.Durati
 	cpu := b.cpuOver(warmup, d)
 	start := time.Now()
 	measureFrom, end := start.Add(warmup), start.Add(warmup+d)
-	latencies := make([][]time.Duration, clients)
+	tallies := make([]tally, clients)
 	times := make([][]stepTimes, clients)
-	errs := make([]int, clients)
-	firstErr := make([]string, clients)
 	var wg sync.WaitGroup
 	for c := range clients {
 		wg.Go(func() {
@@ -269,15 +267,10 @@ func (b *bench) sagaLoad(ctx context.Context, clients int, warmup, d time.Durati
 				if t0.Before(measureFrom) {
 					continue
 				}
-				if err != nil {
-					errs[c]++
-					if firstErr[c] == "" {
-						firstErr[c] = err.Error()
-					}
-					continue
+				tallies[c].add(took, err)
+				if err == nil {
+					times[c] = append(times[c], st)
 				}
-				latencies[c] = append(latencies[c], took)
-				times[c] = append(times[c], st)
 			}
 		})
 	}
@@ -286,7 +279,7 @@ func (b *bench) sagaLoad(ctx context.Context, clients int, warmup, d time.Durati
 	for c := range clients {
 		steps = append(steps, times[c]...)
 	}
-	r := resultOf(d, latencies, errs, firstErr)
+	r := resultOf(d, tallies)
 	(<-cpu).divide(&r)
 	if err := b.stepSegments(ctx, clients, steps); err != nil {
 		logf("saga C=%d: no segments: %v", clients, err)
