@@ -31,10 +31,13 @@
 -- and the unresolved saga steps' count name none of these columns, and
 -- read through ix_idempotency_record_abandoned (00005), which every claim
 -- still enters (the completer lists the abandoned claims of every
--- command, and the previous release's completer too). A charge's claim
--- enters four indexes (the primary key, created_at, abandoned, payment), a
--- refund's, a capture's or a void's four, a claim that reserved nothing
--- three (db/migrations/claim_index_test.go counts them).
+-- command, and the previous release's completer too). It cannot be
+-- narrowed, and merging it with another serves neither reader: the
+-- completer reads every command's claims in locked_until order, an event
+-- one claim by its recovery point. A charge's claim enters four indexes
+-- (the primary key, created_at, abandoned, payment), a refund's, a
+-- capture's or a void's four, a claim that reserved nothing three
+-- (db/migrations/claim_index_test.go counts them).
 --
 -- Nothing HOT is lost: a record's completion already changed status and
 -- locked_until, which the partial indexes read; the columns the new
