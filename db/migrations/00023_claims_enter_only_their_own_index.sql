@@ -46,11 +46,15 @@
 --
 -- Each index is built anew under a name of its own, CONCURRENTLY (claims
 -- go on), then the old one is dropped CONCURRENTLY and the new one takes
--- its name: no statement here takes a lock that stops a claim, and the
--- new index is valid before the old one goes, so a reader always has one
--- of the two. A rerun after a failed build drops only the new, invalid
--- index and builds it again while the old one still stands
--- (db/migrations/migrations_test.go).
+-- its name (a SHARE UPDATE EXCLUSIVE lock on the index alone): no
+-- statement here takes a lock that stops a claim, and the new index is
+-- valid before the old one goes, so a reader always has one of the two.
+-- A rerun after a failed build drops only the new, invalid index and
+-- builds it again while the old one still stands
+-- (db/migrations/migrations_test.go); only a rerun after a failure
+-- between a drop and its rename leaves that reader without its index
+-- until the build ends (it then reads ix_idempotency_record_abandoned,
+-- every claim in progress, and is slower, not wrong).
 
 -- +goose NO TRANSACTION
 
