@@ -21,8 +21,16 @@ type ProviderReports struct {
 
 // reportedClaimColumns are the claim an event about a PENDING object
 // records under: its IN_PROGRESS record, found by its recovery point
-// (the partial indexes ix_idempotency_record_payment_in_progress and
-// ..._refund_in_progress). NULL when the key is completed.
+// (the partial indexes ix_idempotency_record_payment_in_progress,
+// ..._refund_in_progress and ..._transition_in_progress). NULL when the key
+// is completed.
+//
+// Each index holds only the claims whose recovery point its column is
+// (migration 00023), and PostgreSQL reads it only for a query that implies
+// its predicate: the join's "r.<column> = <id>" implies "<column> IS NOT
+// NULL", and the charge's 'charge', a literal, its command, in generic
+// plans too. A parameter in its place, or a join that no longer compares
+// the column, would leave the index unread (TestClaimReadersUseTheirIndexes).
 const reportedClaimColumns = `r.client_id, r.idempotency_key, r.command_hash, r.lock_token`
 
 // reportedChargeSQL reads the payment an event names by its provider key

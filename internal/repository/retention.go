@@ -138,10 +138,7 @@ func (s *Retention) DeleteExpiredBatch(ctx context.Context, table app.RetentionT
 // many of them wait, they never crowd the caller's records out of a page.
 func (s *Retention) ListAbandoned(ctx context.Context, commands []app.CommandName, expiredFor time.Duration, limit int) ([]app.IdempotencyRecord, error) {
 	var rows []idempotencyRecordRow
-	err := s.db.WithContext(ctx).
-		Where("status = ? AND locked_until < clock_timestamp() - ? * interval '1 microsecond' AND command IN ?",
-			string(app.RecordInProgress), expiredFor.Microseconds(), commandNames(commands)).
-		Order("locked_until").Limit(limit).Find(&rows).Error
+	err := listAbandoned(s.db.WithContext(ctx), commands, expiredFor, limit).Find(&rows).Error
 	if err != nil {
 		return nil, mapError(fmt.Errorf("list abandoned idempotency records: %w", err))
 	}
@@ -159,15 +156,26 @@ func (s *Retention) ListAbandoned(ctx context.Context, commands []app.CommandNam
 // point of any command (payment_id, refund_id) is never released: its
 // reservation may have reached the provider.
 func (s *Retention) ReleaseAbandoned(ctx context.Context, commands []app.CommandName, scope app.IdempotencyScope) (bool, error) {
-	res := s.db.WithContext(ctx).
-		Where(`client_id = ? AND idempotency_key = ? AND command IN ? AND status = ?
-		   AND locked_until < clock_timestamp() AND payment_id IS NULL AND refund_id IS NULL AND transition_id IS NULL`,
-			string(scope.ClientID), scope.Key, commandNames(commands), string(app.RecordInProgress)).
-		Delete(&idempotencyRecordRow{})
+	res := releaseAbandoned(s.db.WithContext(ctx), commands, scope).Delete(&idempotencyRecordRow{})
 	if res.Error != nil {
 		return false, mapError(fmt.Errorf("release abandoned idempotency record: %w", res.Error))
 	}
 	return res.RowsAffected == 1, nil
+}
+
+// listAbandoned is ListAbandoned's query on db, and releaseAbandoned
+// ReleaseAbandoned's, apart from running them: the plan tests explain what
+// they send (claim_index_plan_test.go).
+func listAbandoned(db *gorm.DB, commands []app.CommandName, expiredFor time.Duration, limit int) *gorm.DB {
+	return db.Where("status = ? AND locked_until < clock_timestamp() - ? * interval '1 microsecond' AND command IN ?",
+		string(app.RecordInProgress), expiredFor.Microseconds(), commandNames(commands)).
+		Order("locked_until").Limit(limit)
+}
+
+func releaseAbandoned(db *gorm.DB, commands []app.CommandName, scope app.IdempotencyScope) *gorm.DB {
+	return db.Where(`client_id = ? AND idempotency_key = ? AND command IN ? AND status = ?
+		   AND locked_until < clock_timestamp() AND payment_id IS NULL AND refund_id IS NULL AND transition_id IS NULL`,
+		string(scope.ClientID), scope.Key, commandNames(commands), string(app.RecordInProgress))
 }
 
 // commandNames is commands as the command column holds them. GORM renders
