@@ -79,6 +79,9 @@ func (c *Core) lookup(ctx context.Context, keys KeyStore, scope IdempotencyScope
 	}
 	now := c.replays.policy.Now()
 	if rec, ok := c.replays.cache.Get(scope, now); ok {
+		// The cache's bytes never leave it: what a caller does with its
+		// answer cannot change the next replay's.
+		rec.Response.Body = bytes.Clone(rec.Response.Body)
 		return rec, true, nil
 	}
 	rec, found, err := keys.Lookup(ctx, scope)
@@ -103,8 +106,7 @@ func (r *replayCache) keep(rec IdempotencyRecord, now time.Time) {
 	if !now.Before(until) {
 		return
 	}
-	// The cache's copy shares no bytes with the caller's, so nothing the
-	// caller does to its answer can change what later replays get.
+	// Nor do the caller's bytes enter it.
 	rec.Response = StoredResponse{StatusCode: rec.Response.StatusCode, Body: bytes.Clone(rec.Response.Body)}
 	r.cache.Put(rec, until)
 }

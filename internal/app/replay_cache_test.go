@@ -88,14 +88,14 @@ func TestReplayCacheAnswersACompletedKeyWithoutTheStore(t *testing.T) {
 	}
 }
 
-// The cache's copy is its own: a caller that changes the answer it got
-// changes nothing a later replay gets.
+// The cache's copy is its own: a caller that changes the answer it got,
+// from the store or from the cache, changes nothing a later replay gets.
 func TestReplayCacheKeepsItsOwnCopyOfTheAnswer(t *testing.T) {
 	t.Parallel()
 	keys := completedAt(t0, "h", `"stored"`)
 	clock := &testClock{now: t0.Add(time.Minute)}
 	uc := cachedCommand(keys, clock, dayPolicy)
-	for range 2 {
+	for range 3 {
 		res, err := uc.Handle(context.Background(), testCommand{hash: "h"})
 		if err != nil || string(res.Response.Body) != `"stored"` {
 			t.Fatalf("replay = %s, %v; want \"stored\"", res.Response.Body, err)
