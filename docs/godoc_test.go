@@ -30,6 +30,7 @@ var documented = []string{
 	"internal/outbox",
 	"internal/kafka/idempotent",
 	"internal/jobs",
+	"internal/replaycache",
 	"internal/telemetry",
 }
 

@@ -27,7 +27,8 @@ import (
 //
 //  0. read: the key's record, with no lock and no transaction. A replay, a
 //     reused key and a duplicate meeting a live claim are answered from
-//     it, and write nothing.
+//     it, and write nothing. A completed key's record may come from the
+//     replica's replay cache instead (replay_cache.go).
 //  1. claim: the key is claimed (insert-if-absent, never find-then-save)
 //     together with the command's reservation, its recovery point, in one
 //     statement that commits on its own. The rare answers (the key is
@@ -302,6 +303,7 @@ type Core struct {
 	logger       *slog.Logger
 	tracer       trace.Tracer
 	running      *runningCommands
+	replays      *replayCache // nil: phase 0 always reads the database
 }
 
 // NewCore builds the shared core. lockTimeout is how long a claim holds a
@@ -387,8 +389,9 @@ func (uc *IdempotentCommand[C, T]) Handle(ctx context.Context, cmd C) (CommandRe
 	defer done()
 	pool := uc.core.db.AutoCommit()
 
-	// Phase 0: read.
-	rec, found, err := pool.Keys.Lookup(ctx, scope)
+	// Phase 0: read, from this replica's replay cache when it holds the
+	// key's completed answer (replay_cache.go), else from the database.
+	rec, found, err := uc.core.lookup(ctx, pool.Keys, scope)
 	if err != nil {
 		return CommandResult{}, err
 	}

@@ -28,11 +28,13 @@ type fakeKeys struct {
 	recs      map[app.IdempotencyScope]app.IdempotencyRecord
 	lookupErr error // every Lookup fails with it
 	expireErr error // ExpireLock fails with it (a database error)
+	lookups   int   // how many times Lookup was called
 }
 
 func (f *fakeKeys) Lookup(_ context.Context, s app.IdempotencyScope) (app.IdempotencyRecord, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lookups++
 	if f.lookupErr != nil {
 		return app.IdempotencyRecord{}, false, f.lookupErr
 	}

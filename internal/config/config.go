@@ -93,6 +93,9 @@ type Config struct {
 
 	// Retention jobs (internal/jobs); parsed in retention.go.
 	Retention Retention
+	// ReplayCache is the replica's cache of completed keys
+	// (replay_cache.go).
+	ReplayCache ReplayCache
 
 	// Outbox relay (internal/outbox); it runs only when KafkaBrokers is set.
 
@@ -228,6 +231,7 @@ func Load(getenv func(string) string) (Config, error) {
 		cfg.DebugAddr = p.addr("DEBUG_ADDR", v)
 	}
 	cfg.Retention = p.retention()
+	cfg.ReplayCache = p.replayCache()
 
 	cfg.PaymentEventsTopic = p.topic("PAYMENT_EVENTS_TOPIC", "payment.events")
 	cfg.OutboxBatchSize = p.positiveInt("OUTBOX_BATCH_SIZE", 100)

@@ -45,9 +45,11 @@ type Retention struct {
 	CompleterGrace time.Duration
 }
 
-// The bounds of R-DIST-IDEM-5.
+// The bounds of R-DIST-IDEM-5. MinIdempotencyTTL is also the least any
+// replica's purge keeps a completed record, whatever its own setting: the
+// replay cache keeps nothing longer (ReplayCache).
 const (
-	minIdempotencyTTL = 24 * time.Hour
+	MinIdempotencyTTL = 24 * time.Hour
 	maxIdempotencyTTL = 72 * time.Hour
 )
 
@@ -62,9 +64,9 @@ func (p *parser) retention() Retention {
 		CompleterCron:           p.cron("CHARGE_COMPLETER_CRON", "30 * * * * *"),
 		CompleterGrace:          p.duration("CHARGE_COMPLETER_GRACE", time.Minute, 0, time.Hour),
 	}
-	if r.IdempotencyTTL < minIdempotencyTTL || r.IdempotencyTTL > maxIdempotencyTTL {
+	if r.IdempotencyTTL < MinIdempotencyTTL || r.IdempotencyTTL > maxIdempotencyTTL {
 		p.fail("IDEMPOTENCY_TTL", "must be between %s and %s (rule R-DIST-IDEM-5: shorter lets a client's real retry charge twice, longer grows the table for nothing), got %s",
-			minIdempotencyTTL, maxIdempotencyTTL, r.IdempotencyTTL)
+			MinIdempotencyTTL, maxIdempotencyTTL, r.IdempotencyTTL)
 	}
 	if r.ProcessedEventRetention < r.IdempotencyTTL {
 		p.fail("PROCESSED_EVENT_RETENTION", "must not be shorter than IDEMPOTENCY_TTL (%s): a replay of the topic would apply events already processed, got %s",

@@ -31,6 +31,7 @@ import (
 	"github.com/example/payment-service/internal/outbox"
 	"github.com/example/payment-service/internal/provider"
 	"github.com/example/payment-service/internal/provider/sandbox"
+	"github.com/example/payment-service/internal/replaycache"
 	"github.com/example/payment-service/internal/repository"
 	"github.com/example/payment-service/internal/telemetry"
 )
@@ -146,14 +147,26 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 	waker := outbox.NewWaker(repository.OutboxNotifier(db, gate), logger)
 	outboxCfg := repository.OutboxConfig{PaymentEventsTopic: cfg.PaymentEventsTopic, RepliesTopic: cfg.Saga.RepliesTopic, Waker: waker}
 	tx := repository.NewTransactor(db, repository.WithOutbox(outboxCfg), repository.WithGate(gate))
-	core := app.NewCore(tx, cfg.IdempotencyLockTimeout, logger,
+	coreOpts := []app.CoreOption{
 		app.WithTracer(tracing.Tracer("github.com/example/payment-service/internal/app")),
 		// A live attempt answers within its call's bound, after which the
 		// record follows at once.
-		app.WithAnswerBound(cfg.ProviderTimeout+time.Second),
+		app.WithAnswerBound(cfg.ProviderTimeout + time.Second),
 		app.WithRequestBound(cfg.ProviderMaxRequestAge),
 		// A saga step's key is answered by a reply on its topic.
-		app.WithSagaReplies(consumer.SagaReplies{}))
+		app.WithSagaReplies(consumer.SagaReplies{}),
+	}
+	if rc := cfg.ReplayCache; rc.Entries > 0 {
+		coreOpts = append(coreOpts, app.WithReplayCache(replaycache.New(rc.Entries, registry), app.ReplayCachePolicy{
+			// Not this replica's IDEMPOTENCY_TTL: the least any replica's
+			// purge may run with, so a fleet whose TTLs differ (a deploy
+			// that changes it) never purges a record a replica still keeps.
+			Retention:   config.MinIdempotencyTTL,
+			ClockMargin: rc.ClockMargin,
+			MaxAge:      rc.MaxAge,
+		}))
+	}
+	core := app.NewCore(tx, cfg.IdempotencyLockTimeout, logger, coreOpts...)
 	charges := app.NewChargePayment(core, providers, httpapi.ResponseEncoder{})
 	// The sandbox is the one provider, and it refunds too; its refund
 	// calls are counted and traced with its charges.
