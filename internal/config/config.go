@@ -120,7 +120,7 @@ type Config struct {
 	OrderConsumer OrderConsumer
 	// Saga configures the payment step of order sagas: its commands
 	// consumer runs only when KafkaBrokers is set, on the order consumer's
-	// KAFKA_CONSUMER_* settings.
+	// KAFKA_CONSUMER_* settings but for its batch wait.
 	Saga Saga
 
 	// Tracing (the standard OTEL_* variables; tracing.go) is off unless an
@@ -199,7 +199,19 @@ type Saga struct {
 	// carried out at once, and how many fetched batches at most are in
 	// flight.
 	Workers int
+	// BatchWait (SAGA_CONSUMER_BATCH_WAIT, default SagaBatchWait, 0 to
+	// 10s) is how long the commands consumer waits for more commands once
+	// one has arrived; 0 starts each command as it comes. It is the
+	// commands' own, not KAFKA_CONSUMER_BATCH_WAIT: a batch of commands
+	// is pipelined, so a step gains nothing from waiting for others to
+	// fill its batch, and the wait adds to every step's time, while the
+	// order events need theirs to fill a transaction of up to
+	// KAFKA_CONSUMER_BATCH_SIZE events.
+	BatchWait time.Duration
 }
+
+// SagaBatchWait is SAGA_CONSUMER_BATCH_WAIT's default.
+const SagaBatchWait = time.Millisecond
 
 // APIKey is one client's credential. Only the key's SHA-256 digest is kept,
 // so the comparison in the auth middleware runs over equal-length values.
@@ -449,6 +461,7 @@ func (p *parser) saga(order OrderConsumer) Saga {
 		ClientID:         p.str("SAGA_CLIENT_ID", "saga", false),
 		OrderWait:        p.duration("SAGA_ORDER_WAIT", 30*time.Second, 0, time.Hour),
 		Workers:          p.positiveInt("SAGA_WORKERS", 16),
+		BatchWait:        p.duration("SAGA_CONSUMER_BATCH_WAIT", SagaBatchWait, 0, 10*time.Second),
 	}
 	if s.Workers > 256 {
 		p.fail("SAGA_WORKERS", "must be at most 256, got %d", s.Workers)

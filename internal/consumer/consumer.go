@@ -113,7 +113,8 @@ type Config struct {
 	// how long to wait for more records once one has arrived, to fill a
 	// batch when records trickle in.
 	BatchSize int
-	// BatchWait: see BatchSize.
+	// BatchWait: see BatchSize. Default 10ms; NoBatchWait waits for
+	// nothing: each record is handed on as it comes, a batch of one.
 	BatchWait time.Duration
 
 	// RetryBackoff is the first pause after a failed attempt (database or

@@ -59,7 +59,9 @@ func newLoop(cfg Config, what, prefix string, reasons, steps []string, reg prome
 	setDefault(&cfg.MaxWait, 500*time.Millisecond)
 	setDefault(&cfg.HeartbeatInterval, 3*time.Second)
 	setDefault(&cfg.SessionTimeout, 45*time.Second)
-	setDefault(&cfg.BatchWait, 10*time.Millisecond)
+	if cfg.BatchWait == 0 {
+		cfg.BatchWait = 10 * time.Millisecond
+	}
 	setDefault(&cfg.RetryBackoff, 100*time.Millisecond)
 	setDefault(&cfg.MaxRetryBackoff, 10*time.Second)
 	if cfg.BatchSize <= 0 {
@@ -203,12 +205,22 @@ func (l *loop) setState(err error) {
 	l.mu.Unlock()
 }
 
+// NoBatchWait as Config.BatchWait hands each record on as it comes, in a
+// batch of its own. A zero BatchWait is the default's.
+const NoBatchWait time.Duration = -1
+
 // fetchBatch waits for one record, then takes whatever else arrives within
 // BatchWait, up to BatchSize. Records of one partition come in offset order.
 func (l *loop) fetchBatch(ctx context.Context) ([]kafka.Message, error) {
 	first, err := l.reader.FetchMessage(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if l.cfg.BatchWait < 0 {
+		// kafka-go cannot take only what it has already fetched: a
+		// fetch with a context that has ended returns a queued record or
+		// the context's error at random. So no wait is a batch of one.
+		return []kafka.Message{first}, nil
 	}
 	batch := make([]kafka.Message, 1, l.cfg.BatchSize)
 	batch[0] = first

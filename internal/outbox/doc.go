@@ -38,7 +38,11 @@
 //   - Every row reaches the topic stored in it. The relay reads the
 //     unpublished rows of every topic and publishes each to its row's
 //     topic (PAYMENT_EVENTS_TOPIC as it was when the row was written), with
-//     one producer per topic. Changing the variable, or a rolling rename
+//     one producer per topic. A batch's topics are published at once, each
+//     topic's rows in id order, and the batch is marked only once every
+//     topic acknowledged its rows: a topic that fails leaves the whole
+//     batch unpublished, and the retry sends the others' rows again with
+//     the same eventIds. Changing the variable, or a rolling rename
 //     with replicas writing both topics, strands nothing. The one
 //     precondition: a topic must exist until its last row is published
 //     (SELECT topic, count(*) FROM outbox_event WHERE published_at IS NULL

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -323,9 +324,11 @@ func (r *Relay) lead(ctx context.Context, sess Session) error {
 			// hundred attempts, not thousands of producers.
 			wait := pause.Next()
 			r.setState(fmt.Errorf("outbox relay: publishing: %w", err))
-			r.cfg.Logger.WarnContext(ctx, "outbox relay: publish failed; retrying the batch", "topic", pubErr.topic, "err", err, "backoff", wait)
-			if errors.Is(err, idempotent.ErrFatal) || errors.Is(err, idempotent.ErrClosed) {
-				pubs.drop(pubErr.topic)
+			r.cfg.Logger.WarnContext(ctx, "outbox relay: publish failed; retrying the batch", "topic", pubErr.topics(), "err", err, "backoff", wait)
+			for _, f := range pubErr.failed {
+				if errors.Is(f.err, idempotent.ErrFatal) || errors.Is(f.err, idempotent.ErrClosed) {
+					pubs.drop(f.topic)
+				}
 			}
 			if !backoff.Sleep(ctx, wait) {
 				return ctx.Err()
@@ -358,13 +361,41 @@ func (r *Relay) lead(ctx context.Context, sess Session) error {
 	}
 }
 
+// publishError is a batch whose publish failed on one topic or more.
 type publishError struct {
+	failed []topicError // in the batch's order of topics
+}
+
+// topicError is one topic's failed publish.
+type topicError struct {
 	topic string
 	err   error
 }
 
-func (e *publishError) Error() string { return e.err.Error() }
-func (e *publishError) Unwrap() error { return e.err }
+func (e *publishError) Error() string {
+	msgs := make([]string, len(e.failed))
+	for i, f := range e.failed {
+		msgs[i] = f.err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (e *publishError) Unwrap() []error {
+	errs := make([]error, len(e.failed))
+	for i, f := range e.failed {
+		errs[i] = f.err
+	}
+	return errs
+}
+
+// topics names the topics whose publish failed.
+func (e *publishError) topics() string {
+	names := make([]string, len(e.failed))
+	for i, f := range e.failed {
+		names[i] = f.topic
+	}
+	return strings.Join(names, ",")
+}
 
 // publishers are a leadership term's publishers, one per topic.
 type publishers map[string]Publisher
@@ -412,21 +443,43 @@ func (r *Relay) relayBatch(ctx context.Context, sess Session, pubs publishers) (
 		ids[i] = e.ID
 	}
 	for _, topic := range topics {
-		pub, ok := pubs[topic]
-		if !ok {
+		if _, ok := pubs[topic]; !ok {
 			p, err := r.cfg.NewPublisher(topic)
 			if err != nil {
-				return 0, &publishError{topic, fmt.Errorf("create publisher for topic %s: %w", topic, err)}
+				return 0, &publishError{[]topicError{{topic, fmt.Errorf("create publisher for topic %s: %w", topic, err)}}}
 			}
-			pub, pubs[topic] = p, p
+			pubs[topic] = p
 		}
-		if err := r.publish(ctx, pub, byTopic[topic]); err != nil {
-			// Nothing of the batch is marked: the topics published before
-			// this one get their rows again with the same eventIds, which
-			// consumers drop (at least once, as after a crash).
-			return 0, &publishError{topic, fmt.Errorf("topic %s: %w", topic, err)}
+	}
+	// The topics are published at once, each by its own producer: a saga
+	// step's outcome writes a row for payment.events and one for
+	// payment.replies, and published one after the other the reply would
+	// wait for the event's acknowledgement too. Each topic's rows are one
+	// Publish, in id order.
+	failed := make([]error, len(topics))
+	var wg sync.WaitGroup
+	for i, topic := range topics {
+		pub, rows := pubs[topic], byTopic[topic]
+		wg.Go(func() {
+			if err := r.publish(ctx, pub, rows); err != nil {
+				failed[i] = err
+				return
+			}
+			r.cfg.Metrics.published(topic, len(rows))
+		})
+	}
+	wg.Wait()
+	var perr publishError
+	for i, err := range failed {
+		if err != nil {
+			perr.failed = append(perr.failed, topicError{topics[i], fmt.Errorf("topic %s: %w", topics[i], err)})
 		}
-		r.cfg.Metrics.published(topic, len(byTopic[topic]))
+	}
+	if len(perr.failed) > 0 {
+		// Nothing of the batch is marked: the topics that were published
+		// get their rows again with the same eventIds, which consumers
+		// drop (at least once, as after a crash).
+		return 0, &perr
 	}
 	r.cfg.Metrics.publishDelay(events, time.Since(readAt))
 

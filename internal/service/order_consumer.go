@@ -2,6 +2,7 @@ package service
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -32,9 +33,27 @@ func newSagaConsumer(cfg config.Config, steps *app.SagaSteps, reg prometheus.Reg
 	if len(cfg.KafkaBrokers) == 0 {
 		return nil, nil
 	}
+	cc := sagaConsumerConfig(cfg, tracing)
+	return consumer.NewSagaConsumer(cc, steps, cfg.Saga.Workers, reg, logger)
+}
+
+// sagaConsumerConfig is the commands consumer's configuration: the
+// KAFKA_CONSUMER_* settings but for the batch wait, which is its own
+// (SAGA_CONSUMER_BATCH_WAIT; config.Saga.BatchWait says why).
+func sagaConsumerConfig(cfg config.Config, tracing *telemetry.Tracing) consumer.Config {
 	cc := consumerConfig(cfg, tracing)
 	cc.Topic, cc.DLTTopic, cc.GroupID = cfg.Saga.CommandsTopic, cfg.Saga.CommandsDLTTopic, cfg.Saga.Group
-	return consumer.NewSagaConsumer(cc, steps, cfg.Saga.Workers, reg, logger)
+	cc.BatchWait = batchWait(cfg.Saga.BatchWait)
+	return cc
+}
+
+// batchWait is a configured batch wait as the consumer takes it, whose
+// zero is its default: a configured 0 is no wait.
+func batchWait(d time.Duration) time.Duration {
+	if d == 0 {
+		return consumer.NoBatchWait
+	}
+	return d
 }
 
 // consumerConfig is what both consumers take from KAFKA_*.
@@ -46,7 +65,7 @@ func consumerConfig(cfg config.Config, tracing *telemetry.Tracing) consumer.Conf
 		HeartbeatInterval: c.HeartbeatInterval,
 		SessionTimeout:    c.SessionTimeout,
 		BatchSize:         c.BatchSize,
-		BatchWait:         c.BatchWait,
+		BatchWait:         batchWait(c.BatchWait),
 		RetryBackoff:      c.RetryBackoff,
 		MaxRetryBackoff:   c.MaxRetryBackoff,
 		MaxAttempts:       c.MaxAttempts,
