@@ -166,6 +166,17 @@ func (s *Retention) ReleaseAbandoned(ctx context.Context, commands []app.Command
 // listAbandoned is ListAbandoned's query on db, and releaseAbandoned
 // ReleaseAbandoned's, apart from running them: the plan tests explain what
 // they send (claim_index_plan_test.go).
+//
+// The list reads ix_idempotency_record_abandoned, whose predicate is
+// locked_until IS NOT NULL (00023): "locked_until < ..." implies it, in
+// generic plans too. The release finds its record by the key: it compares
+// coalesce(locked_until, ...), which is not strict, so its condition
+// implies nothing about locked_until and that index cannot serve it. The
+// planner would otherwise scan the whole index, thinking it as small as
+// the claims in progress at the last analyze, where it also holds an
+// entry for every claim completed since the last vacuum. An IN_PROGRESS
+// record always has its locked_until (00001's CHECK): coalesce changes
+// no answer.
 func listAbandoned(db *gorm.DB, commands []app.CommandName, expiredFor time.Duration, limit int) *gorm.DB {
 	return db.Where("status = ? AND locked_until < clock_timestamp() - ? * interval '1 microsecond' AND command IN ?",
 		string(app.RecordInProgress), expiredFor.Microseconds(), commandNames(commands)).
@@ -174,7 +185,7 @@ func listAbandoned(db *gorm.DB, commands []app.CommandName, expiredFor time.Dura
 
 func releaseAbandoned(db *gorm.DB, commands []app.CommandName, scope app.IdempotencyScope) *gorm.DB {
 	return db.Where(`client_id = ? AND idempotency_key = ? AND command IN ? AND status = ?
-		   AND locked_until < clock_timestamp() AND payment_id IS NULL AND refund_id IS NULL AND transition_id IS NULL`,
+		   AND coalesce(locked_until, 'infinity') < clock_timestamp() AND payment_id IS NULL AND refund_id IS NULL AND transition_id IS NULL`,
 		string(scope.ClientID), scope.Key, commandNames(commands), string(app.RecordInProgress))
 }
 
