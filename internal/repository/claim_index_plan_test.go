@@ -250,11 +250,13 @@ func explainIndexes(ctx context.Context, t *testing.T, db *sql.DB, mode, q, args
 // takeover is the ON CONFLICT branch, which the primary key arbitrates),
 // record and release, the lock check, the answers stored without a
 // provider call, the lock's early expiry and the completer's release.
-// Most of them also name status = 'IN_PROGRESS'. A partial index whose
-// predicate that alone implies would serve them too, by a scan of all of
-// it filtered by key; the planner thinks such an index a page or two, but
-// it also holds, until vacuum, an entry for every claim completed since,
-// so the read grows with the load between two vacuums.
+// Most of them also name status = 'IN_PROGRESS', and a partial index
+// whose predicate that implies can serve them too, by a scan of all of it
+// filtered by key: after an analyze that found few claims in progress
+// (planStates) the planner chose ix_idempotency_record_abandoned so while
+// its predicate was status = 'IN_PROGRESS', thinking it a page, where it
+// also holds, until vacuum, an entry for every claim completed since, so
+// the read grew with the load between two vacuums (migration 00023).
 func TestKeyAddressedStatementsUseThePrimaryKey(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
