@@ -18,8 +18,10 @@ import (
 // exactly for the statement by EXPLAIN (ANALYZE, WAL). On 00022's indexes
 // every claim entered all six; with 00023 a charge's, a refund's or a
 // capture's enters four (the primary key, created_at, the completer's
-// abandoned and its own), one that reserved nothing three. Down to 00022
-// and up again, as the migrations are tested both ways.
+// abandoned and its own), one that reserved nothing three; the abandoned
+// index holds them by locked_until IS NOT NULL, where 00022's (00005's)
+// said status = 'IN_PROGRESS'. Down to 00022 and up again, as the
+// migrations are tested both ways.
 func TestAClaimEntersOnlyItsOwnIndexes(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -61,9 +63,11 @@ func TestAClaimEntersOnlyItsOwnIndexes(t *testing.T) {
 		name    string
 		version int64
 		entries []int // per claim, in the order of claims
+		// abandoned is ix_idempotency_record_abandoned's predicate.
+		abandoned string
 	}{
-		{"00022's indexes", 22, []int{6, 6, 6, 6}},
-		{"00023's", 23, []int{4, 4, 4, 3}},
+		{"00022's indexes", 22, []int{6, 6, 6, 6}, "(status = 'IN_PROGRESS'::text)"},
+		{"00023's", 23, []int{4, 4, 4, 3}, "(locked_until IS NOT NULL)"},
 	} {
 		t.Run(schema.name, func(t *testing.T) {
 			if _, err := p.DownTo(ctx, schema.version); err != nil {
@@ -71,6 +75,14 @@ func TestAClaimEntersOnlyItsOwnIndexes(t *testing.T) {
 			}
 			if _, err := p.UpTo(ctx, schema.version); err != nil {
 				t.Fatal(err)
+			}
+			var predicate string
+			if err := db.QueryRowContext(ctx, `SELECT pg_get_expr(indpred, indrelid) FROM pg_index
+				WHERE indexrelid = 'ix_idempotency_record_abandoned'::regclass AND indisvalid`).Scan(&predicate); err != nil {
+				t.Fatal(err)
+			}
+			if predicate != schema.abandoned {
+				t.Errorf("ix_idempotency_record_abandoned WHERE %s, want WHERE %s", predicate, schema.abandoned)
 			}
 			// Once each first: the first entry of an empty index also
 			// writes its root page.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"gorm.io/gorm"
 
 	"github.com/example/payment-service/internal/app"
@@ -20,24 +22,78 @@ import (
 // Every statement that reads idempotency_record by something other than
 // its key reads it through the index meant for it, on the service's own
 // connections (enable_seqscan off, decision 0017), on a table shaped like
-// production's: almost every record COMPLETED, a few claims of each command
-// in progress. A partial index serves a statement only if the statement
-// implies its predicate, and migration 00023 narrowed three of them (a
-// claim enters only the index of its own recovery point): a reader that
-// no longer implied its index's predicate would fall back to another
-// index or a whole scan, and nothing but its plan would show it.
+// production's (planStates). A partial index serves a statement only if
+// the statement implies its predicate, and migration 00023 narrowed the
+// four of them: the three of the recovery points (a claim enters only the
+// index of its own) and the completer's, whose predicate names locked_until
+// alone, so that no statement that finds a record by its key reads it
+// (TestKeyAddressedStatementsUseThePrimaryKey). A reader that no longer
+// implied its index's predicate would fall back to another index or a
+// whole scan, and nothing but its plan would show it.
 //
 // pgx prepares each statement once per connection, and after five
 // executions PostgreSQL may keep the generic plan, made without the
-// parameters' values: the statements compiled from @name SQL are explained
-// both ways. The jobs' two GORM statements bind 'IN_PROGRESS' as a
-// parameter, so only their custom plans can use a partial index at all;
-// PostgreSQL keeps custom plans for them because the generic one costs
-// far more (a scan of the whole table), so those are what is checked.
+// parameters' values: every statement is explained both ways, the jobs'
+// GORM statements as pgx sends them, their values bound.
 func TestClaimReadersUseTheirIndexes(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	db, sqlDB := filledLikeProduction(t)
+	// A PENDING payment (its charge's claim in progress), a refund and a
+	// capture in progress.
+	const inProgressPayment, inProgressRefund, inProgressCapture = "'sandbox', 'pi_1000'", "'sandbox', 're_802'", "'cap_41'"
+	dry := db.Session(&gorm.Session{DryRun: true})
+	commands := []app.CommandName{app.CommandCharge, app.CommandRefund, app.CommandCapture, app.CommandVoid}
+	var rows []idempotencyRecordRow
+
+	readers := []struct {
+		explained
+		// index is the index of idempotency_record the plan must read;
+		// any is the ones it may read instead.
+		index string
+		any   []string
+	}{
+		{explained: explained{"a provider's event about a payment (reportedChargeSQL)", reportedChargeSQL.text, inProgressPayment},
+			index: "ix_idempotency_record_payment_in_progress"},
+		{explained: explained{"a provider's event about a refund (reportedRefundSQL)", reportedRefundSQL.text, inProgressRefund},
+			index: "ix_idempotency_record_refund_in_progress"},
+		{explained: explained{"a provider's event about a capture or void (reportedTransitionSQL)", reportedTransitionSQL.text, inProgressCapture},
+			index: "ix_idempotency_record_transition_in_progress"},
+		{explained: explained{"the unresolved saga steps (unresolvedStepsSQL)", unresolvedStepsStmt.text, "'saga', '§saga:', 60000000"},
+			any: []string{"ix_idempotency_record_abandoned", "idempotency_record_pkey"}},
+		{explained: explained{"the purge (retention)", retentionTargets[app.TableIdempotencyRecord].sql(), "now() - interval '72 hours', 5000"},
+			any: []string{"ix_idempotency_record_created_at", "idempotency_record_pkey"}},
+		{explained: prepared("the completer's list (ListAbandoned)", listAbandoned(dry, commands, time.Minute, 100).Find(&rows)),
+			index: "ix_idempotency_record_abandoned"},
+	}
+	for _, state := range planStates {
+		state.enter(ctx, t, sqlDB)
+		for _, tc := range readers {
+			for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+				used := explainIndexes(ctx, t, sqlDB, mode, tc.sql, tc.args)
+				ok := len(used.indexes) > 0 && used.seqScans == 0
+				for _, index := range used.indexes {
+					ok = ok && (index == tc.index || slices.Contains(tc.any, index))
+				}
+				if tc.index != "" {
+					ok = ok && slices.Contains(used.indexes, tc.index)
+				}
+				if !ok {
+					t.Errorf("%s, %s, %s: idempotency_record read by %d sequential scans and the indexes %v; want %s %v only:\n%s",
+						state.name, tc.name, mode, used.seqScans, used.indexes, tc.index, tc.any, used.plan)
+				}
+			}
+		}
+	}
+}
+
+// filledLikeProduction is a new database on the service's own connections
+// (Open: enable_seqscan off, decision 0017), two of them, filled and
+// analyzed as production's tables are shaped: almost every record
+// COMPLETED, a few claims of each command in progress.
+func filledLikeProduction(t *testing.T) (*gorm.DB, *sql.DB) {
+	t.Helper()
 	db, err := Open(testdb.New(t), PoolConfig{MaxOpenConns: 2}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -87,63 +143,39 @@ func TestClaimReadersUseTheirIndexes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A PENDING payment (its charge's claim in progress), a refund and a
-	// capture in progress.
-	const inProgressPayment, inProgressRefund, inProgressCapture = "'sandbox', 'pi_1000'", "'sandbox', 're_802'", "'cap_41'"
+	return db, sqlDB
+}
 
-	gormSQL := func(q *gorm.DB) string {
-		return q.Statement.Dialector.Explain(q.Statement.SQL.String(), q.Statement.Vars...)
-	}
-	dry := db.Session(&gorm.Session{DryRun: true})
-	commands := []app.CommandName{app.CommandCharge, app.CommandRefund, app.CommandCapture, app.CommandVoid}
-	var rows []idempotencyRecordRow
-	scope := app.IdempotencyScope{ClientID: "c", Key: "k1000"}
+// planStates are the shapes of filledLikeProduction's tables, in order,
+// that the plan tests explain each statement in. The planner picks by the
+// statistics of the last analyze, and a partial index over the claims in
+// progress is as small as they were then.
+var planStates = []planState{
+	{name: "as filled (150 claims in progress)"},
+	// At 16 clients a handful of claims are in progress at any moment, and
+	// vacuum and analyze find about as many: the partial indexes'
+	// statistics say a page and a tuple or none. The claim the key tests
+	// address (k1000) stays in progress.
+	{name: "after a vacuum that found one claim in progress", sql: []string{`
+		UPDATE idempotency_record
+		   SET status = 'COMPLETED', response = '{}', http_status = 201, lock_token = NULL, locked_until = NULL
+		 WHERE status = 'IN_PROGRESS' AND idempotency_key <> 'k1000'`,
+		`VACUUM ANALYZE idempotency_record`}},
+}
 
-	for _, tc := range []struct {
-		name string
-		sql  string
-		// args are the values of $1, $2, ... as SQL literals.
-		args string
-		// index is the index of idempotency_record the plan must read;
-		// any is the ones it may read instead.
-		index string
-		any   []string
-		// customOnly: a GORM statement, explained with its values in the
-		// text.
-		customOnly bool
-	}{
-		{name: "a provider's event about a payment (reportedChargeSQL)", sql: reportedChargeSQL.text, args: inProgressPayment,
-			index: "ix_idempotency_record_payment_in_progress"},
-		{name: "a provider's event about a refund (reportedRefundSQL)", sql: reportedRefundSQL.text, args: inProgressRefund,
-			index: "ix_idempotency_record_refund_in_progress"},
-		{name: "a provider's event about a capture or void (reportedTransitionSQL)", sql: reportedTransitionSQL.text, args: inProgressCapture,
-			index: "ix_idempotency_record_transition_in_progress"},
-		{name: "the unresolved saga steps (unresolvedStepsSQL)", sql: unresolvedStepsStmt.text, args: "'saga', '§saga:', 60000000",
-			any: []string{"ix_idempotency_record_abandoned", "idempotency_record_pkey"}},
-		{name: "the purge (retention)", sql: retentionTargets[app.TableIdempotencyRecord].sql(), args: "now() - interval '72 hours', 5000",
-			any: []string{"ix_idempotency_record_created_at", "idempotency_record_pkey"}},
-		{name: "the completer's list (ListAbandoned)", sql: gormSQL(listAbandoned(dry, commands, time.Minute, 100).Find(&rows)),
-			index: "ix_idempotency_record_abandoned", customOnly: true},
-		{name: "the completer's release (ReleaseAbandoned)", sql: gormSQL(releaseAbandoned(dry, commands, scope).Delete(&idempotencyRecordRow{})),
-			index: "idempotency_record_pkey", customOnly: true},
-	} {
-		modes := []string{"force_custom_plan", "force_generic_plan"}
-		if tc.customOnly {
-			modes = modes[:1]
-		}
-		for _, mode := range modes {
-			used := explainIndexes(ctx, t, sqlDB, mode, tc.sql, tc.args)
-			ok := len(used.indexes) > 0 && used.seqScans == 0
-			for _, index := range used.indexes {
-				ok = ok && (index == tc.index || slices.Contains(tc.any, index))
-			}
-			if tc.index != "" {
-				ok = ok && slices.Contains(used.indexes, tc.index)
-			}
-			if !ok {
-				t.Errorf("%s, %s: idempotency_record read by %d sequential scans and the indexes %v; want %s %v only:\n%s",
-					tc.name, mode, used.seqScans, used.indexes, tc.index, tc.any, used.plan)
-			}
+// planState is a shape of the tables, and the statements that bring the
+// one before it to it.
+type planState struct {
+	name string
+	sql  []string
+}
+
+// enter brings db to the state.
+func (s planState) enter(ctx context.Context, t *testing.T, db *sql.DB) {
+	t.Helper()
+	for _, q := range s.sql {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
 		}
 	}
 }
@@ -193,6 +225,14 @@ func explainIndexes(ctx context.Context, t *testing.T, db *sql.DB, mode, q, args
 		if index, ok := node["Index Name"].(string); ok && strings.Contains(index, "idempotency_record") {
 			reads.indexes = append(reads.indexes, index)
 		}
+		// INSERT ... ON CONFLICT finds the row it conflicts with by its
+		// arbiter index.
+		arbiters, _ := node["Conflict Arbiter Indexes"].([]any)
+		for _, a := range arbiters {
+			if index, ok := a.(string); ok && strings.Contains(index, "idempotency_record") {
+				reads.indexes = append(reads.indexes, index)
+			}
+		}
 		children, _ := node["Plans"].([]any)
 		for _, c := range children {
 			if m, ok := c.(map[string]any); ok {
@@ -202,4 +242,118 @@ func explainIndexes(ctx context.Context, t *testing.T, db *sql.DB, mode, q, args
 	}
 	walk(doc[0]["Plan"])
 	return reads
+}
+
+// Every statement that addresses one record by its key (client_id,
+// idempotency_key) finds it by the primary key, in custom and generic
+// plans, on the service's own connections: each command's claim (its
+// takeover is the ON CONFLICT branch, which the primary key arbitrates),
+// record and release, the lock check, the answers stored without a
+// provider call, the lock's early expiry and the completer's release.
+// Most of them also name status = 'IN_PROGRESS', and a partial index
+// whose predicate that implies can serve them too, by a scan of all of it
+// filtered by key: after an analyze that found few claims in progress
+// (planStates) the planner chose ix_idempotency_record_abandoned so while
+// its predicate was status = 'IN_PROGRESS', thinking it a page, where it
+// also holds, until vacuum, an entry for every claim completed since, so
+// the read grew with the load between two vacuums (migration 00023).
+func TestKeyAddressedStatementsUseThePrimaryKey(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	db, sqlDB := filledLikeProduction(t)
+	dry := db.Session(&gorm.Session{DryRun: true})
+	commands := []app.CommandName{app.CommandCharge, app.CommandRefund, app.CommandCapture, app.CommandVoid}
+	// A charge's claim in progress.
+	scope := app.IdempotencyScope{ClientID: "c", Key: "k1000"}
+	token := uuid.MustParse("6f1d1d8e-63a5-4a4e-9b4e-7d0a3f3b8f10")
+
+	statements := []explained{
+		named("the lookup (lookupKeySQL)", lookupKeyStmt),
+		named("a charge's claim (claimAndReserveSQL)", claimAndReserveStmt),
+		named("a refund's claim (claimAndReserveRefundSQL)", claimAndReserveRefundStmt),
+		named("a capture's claim (claimTransitionSQL)", claimTransitionStmts[app.CommandCapture]),
+		named("a void's claim (claimTransitionSQL)", claimTransitionStmts[app.CommandVoid]),
+		named("a charge's record (recordOutcomeSQL)", recordOutcomeStmt),
+		named("a refund's record (recordRefundOutcomeSQL)", recordRefundOutcomeStmt),
+		named("a capture's or void's record (recordTransitionSQL)", recordTransitionStmt),
+		named("the lock check (lockStillHeldStmt)", lockStillHeldStmt),
+		named("a charge's release (releaseChargeSQL)", releaseChargeStmt),
+		named("a refund's release (releaseRefundSQL)", releaseRefundStmt),
+		named("a capture's or void's release (releaseTransitionSQL)", releaseTransitionStmt),
+		named("an answer without a provider call (completeKeySQL)", completeKeyStmt),
+		named("an answer under a key that holds none (answerKeySQL)", answerKeyStmt),
+		prepared("the lock's early expiry (ExpireLock)", ownedRecord(dry, scope, token).Updates(map[string]any{
+			"locked_until": gorm.Expr("clock_timestamp()"), "updated_at": gorm.Expr("now()")})),
+		prepared("the completer's release (ReleaseAbandoned)", releaseAbandoned(dry, commands, scope).Delete(&idempotencyRecordRow{})),
+	}
+	for _, state := range planStates {
+		state.enter(ctx, t, sqlDB)
+		for _, tc := range statements {
+			for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+				used := explainIndexes(ctx, t, sqlDB, mode, tc.sql, tc.args)
+				ok := len(used.indexes) > 0 && used.seqScans == 0
+				for _, index := range used.indexes {
+					ok = ok && index == "idempotency_record_pkey"
+				}
+				if !ok {
+					t.Errorf("%s, %s, %s: idempotency_record read by %d sequential scans and the indexes %v; want idempotency_record_pkey only:\n%s",
+						state.name, tc.name, mode, used.seqScans, used.indexes, used.plan)
+				}
+			}
+		}
+	}
+}
+
+// explained is a statement to explain: its text with $1, $2, ... and
+// their values as SQL literals.
+type explained struct {
+	name, sql, args string
+}
+
+// planValues are the values of the named statements' parameters, as SQL
+// literals: the charge's claim in progress of the filled database
+// (filledLikeProduction), its payment, and values of the right type for
+// the rest.
+var planValues = map[string]string{
+	"client": "'c'", "key": "'k1000'", "token": "'6f1d1d8e-63a5-4a4e-9b4e-7d0a3f3b8f10'", "hash": "'h'",
+	"lock_micros": "60000000", "atomic": "true", "command": "'charge'",
+	"order": "1000", "customer": "42", "amount": "10.00", "currency": "'RUB'", "provider": "'sandbox'",
+	"external": "'pi_1000'", "capture_method": "'automatic'", "payment": "1000", "payment_id": "1000",
+	"refund": "802", "transition": "41", "kind": "'capture'", "reference": "'ref'", "provider_key": "'cap_41'",
+	"response": "'{}'", "http_status": "201", "status": "'SUCCEEDED'", "final_status": "'SUCCEEDED'",
+	"payment_status": "'SUCCEEDED'", "event_id": "'0b6b7f3c-4f0e-4f7e-9a51-2f1f3e0d6a11'", "topic": "'t'",
+	"message_key": "'m'", "event_type": "'e'", "payload": "'{}'", "trace_context": "''",
+	"reply": "false", "reply_event_id": "'0b6b7f3c-4f0e-4f7e-9a51-2f1f3e0d6a12'", "reply_topic": "'t'",
+	"reply_key": "'m'", "reply_type": "'e'",
+}
+
+// named is q, a statement compiled from @name SQL, with planValues.
+func named(name string, q namedSQL) explained {
+	args := make([]string, len(q.names))
+	for i, n := range q.names {
+		v, ok := planValues[n]
+		if !ok {
+			panic("no plan value for @" + n + " of " + name)
+		}
+		args[i] = v
+	}
+	return explained{name: name, sql: q.text, args: strings.Join(args, ", ")}
+}
+
+// prepared is what q, a GORM statement built in a dry run, sends: its
+// text with $1, $2, ... and its values, as pgx prepares it.
+func prepared(name string, q *gorm.DB) explained {
+	args := make([]string, len(q.Statement.Vars))
+	for i, v := range q.Statement.Vars {
+		switch v := v.(type) {
+		case string:
+			args[i] = "'" + strings.ReplaceAll(v, "'", "''") + "'"
+		case uuid.UUID:
+			args[i] = "'" + v.String() + "'"
+		default:
+			args[i] = fmt.Sprint(v)
+		}
+	}
+	return explained{name: name, sql: q.Statement.SQL.String(), args: strings.Join(args, ", ")}
 }

@@ -196,9 +196,7 @@ func (s *Keys) ExpireLock(ctx context.Context, scope app.IdempotencyScope, token
 // fence that keeps a request whose lock was taken over from writing.
 func (c conn) updateOwned(ctx context.Context, scope app.IdempotencyScope, token uuid.UUID, set map[string]any) error {
 	return c.run(ctx, func(db *gorm.DB) error {
-		res := db.WithContext(ctx).Model(&idempotencyRecordRow{}).Where(
-			"client_id = ? AND idempotency_key = ? AND status = ? AND lock_token = ?",
-			string(scope.ClientID), scope.Key, string(app.RecordInProgress), token).Updates(set)
+		res := ownedRecord(db.WithContext(ctx), scope, token).Updates(set)
 		if res.Error != nil {
 			return res.Error
 		}
@@ -207,6 +205,14 @@ func (c conn) updateOwned(ctx context.Context, scope app.IdempotencyScope, token
 		}
 		return nil
 	})
+}
+
+// ownedRecord is updateOwned's record on db, apart from updating it: the
+// plan tests explain what it sends (claim_index_plan_test.go).
+func ownedRecord(db *gorm.DB, scope app.IdempotencyScope, token uuid.UUID) *gorm.DB {
+	return db.Model(&idempotencyRecordRow{}).Where(
+		"client_id = ? AND idempotency_key = ? AND status = '"+string(app.RecordInProgress)+"' AND lock_token = ?",
+		string(scope.ClientID), scope.Key, token)
 }
 
 // idempotencyRecordRow is a record read whole, for the jobs.

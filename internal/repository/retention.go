@@ -166,16 +166,33 @@ func (s *Retention) ReleaseAbandoned(ctx context.Context, commands []app.Command
 // listAbandoned is ListAbandoned's query on db, and releaseAbandoned
 // ReleaseAbandoned's, apart from running them: the plan tests explain what
 // they send (claim_index_plan_test.go).
+//
+// The list reads ix_idempotency_record_abandoned, whose predicate is
+// locked_until IS NOT NULL (00023): "locked_until < ..." implies it, in
+// generic plans too. The release finds its record by the key: it compares
+// coalesce(locked_until, ...), which is not strict, so its condition
+// implies nothing about locked_until and that index cannot serve it. The
+// planner would otherwise scan the whole index, thinking it as small as
+// the claims in progress at the last analyze, where it also holds an
+// entry for every claim completed since the last vacuum. An IN_PROGRESS
+// record always has its locked_until (00001's CHECK): coalesce changes
+// no answer.
+//
+// 'IN_PROGRESS' is written into the SQL, not bound: a generic plan proves
+// a partial index's predicate only from values it sees, and with the
+// status bound the list's generic plan on 00005's predicate was a scan of
+// the whole table (PostgreSQL kept the custom plan only because that one
+// cost less).
 func listAbandoned(db *gorm.DB, commands []app.CommandName, expiredFor time.Duration, limit int) *gorm.DB {
-	return db.Where("status = ? AND locked_until < clock_timestamp() - ? * interval '1 microsecond' AND command IN ?",
-		string(app.RecordInProgress), expiredFor.Microseconds(), commandNames(commands)).
+	return db.Where("status = '"+string(app.RecordInProgress)+"' AND locked_until < clock_timestamp() - ? * interval '1 microsecond' AND command IN ?",
+		expiredFor.Microseconds(), commandNames(commands)).
 		Order("locked_until").Limit(limit)
 }
 
 func releaseAbandoned(db *gorm.DB, commands []app.CommandName, scope app.IdempotencyScope) *gorm.DB {
-	return db.Where(`client_id = ? AND idempotency_key = ? AND command IN ? AND status = ?
-		   AND locked_until < clock_timestamp() AND payment_id IS NULL AND refund_id IS NULL AND transition_id IS NULL`,
-		string(scope.ClientID), scope.Key, commandNames(commands), string(app.RecordInProgress))
+	return db.Where(`client_id = ? AND idempotency_key = ? AND command IN ? AND status = '`+string(app.RecordInProgress)+`'
+		   AND coalesce(locked_until, 'infinity') < clock_timestamp() AND payment_id IS NULL AND refund_id IS NULL AND transition_id IS NULL`,
+		string(scope.ClientID), scope.Key, commandNames(commands))
 }
 
 // commandNames is commands as the command column holds them. GORM renders

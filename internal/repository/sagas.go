@@ -136,11 +136,15 @@ func (s *SagaStore) Waiting(ctx context.Context, limit int) ([]app.SagaStepRecor
 }
 
 // unresolvedStepsSQL counts a client's saga steps left without a reply:
-// claimed keys of saga steps (over the partial index of IN_PROGRESS
-// records) and waiting compensations (over its own partial index).
+// claimed keys of saga steps and waiting compensations (over its own
+// partial index). "locked_until IS NOT NULL", which every IN_PROGRESS
+// record meets (00001's CHECK), is the predicate of the index of claims
+// in progress, ix_idempotency_record_abandoned (00023): named here, it
+// lets the count read that index or the primary key, not every record
+// since the cutoff by created_at.
 const unresolvedStepsSQL = `
 SELECT (SELECT count(*) FROM idempotency_record
-         WHERE status = 'IN_PROGRESS' AND client_id = @client
+         WHERE status = 'IN_PROGRESS' AND locked_until IS NOT NULL AND client_id = @client
            AND starts_with(idempotency_key, @prefix)
            AND created_at < now() - @micros * interval '1 microsecond')
      + (SELECT count(*) FROM saga_step
