@@ -326,6 +326,17 @@ func NewChargePayment(core *Core, providers map[domain.ProviderName]ChargeProvid
 // Handle runs the charge. Errors are the core's (IdempotentCommand.Handle),
 // ErrUnknownProvider, domain.ErrOrderNotFound and domain.ErrOrderMismatch.
 func (uc *ChargePayment) Handle(ctx context.Context, cmd ChargeCommand) (CommandResult, error) {
+	return uc.handle(ctx, cmd, true)
+}
+
+// handleNewKey runs a charge whose key its caller has just seen to be new
+// (a saga step whose saga_step row it has just inserted), without phase
+// 0's read; it answers as Handle does (IdempotentCommand.handleUnread).
+func (uc *ChargePayment) handleNewKey(ctx context.Context, cmd ChargeCommand) (CommandResult, error) {
+	return uc.handle(ctx, cmd, false)
+}
+
+func (uc *ChargePayment) handle(ctx context.Context, cmd ChargeCommand, read bool) (CommandResult, error) {
 	if _, ok := uc.providers[cmd.Charge.Provider]; !ok {
 		// Before the claim: an invalid command stores nothing, so the
 		// client can fix it and retry with the same key.
@@ -333,6 +344,9 @@ func (uc *ChargePayment) Handle(ctx context.Context, cmd ChargeCommand) (Command
 	}
 	if _, ok := uc.authorizers[cmd.Charge.Provider]; cmd.Charge.Manual() && !ok {
 		return CommandResult{}, ErrNoTwoStepPayments
+	}
+	if !read {
+		return uc.run.handleUnread(ctx, cmd)
 	}
 	return uc.run.Handle(ctx, cmd)
 }

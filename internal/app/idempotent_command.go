@@ -379,6 +379,21 @@ const finishTimeout = 10 * time.Second
 // before the provider is called), the steps' own errors from phase 1 (such
 // as domain.ErrOrderNotFound), or unexpected ones.
 func (uc *IdempotentCommand[C, T]) Handle(ctx context.Context, cmd C) (CommandResult, error) {
+	return uc.handle(ctx, cmd, true)
+}
+
+// handleUnread runs the command from phase 1, without phase 0's read: for
+// a key its caller has just seen to be new (a saga step whose saga_step row
+// it has just inserted), where the read would find nothing. It answers as
+// Handle does whatever the key holds: a claim that does not claim re-reads
+// the key and answers from it as phase 0 would (answerFromKey), and a
+// claim that takes a lapsed record over is the claim phase 0 would have
+// let through.
+func (uc *IdempotentCommand[C, T]) handleUnread(ctx context.Context, cmd C) (CommandResult, error) {
+	return uc.handle(ctx, cmd, false)
+}
+
+func (uc *IdempotentCommand[C, T]) handle(ctx context.Context, cmd C, read bool) (CommandResult, error) {
 	scope, hash := cmd.IdempotencyKey(), cmd.Hash()
 	// Once the key is claimed the work runs to a recorded end even if the
 	// client goes away: the lock timeout bounds it, a shutdown that runs
@@ -391,12 +406,14 @@ func (uc *IdempotentCommand[C, T]) Handle(ctx context.Context, cmd C) (CommandRe
 
 	// Phase 0: read, from this replica's replay cache when it holds the
 	// key's completed answer (replay_cache.go), else from the database.
-	rec, found, err := uc.core.lookup(ctx, pool.Keys, scope)
-	if err != nil {
-		return CommandResult{}, err
-	}
-	if found && !takeable(rec, hash) {
-		return uc.answerFrom(rec, hash)
+	if read {
+		rec, found, err := uc.core.lookup(ctx, pool.Keys, scope)
+		if err != nil {
+			return CommandResult{}, err
+		}
+		if found && !takeable(rec, hash) {
+			return uc.answerFrom(rec, hash)
+		}
 	}
 
 	// Phase 1: claim.

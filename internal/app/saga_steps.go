@@ -104,7 +104,7 @@ func NewSagaSteps(charges *ChargePayment, refunds *RefundPayment, voids *Payment
 func (uc *SagaSteps) Charge(ctx context.Context, c SagaCharge, firstTried time.Time) (SagaResult, error) {
 	cmd := ChargeCommand{Scope: SagaStepScope(uc.client, c.Step), Charge: c.Charge, Operation: OperationSagaCharge}
 	pool := uc.db.AutoCommit()
-	stands, _, err := pool.Sagas.Begin(ctx, SagaStepRecord{Step: c.Step, Kind: StepCharge, ContentHash: cmd.Hash()})
+	stands, inserted, err := pool.Sagas.Begin(ctx, SagaStepRecord{Step: c.Step, Kind: StepCharge, ContentHash: cmd.Hash()})
 	switch {
 	case err != nil:
 		return SagaResult{}, err
@@ -115,7 +115,18 @@ func (uc *SagaSteps) Charge(ctx context.Context, c SagaCharge, firstTried time.T
 		return uc.reject(ctx, c.EventID, c.Step)
 	}
 
-	res, err := uc.charges.Handle(ctx, cmd)
+	// A step whose row this attempt inserted is seen for the first time,
+	// so its key is read no more before the claim: one round trip less on
+	// every new step. Its key may hold a record after all: the purge may
+	// take the step's row before its key (the row is written first, and a
+	// claim with a payment stays until it is finished). The claim then
+	// does not claim, and the key is read and answered from as it would
+	// have been before the claim.
+	handle := uc.charges.Handle
+	if inserted {
+		handle = uc.charges.handleNewKey
+	}
+	res, err := handle(ctx, cmd)
 	var inProgress *InProgressError
 	var unknown *OutcomeUnknownError
 	switch {
