@@ -10,7 +10,13 @@ import (
 
 // WakeGap is the least time between two wakes a Waker sends: the most a
 // committed event waits for its relay beyond the wake's own round trip.
-const WakeGap = 10 * time.Millisecond
+// Short, because a wake asked for within the gap waits for its end, and a
+// saga step's reply waits for its wake: with 10 ms, a step at one client
+// waited 4 to 5 ms for its reply to be produced, with 2 ms 0.6 ms, and
+// HTTP creates cost the same CPU either way (docs/benchmarks.md, saga
+// section). At most 500 notifications a second, each a transaction of a
+// few microseconds.
+const WakeGap = 2 * time.Millisecond
 
 // Waker tells the relays that outbox rows were committed. Writers call Wake
 // after their commit; Run sends one notification (NOTIFY outbox_event) for
