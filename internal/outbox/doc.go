@@ -31,10 +31,12 @@
 //     opposite order of their ids; they were concurrent, so neither order
 //     is wrong, and no row is ever skipped (the relay always reads the
 //     oldest unpublished rows, not "after the last id").
-//   - Latency. An insert into outbox_event fires a NOTIFY at commit
-//     (trigger in db/migrations/00004_outbox.sql); the leader LISTENs on its
-//     session and wakes at once. A slow poll (PollInterval) is the safety
-//     net for notifications lost while no leader was listening.
+//   - Latency. A writer's commit wakes the relays: the replica's Waker
+//     sends a NOTIFY after the commit, at most one per WakeGap (decision
+//     0027; migration 00020 dropped the trigger that notified inside the
+//     transaction); the leader LISTENs on its session and wakes at once. A
+//     slow poll (PollInterval) is the safety net for notifications lost
+//     while no leader was listening.
 //   - Every row reaches the topic stored in it. The relay reads the
 //     unpublished rows of every topic and publishes each to its row's
 //     topic (PAYMENT_EVENTS_TOPIC as it was when the row was written), with
