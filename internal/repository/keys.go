@@ -211,7 +211,7 @@ func (c conn) updateOwned(ctx context.Context, scope app.IdempotencyScope, token
 // plan tests explain what it sends (claim_index_plan_test.go).
 func ownedRecord(db *gorm.DB, scope app.IdempotencyScope, token uuid.UUID) *gorm.DB {
 	return db.Model(&idempotencyRecordRow{}).Where(
-		"client_id = ? AND idempotency_key = ? AND status = '"+string(app.RecordInProgress)+"' AND lock_token = ?",
+		"client_id = ? AND idempotency_key = ? AND status = 'IN_PROGRESS' AND lock_token = ?",
 		string(scope.ClientID), scope.Key, token)
 }
 

@@ -184,13 +184,13 @@ func (s *Retention) ReleaseAbandoned(ctx context.Context, commands []app.Command
 // the whole table (PostgreSQL kept the custom plan only because that one
 // cost less).
 func listAbandoned(db *gorm.DB, commands []app.CommandName, expiredFor time.Duration, limit int) *gorm.DB {
-	return db.Where("status = '"+string(app.RecordInProgress)+"' AND locked_until < clock_timestamp() - ? * interval '1 microsecond' AND command IN ?",
+	return db.Where("status = 'IN_PROGRESS' AND locked_until < clock_timestamp() - ? * interval '1 microsecond' AND command IN ?",
 		expiredFor.Microseconds(), commandNames(commands)).
 		Order("locked_until").Limit(limit)
 }
 
 func releaseAbandoned(db *gorm.DB, commands []app.CommandName, scope app.IdempotencyScope) *gorm.DB {
-	return db.Where(`client_id = ? AND idempotency_key = ? AND command IN ? AND status = '`+string(app.RecordInProgress)+`'
+	return db.Where(`client_id = ? AND idempotency_key = ? AND command IN ? AND status = 'IN_PROGRESS'
 		   AND coalesce(locked_until, 'infinity') < clock_timestamp() AND payment_id IS NULL AND refund_id IS NULL AND transition_id IS NULL`,
 		string(scope.ClientID), scope.Key, commandNames(commands))
 }
