@@ -26,6 +26,7 @@ const statsFlush = 11 * time.Second
 // generated copies are in internal/repository/statements).
 var hotStatements = []struct{ label, contains string }{
 	{"lookup (lookupKeySQL)", "SELECT command_hash, status, http_status, response::text"},
+	{"a new saga step's claim (claimStepAndReserveSQL)", "begun AS ("},
 	{"claim (claimAndReserveSQL)", "matching_order AS ("},
 	{"record (recordOutcomeSQL)", "completed AS (\n    UPDATE idempotency_record"},
 	{"lock check (lockStillHeldStmt)", "SELECT EXISTS (SELECT 1 FROM idempotency_record\n"},

@@ -15,10 +15,11 @@ func TestStatementLabelsNameTheChargesStatements(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"lookupKeySQL":       "lookup (lookupKeySQL)",
-		"claimAndReserveSQL": "claim (claimAndReserveSQL)",
-		"recordOutcomeSQL":   "record (recordOutcomeSQL)",
-		"lockStillHeldStmt":  "lock check (lockStillHeldStmt)",
+		"lookupKeySQL":           "lookup (lookupKeySQL)",
+		"claimAndReserveSQL":     "claim (claimAndReserveSQL)",
+		"claimStepAndReserveSQL": "a new saga step's claim (claimStepAndReserveSQL)",
+		"recordOutcomeSQL":       "record (recordOutcomeSQL)",
+		"lockStillHeldStmt":      "lock check (lockStillHeldStmt)",
 	}
 	found := 0
 	for _, block := range strings.Split(string(b), "\n\n-- ")[1:] {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -31,6 +32,11 @@ type ChargeCommand struct {
 	// Operation names the endpoint, such as "POST /payments": one key
 	// cannot be shared between endpoints.
 	Operation string
+	// begins, when set, is the saga step the charge is, tried for the
+	// first time: its claim inserts the step's saga_step row too
+	// (ChargeStore.ClaimStep), and any answer but the usual one is
+	// errStepNotBegun (SagaSteps.Charge).
+	begins *SagaStep
 }
 
 // IdempotencyKey is the client and key the charge came with.
@@ -70,6 +76,14 @@ type ChargeStore interface {
 	// record's own payment. On the pool it commits only a claimed key with
 	// a PENDING payment, and returns ErrClaimNeedsTransaction otherwise.
 	Claim(ctx context.Context, k KeyClaim, c domain.Charge) (ChargeClaimed, error)
+	// ClaimStep is Claim for a saga step tried for the first time, on the
+	// pool only: the step's saga_step row (a charge's, with k's command
+	// hash as its content hash) is inserted in the same statement, before
+	// the payment and the key, and the claim is made only if that row is
+	// new. It commits only the usual answer, row and claim together, and
+	// returns ErrClaimNeedsTransaction, having committed nothing, for any
+	// other: the step's name taken among them.
+	ClaimStep(ctx context.Context, k KeyClaim, c domain.Charge, step SagaStep) (ChargeClaimed, error)
 	// Reserve is phase 1's rare path, after a claim that met a payment in
 	// the way: it reserves the payment (and links k's record to it) or
 	// returns the payment that stands in the way.
@@ -337,18 +351,27 @@ func (uc *ChargePayment) handleNewKey(ctx context.Context, cmd ChargeCommand) (C
 }
 
 func (uc *ChargePayment) handle(ctx context.Context, cmd ChargeCommand, read bool) (CommandResult, error) {
-	if _, ok := uc.providers[cmd.Charge.Provider]; !ok {
-		// Before the claim: an invalid command stores nothing, so the
-		// client can fix it and retry with the same key.
-		return CommandResult{}, ErrUnknownProvider
-	}
-	if _, ok := uc.authorizers[cmd.Charge.Provider]; cmd.Charge.Manual() && !ok {
-		return CommandResult{}, ErrNoTwoStepPayments
+	// Before the claim: an invalid command stores nothing, so the client
+	// can fix it and retry with the same key.
+	if err := uc.accepts(cmd.Charge); err != nil {
+		return CommandResult{}, err
 	}
 	if !read {
 		return uc.run.handleUnread(ctx, cmd)
 	}
 	return uc.run.Handle(ctx, cmd)
+}
+
+// accepts says whether a charge can be carried out at all: its provider is
+// known, and takes two-step payments if the charge is one.
+func (uc *ChargePayment) accepts(c domain.Charge) error {
+	if _, ok := uc.providers[c.Provider]; !ok {
+		return ErrUnknownProvider
+	}
+	if _, ok := uc.authorizers[c.Provider]; c.Manual() && !ok {
+		return ErrNoTwoStepPayments
+	}
+	return nil
 }
 
 // Resume is the completer's retry of an abandoned charge, rebuilt from its
@@ -367,6 +390,32 @@ func (uc *ChargePayment) Resume(ctx context.Context, rec IdempotencyRecord) erro
 		cmd.Operation = OperationSagaCharge
 	}
 	return uc.run.resume(ctx, rec, cmd)
+}
+
+// errStepNotBegun: a saga step's claim that also inserts its saga_step row
+// (ChargeStore.ClaimStep) had another answer than the usual one, and
+// committed nothing.
+var errStepNotBegun = errors.New("the saga step was not begun with its claim")
+
+// claimBeginning is phase 1 of a saga step tried for the first time: the
+// step's row, the payment and the key in one statement, which keeps only
+// the usual answer: a new payment, or the takeover of a claim whose step's
+// row the purge took first. Any other is errStepNotBegun, for the caller
+// to take the way every step took before (SagaSteps.Charge).
+func (s *chargeSteps) claimBeginning(ctx context.Context, r Repos, cmd ChargeCommand, k KeyClaim) (Claimed[chargeReservation], error) {
+	res, err := r.Charges.ClaimStep(ctx, k, cmd.Charge, *cmd.begins)
+	switch {
+	case errors.Is(err, ErrClaimNeedsTransaction):
+		return Claimed[chargeReservation]{}, errStepNotBegun
+	case err != nil:
+		return Claimed[chargeReservation]{}, err
+	case res.Reserved:
+		return claimedPayment(ClaimFresh, *res.Payment, res.SagaID), nil
+	case res.Claimed && res.Payment != nil && res.Payment.Status == domain.PaymentPending:
+		return claimedPayment(ClaimResumed, *res.Payment, res.SagaID), nil
+	default:
+		return Claimed[chargeReservation]{}, fmt.Errorf("claim saga step %s: the statement kept an answer it must not: %+v", cmd.begins.Name, res)
+	}
 }
 
 // chargeReservation is the charge's recovery point: the PENDING payment,
@@ -401,6 +450,9 @@ func (s *chargeSteps) encode(k KeyClaim, o ChargeOutcome) (StoredResponse, error
 // Claim: phase 1. On the pool only the usual answer comes back: a fresh
 // or resumed PENDING payment.
 func (s *chargeSteps) Claim(ctx context.Context, r Repos, cmd ChargeCommand, k KeyClaim) (Claimed[chargeReservation], error) {
+	if cmd.begins != nil {
+		return s.claimBeginning(ctx, r, cmd, k)
+	}
 	res, err := r.Charges.Claim(ctx, k, cmd.Charge)
 	if err != nil {
 		return Claimed[chargeReservation]{}, err

@@ -103,6 +103,22 @@ func NewSagaSteps(charges *ChargePayment, refunds *RefundPayment, voids *Payment
 // error is unexpected, and the command is tried again too.
 func (uc *SagaSteps) Charge(ctx context.Context, c SagaCharge, firstTried time.Time) (SagaResult, error) {
 	cmd := ChargeCommand{Scope: SagaStepScope(uc.client, c.Step), Charge: c.Charge, Operation: OperationSagaCharge}
+	// The usual step, tried for the first time, is begun with its claim:
+	// its saga_step row, its payment and its key in one statement, which
+	// commits all of them or nothing (ChargeStore.ClaimStep). Its key is
+	// not read before: a step whose row is new has a new key, and the
+	// statement claims only under a new row. Every other step (its name
+	// taken: re-sent, tombstoned, reused; its order not projected yet; its
+	// claim refused) commits nothing there, and goes the long way below.
+	if uc.charges.accepts(c.Charge) == nil {
+		first := cmd
+		first.begins = &c.Step
+		res, err := uc.charges.handleNewKey(ctx, first)
+		if !errors.Is(err, errStepNotBegun) {
+			return uc.charged(ctx, cmd, res, err, firstTried)
+		}
+	}
+
 	pool := uc.db.AutoCommit()
 	stands, inserted, err := pool.Sagas.Begin(ctx, SagaStepRecord{Step: c.Step, Kind: StepCharge, ContentHash: cmd.Hash()})
 	switch {
@@ -116,17 +132,21 @@ func (uc *SagaSteps) Charge(ctx context.Context, c SagaCharge, firstTried time.T
 	}
 
 	// A step whose row this attempt inserted is seen for the first time,
-	// so its key is read no more before the claim: one round trip less on
-	// every new step. Its key may hold a record after all: the purge may
-	// take the step's row before its key (the row is written first, and a
-	// claim with a payment stays until it is finished). The claim then
-	// does not claim, and the key is read and answered from as it would
-	// have been before the claim.
+	// so its key is read no more before the claim. Its key may hold a
+	// record after all: the purge may take the step's row before its key
+	// (the row is written first, and a claim with a payment stays until it
+	// is finished). The claim then does not claim, and the key is read and
+	// answered from as it would have been before the claim.
 	handle := uc.charges.Handle
 	if inserted {
 		handle = uc.charges.handleNewKey
 	}
 	res, err := handle(ctx, cmd)
+	return uc.charged(ctx, cmd, res, err, firstTried)
+}
+
+// charged answers a charge step from what its charge did.
+func (uc *SagaSteps) charged(ctx context.Context, cmd ChargeCommand, res CommandResult, err error, firstTried time.Time) (SagaResult, error) {
 	var inProgress *InProgressError
 	var unknown *OutcomeUnknownError
 	switch {

@@ -47,16 +47,44 @@ type ChargeStore struct {
 // with the claim. The order of the clauses is also the order of the locks
 // every charge takes (payment, then key), so two charges never wait on each
 // other in a cycle.
-var claimAndReserveSQL = `
+var claimAndReserveSQL = chargeClaimSQL("", "")
+
+// claimStepAndReserveSQL is claimAndReserveSQL for a saga step tried for
+// the first time, @atomic only: the step's saga_step row (what
+// SagaStore.Begin would insert) comes first, and the claim is made only
+// if that row is new. So it commits only the row, the payment and the key
+// together, in the usual answer; for any other (the step's name taken:
+// re-sent, tombstoned or reused; the order not matching; a payment in the
+// way; the key held) it raises, and nothing stays. The lock order is the
+// step's row, then every charge's.
+var claimStepAndReserveSQL = chargeClaimSQL(`-- The step's row, only if its (saga_id, step_name) is free. ON CONFLICT
+-- waits for a concurrent insert of the same step (a tombstone) to commit.
+begun AS (
+    INSERT INTO saga_step (saga_id, step_name, kind, content_hash)
+    VALUES (@saga, @step, 'charge', @hash)
+        ON CONFLICT (saga_id, step_name) DO NOTHING
+ RETURNING 1
+),
+`, "EXISTS (SELECT 1 FROM begun)")
+
+// chargeClaimSQL composes a charge's phase 1: first, clauses that come
+// before the charge's own, and gate, when not empty, the condition that
+// every write of the charge's own clauses is made under.
+func chargeClaimSQL(first, gate string) string {
+	orderGate := ""
+	if gate != "" {
+		orderGate = "\n       AND " + gate
+	}
+	return `
 WITH
--- The order the charge must pay exactly: same customer, amount and
+` + first + `-- The order the charge must pay exactly: same customer, amount and
 -- currency. No row: nothing is reserved, and the application tells an
 -- unknown order from a mismatch (422, not stored).
 matching_order AS (
     SELECT order_id
       FROM order_projection
      WHERE order_id = @order AND customer_id = @customer
-       AND amount = @amount AND currency = @currency
+       AND amount = @amount AND currency = @currency` + orderGate + `
 ),
 -- Reserve the PENDING payment. ON CONFLICT DO NOTHING with no target covers
 -- R-DIST-IDEM-4's UNIQUE (payment_provider, external_payment_id) and the
@@ -70,7 +98,7 @@ reserved AS (
         ON CONFLICT DO NOTHING
  RETURNING *
 ),
-` + claimKeyClause(app.CommandCharge, "payment_id", "") + `,
+` + claimKeyClause(app.CommandCharge, "payment_id", "", gate) + `,
 ` + goesOnWithClause("charged", "payment", "p", "payment_id") + `
 SELECT ` + claimAnswers("payment_id") + `,
        EXISTS (SELECT 1 FROM matching_order) AS order_matches,
@@ -83,6 +111,7 @@ SELECT ` + claimAnswers("payment_id") + `,
 -- rolls back everything above. CASE, because only CASE fixes the order in
 -- which SQL evaluates; coalesce, because a missing payment makes it NULL.
  WHERE ` + onlyTheUsualAnswer("ch", "payment_id")
+}
 
 // recordOutcomeSQL is phase 3 in one statement, atomic without a
 // transaction around it: the key's outcome, the payment's final status and
@@ -140,9 +169,10 @@ const livePaymentOfOrderSQL = `
 SELECT * FROM payment WHERE order_id = ? AND holds_order`
 
 var (
-	claimAndReserveStmt = compileNamed(claimAndReserveSQL)
-	recordOutcomeStmt   = compileNamed(recordOutcomeSQL)
-	releaseChargeStmt   = compileNamed(releaseChargeSQL)
+	claimAndReserveStmt     = compileNamed(claimAndReserveSQL)
+	claimStepAndReserveStmt = compileNamed(claimStepAndReserveSQL)
+	recordOutcomeStmt       = compileNamed(recordOutcomeSQL)
+	releaseChargeStmt       = compileNamed(releaseChargeSQL)
 )
 
 // queryRow runs one of the compiled statements on db's connection pool: the
@@ -168,17 +198,30 @@ func captureMethod(c domain.Charge) string {
 }
 
 // Claim implements app.ChargeStore: claimAndReserveSQL, @atomic on the pool.
-func (s *ChargeStore) Claim(ctx context.Context, k app.KeyClaim, ch domain.Charge) (res app.ChargeClaimed, err error) {
+func (s *ChargeStore) Claim(ctx context.Context, k app.KeyClaim, ch domain.Charge) (app.ChargeClaimed, error) {
+	return s.claim(ctx, claimAndReserveStmt, k, ch, map[string]any{})
+}
+
+// ClaimStep implements app.ChargeStore: claimStepAndReserveSQL, on the pool.
+func (s *ChargeStore) ClaimStep(ctx context.Context, k app.KeyClaim, ch domain.Charge, step app.SagaStep) (app.ChargeClaimed, error) {
+	if s.inTx {
+		return app.ChargeClaimed{}, errors.New("claim a saga step: on the pool only, where the statement keeps only the usual answer")
+	}
+	return s.claim(ctx, claimStepAndReserveStmt, k, ch, map[string]any{"saga": step.SagaID, "step": step.Name})
+}
+
+// claim runs a charge's phase 1 statement q with values and the charge's
+// and key's parameters.
+func (s *ChargeStore) claim(ctx context.Context, q namedSQL, k app.KeyClaim, ch domain.Charge, values map[string]any) (res app.ChargeClaimed, err error) {
+	values["order"] = int64(ch.OrderID)
+	values["customer"] = int64(ch.CustomerID)
+	values["amount"] = ch.Amount.Amount()
+	values["currency"] = string(ch.Amount.Currency())
+	values["provider"] = string(ch.Provider)
+	values["external"] = string(ch.ExternalPaymentID)
+	values["capture_method"] = captureMethod(ch)
 	err = s.run(ctx, func(db *gorm.DB) error {
-		row, err := queryRow(ctx, db, claimAndReserveStmt, s.claimValues(k, map[string]any{
-			"order":          int64(ch.OrderID),
-			"customer":       int64(ch.CustomerID),
-			"amount":         ch.Amount.Amount(),
-			"currency":       string(ch.Amount.Currency()),
-			"provider":       string(ch.Provider),
-			"external":       string(ch.ExternalPaymentID),
-			"capture_method": captureMethod(ch),
-		}))
+		row, err := queryRow(ctx, db, q, s.claimValues(k, values))
 		if err != nil {
 			return err
 		}

@@ -300,17 +300,26 @@ var _ app.KeyStore = (*Keys)(nil)
 // during a rolling deploy from one a refund's record must not look like
 // one (docs/decisions/0022). A charge passes "": its payment_id is its
 // recovery point already.
-func claimKeyClause(command app.CommandName, recoveryPoint, paymentLink string) string {
+//
+// gate, when not empty, is a condition the claim is made under: false, the
+// insert writes nothing, and takes no lock on a record that stands (a
+// conflict's DO UPDATE locks the row even when its WHERE says no).
+func claimKeyClause(command app.CommandName, recoveryPoint, paymentLink, gate string) string {
 	var linkColumn, linkValue, linkKept string
 	if paymentLink != "" {
 		linkColumn = ", payment_id"
 		linkValue = ", (SELECT " + paymentLink + " FROM reserved)"
 		linkKept = "\n           payment_id = coalesce(r.payment_id, EXCLUDED.payment_id),"
 	}
+	row := `@client, @key, '{command}', @hash, 'IN_PROGRESS', @token, clock_timestamp() + @lock_micros * interval '1 microsecond', (SELECT id FROM reserved){link_value}`
+	insert := "VALUES (" + row + ")"
+	if gate != "" {
+		insert = "SELECT " + row + "\n     WHERE " + gate
+	}
 	return strings.NewReplacer("{command}", string(command), "{recovery_point}", recoveryPoint,
 		"{link_column}", linkColumn, "{link_value}", linkValue, "{link_kept}", linkKept).Replace(`claimed AS (
     INSERT INTO idempotency_record AS r (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, {recovery_point}{link_column})
-    VALUES (@client, @key, '{command}', @hash, 'IN_PROGRESS', @token, clock_timestamp() + @lock_micros * interval '1 microsecond', (SELECT id FROM reserved){link_value})
+    ` + insert + `
         ON CONFLICT (client_id, idempotency_key) DO UPDATE
        SET lock_token = EXCLUDED.lock_token,
            locked_until = EXCLUDED.locked_until,

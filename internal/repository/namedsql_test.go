@@ -26,9 +26,10 @@ func TestCompileNamed(t *testing.T) {
 func TestHotPathStatementsCompile(t *testing.T) {
 	t.Parallel()
 	for name, q := range map[string]namedSQL{
-		"lookupKeySQL":       lookupKeyStmt,
-		"claimAndReserveSQL": claimAndReserveStmt,
-		"recordOutcomeSQL":   recordOutcomeStmt,
+		"lookupKeySQL":           lookupKeyStmt,
+		"claimAndReserveSQL":     claimAndReserveStmt,
+		"claimStepAndReserveSQL": claimStepAndReserveStmt,
+		"recordOutcomeSQL":       recordOutcomeStmt,
 	} {
 		if len(q.names) == 0 || namedParameter.MatchString(q.text) {
 			t.Errorf("%s compiled to %d parameters, text %q", name, len(q.names), q.text)

@@ -177,7 +177,7 @@ given_back AS (
 // for a charge that reserved nothing (docs/decisions/0022).
 var claimAndReserveRefundSQL = `
 WITH` + reserveRefundClauses + `,
-` + claimKeyClause(app.CommandRefund, "refund_id", "payment_id") + `,
+` + claimKeyClause(app.CommandRefund, "refund_id", "payment_id", "") + `,
 ` + goesOnWithClause("refund_row", "refund", "f", "refund_id") + `
 SELECT ` + claimAnswers("refund_id") + `,
        (SELECT o.saga_id FROM order_projection o JOIN payment p ON p.order_id = o.order_id

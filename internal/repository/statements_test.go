@@ -28,6 +28,7 @@ var statementFiles = []struct {
 	{"charge.sql", "A charge's statements (charges.go, keys.go)", []statementEntry{
 		{"lookupKeySQL", "phase 0: the key's record, read with no lock and no transaction (every command's)", lookupKeyStmt},
 		{"claimAndReserveSQL", "phase 1: the payment reserved and the key claimed, in one statement", claimAndReserveStmt},
+		{"claimStepAndReserveSQL", "phase 1 of a saga step tried for the first time: its saga_step row, the payment and the key, in one statement", claimStepAndReserveStmt},
 		{"recordOutcomeSQL", "phase 3: the key completed, the payment's final status and its event, in one statement", recordOutcomeStmt},
 		{"lockStillHeldStmt", "phase 3's second look at the key's lock, in a snapshot of its own (every command's)", lockStillHeldStmt},
 		{"releaseChargeSQL", "the release after the provider did not act: the key and its PENDING payment, in one statement", releaseChargeStmt},

@@ -53,7 +53,7 @@ reserved AS (
         ON CONFLICT DO NOTHING
  RETURNING *
 ),
-` + claimKeyClause("{command}", "transition_id", "payment_id") + `,
+` + claimKeyClause("{command}", "transition_id", "payment_id", "") + `,
 ` + goesOnWithClause("transitioned", "payment_transition", "t", "transition_id") + `
 SELECT ` + claimAnswers("transition_id") + `,
        t.id, t.payment_id, t.kind, t.amount, t.currency, t.reference, t.status

@@ -75,6 +75,83 @@ SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
             ELSE true
        END;
 
+-- claimStepAndReserveSQL: phase 1 of a saga step tried for the first time: its saga_step row, the payment and the key, in one statement.
+-- Parameters: $1 saga, $2 step, $3 hash, $4 order, $5 customer, $6 amount, $7 currency, $8 client, $9 provider, $10 external, $11 capture_method, $12 key, $13 token, $14 lock_micros, $15 atomic.
+WITH
+-- The step's row, only if its (saga_id, step_name) is free. ON CONFLICT
+-- waits for a concurrent insert of the same step (a tombstone) to commit.
+begun AS (
+    INSERT INTO saga_step (saga_id, step_name, kind, content_hash)
+    VALUES ($1, $2, 'charge', $3)
+        ON CONFLICT (saga_id, step_name) DO NOTHING
+ RETURNING 1
+),
+-- The order the charge must pay exactly: same customer, amount and
+-- currency. No row: nothing is reserved, and the application tells an
+-- unknown order from a mismatch (422, not stored).
+matching_order AS (
+    SELECT order_id
+      FROM order_projection
+     WHERE order_id = $4 AND customer_id = $5
+       AND amount = $6 AND currency = $7
+       AND EXISTS (SELECT 1 FROM begun)
+),
+-- Reserve the PENDING payment. ON CONFLICT DO NOTHING with no target covers
+-- R-DIST-IDEM-4's UNIQUE (payment_provider, external_payment_id) and the
+-- third layer's one live payment per order (ux_payment_order_live): under any
+-- interleaving the database lets one reservation through, and a conflict
+-- waits for the other's commit instead of aborting this transaction.
+reserved AS (
+    INSERT INTO payment (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status, capture_method)
+    SELECT $8, $4, $5, $9, $10, $6, $7, 'PENDING', $11
+      FROM matching_order
+        ON CONFLICT DO NOTHING
+ RETURNING *
+),
+claimed AS (
+    INSERT INTO idempotency_record AS r (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, payment_id)
+    SELECT $8, $12, 'charge', $3, 'IN_PROGRESS', $13, clock_timestamp() + $14 * interval '1 microsecond', (SELECT id FROM reserved)
+     WHERE EXISTS (SELECT 1 FROM begun)
+        ON CONFLICT (client_id, idempotency_key) DO UPDATE
+       SET lock_token = EXCLUDED.lock_token,
+           locked_until = EXCLUDED.locked_until,
+           payment_id = coalesce(r.payment_id, EXCLUDED.payment_id),
+           updated_at = now()
+     WHERE r.status = 'IN_PROGRESS'
+       AND r.locked_until < clock_timestamp()
+       AND r.command = EXCLUDED.command
+       AND r.command_hash = EXCLUDED.command_hash
+ RETURNING r.payment_id
+),
+-- The reservation this command goes on with: the one just reserved, or,
+-- after a takeover, the recovery point.
+charged AS (
+    SELECT * FROM reserved
+     UNION ALL
+    SELECT p.* FROM payment p JOIN claimed c ON p.id = c.payment_id
+     WHERE NOT EXISTS (SELECT 1 FROM reserved)
+)
+SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
+       EXISTS (SELECT 1 FROM reserved) AS reserved,
+       (SELECT payment_id FROM claimed) AS recovery_point,
+       EXISTS (SELECT 1 FROM matching_order) AS order_matches,
+       (SELECT saga_id FROM order_projection WHERE order_id = $4) AS saga_id,
+       ch.id AS payment_id, ch.client_id, ch.order_id, ch.customer_id, ch.payment_provider,
+       ch.external_payment_id, ch.amount, ch.currency, ch.status, ch.created_at, ch.capture_method, ch.captured_amount
+  FROM (SELECT 1) AS one
+  LEFT JOIN charged ch ON true
+-- On its own (atomic), keep only a claimed key with a PENDING payment,
+-- which is its recovery point; any other answer raises, and the error
+-- rolls back everything above. CASE, because only CASE fixes the order in
+-- which SQL evaluates; coalesce, because a missing payment makes it NULL.
+ WHERE CASE WHEN $15 AND NOT coalesce(
+                 EXISTS (SELECT 1 FROM claimed)
+             AND ch.status = 'PENDING'
+             AND ch.id = (SELECT payment_id FROM claimed), false)
+            THEN charge_needs_transaction()
+            ELSE true
+       END;
+
 -- recordOutcomeSQL: phase 3: the key completed, the payment's final status and its event, in one statement.
 -- Parameters: $1 response, $2 http_status, $3 client, $4 key, $5 token, $6 payment_id, $7 final_status, $8 event_id, $9 topic, $10 message_key, $11 event_type, $12 payload, $13 trace_context, $14 reply_event_id, $15 reply_topic, $16 reply_key, $17 reply_type, $18 reply.
 WITH
