@@ -25,9 +25,9 @@ const statsFlush = 11 * time.Second
 // hotStatements name the hot path's statements by their text (the
 // generated copies are in internal/repository/statements).
 var hotStatements = []struct{ label, contains string }{
-	{"lookup (lookupKeySQL)", "SELECT command_hash, status, http_status, response::text"},
 	{"a new saga step's claim (claimStepAndReserveSQL)", "begun AS ("},
 	{"claim (claimAndReserveSQL)", "matching_order AS ("},
+	{"lookup (lookupKeySQL)", "SELECT command_hash, status, http_status, response::text"},
 	{"record (recordOutcomeSQL)", "completed AS (\n    UPDATE idempotency_record"},
 	{"lock check (lockStillHeldStmt)", "SELECT EXISTS (SELECT 1 FROM idempotency_record\n"},
 	{"outbox relay claim", "FROM outbox_event"},

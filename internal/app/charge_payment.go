@@ -115,6 +115,9 @@ type ChargeClaimed struct {
 	// Payment is the reserved payment or, after a takeover, the recovery
 	// point's; nil when neither.
 	Payment *domain.Payment
+	// Standing is the key's record that the claim found in its way, and
+	// wrote nothing for: nil when none stood.
+	Standing *IdempotencyRecord
 }
 
 // ChargeReservationKind says what Reserve did.
@@ -392,6 +395,10 @@ func (uc *ChargePayment) Resume(ctx context.Context, rec IdempotencyRecord) erro
 	return uc.run.resume(ctx, rec, cmd)
 }
 
+// ClaimReadsKey: the charge's claim statement reads the key first
+// (KeyReadingSteps), and answers a record in its way with Standing.
+func (*chargeSteps) ClaimReadsKey() {}
+
 // errStepNotBegun: a saga step's claim that also inserts its saga_step row
 // (ChargeStore.ClaimStep) had another answer than the usual one, and
 // committed nothing.
@@ -459,7 +466,7 @@ func (s *chargeSteps) Claim(ctx context.Context, r Repos, cmd ChargeCommand, k K
 	}
 	switch {
 	case !res.Claimed:
-		return Claimed[chargeReservation]{Kind: ClaimKeyHeld}, nil
+		return Claimed[chargeReservation]{Kind: ClaimKeyHeld, Record: res.Standing}, nil
 	case res.Reserved:
 		return claimedPayment(ClaimFresh, *res.Payment, res.SagaID), nil
 	case res.Payment != nil && !res.Payment.Status.Final():

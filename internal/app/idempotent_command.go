@@ -28,7 +28,9 @@ import (
 //  0. read: the key's record, with no lock and no transaction. A replay, a
 //     reused key and a duplicate meeting a live claim are answered from
 //     it, and write nothing. A completed key's record may come from the
-//     replica's replay cache instead (replay_cache.go).
+//     replica's replay cache instead (replay_cache.go). A command whose
+//     claim statement reads the key first (KeyReadingSteps: the charge)
+//     is read there, in phase 1's round trip, and writes nothing either.
 //  1. claim: the key is claimed (insert-if-absent, never find-then-save)
 //     together with the command's reservation, its recovery point, in one
 //     statement that commits on its own. The rare answers (the key is
@@ -250,6 +252,10 @@ type Claimed[T any] struct {
 	Reservation T
 	// Response is the answer phase 1 stored (answered).
 	Response StoredResponse
+	// Record is the record that holds the key (held), as the claim's
+	// statement read it: phase 0's read. Nil when the claim lost the key
+	// to a record its statement could not see, which is then read anew.
+	Record *IdempotencyRecord
 }
 
 // CommandSteps are the parts of a command that are its own. C is the
@@ -352,16 +358,31 @@ func WithSagaReplies(r SagaReplies) CoreOption {
 	return func(c *Core) { c.replies = r }
 }
 
+// KeyReadingSteps are CommandSteps whose Claim is phase 0's read too: its
+// statement reads the key's record before anything else, writes and locks
+// nothing when a record stands in the claim's way, and returns that record
+// with ClaimKeyHeld (Claimed.Record). The core then reads no key before the
+// claim, and a new key costs one round trip less. A command whose claim
+// reads something else first leaves it out: a refund, a capture and a void
+// check their payment before their claim, and a replay must be answered
+// before that check, whatever the payment has become since.
+type KeyReadingSteps interface {
+	// ClaimReadsKey marks the steps.
+	ClaimReadsKey()
+}
+
 // IdempotentCommand runs one kind of command through the core.
 type IdempotentCommand[C Command, T any] struct {
-	core  *Core
-	name  CommandName
-	steps CommandSteps[C, T]
+	core          *Core
+	name          CommandName
+	steps         CommandSteps[C, T]
+	claimReadsKey bool // the steps are KeyReadingSteps
 }
 
 // NewIdempotentCommand binds a command's steps to the core.
 func NewIdempotentCommand[C Command, T any](core *Core, name CommandName, steps CommandSteps[C, T]) *IdempotentCommand[C, T] {
-	return &IdempotentCommand[C, T]{core: core, name: name, steps: steps}
+	_, readsKey := steps.(KeyReadingSteps)
+	return &IdempotentCommand[C, T]{core: core, name: name, steps: steps, claimReadsKey: readsKey}
 }
 
 // minRetryAfter is the least a client is ever told to wait, and what it is
@@ -402,16 +423,22 @@ func (uc *IdempotentCommand[C, T]) handle(ctx context.Context, cmd C, read bool)
 	detached := context.WithoutCancel(ctx)
 	ctx, done := uc.core.running.start(detached, scope, uc.core.lockTimeout)
 	defer done()
-	pool := uc.core.db.AutoCommit()
 
 	// Phase 0: read, from this replica's replay cache when it holds the
-	// key's completed answer (replay_cache.go), else from the database.
+	// key's completed answer (replay_cache.go), else from the database,
+	// unless phase 1's statement reads the key itself (KeyReadingSteps).
 	if read {
-		rec, found, err := uc.core.lookup(ctx, pool.Keys, scope)
+		if rec, ok := uc.core.cached(scope); ok {
+			return uc.answerFrom(rec, hash)
+		}
+	}
+	if read && !uc.claimReadsKey {
+		rec, found, err := uc.core.db.AutoCommit().Keys.Lookup(ctx, scope)
 		if err != nil {
 			return CommandResult{}, err
 		}
 		if found && !takeable(rec, hash) {
+			uc.core.remember(rec)
 			return uc.answerFrom(rec, hash)
 		}
 	}
@@ -421,6 +448,9 @@ func (uc *IdempotentCommand[C, T]) handle(ctx context.Context, cmd C, read bool)
 	claimStarted := time.Now()
 	claimed, err := uc.claim(ctx, cmd, k)
 	switch {
+	case errors.Is(err, errKeyHeld) && claimed.Record != nil:
+		uc.core.remember(*claimed.Record)
+		return uc.answerFrom(*claimed.Record, hash)
 	case errors.Is(err, errKeyHeld):
 		return uc.answerFromKey(ctx, k, false)
 	case errors.Is(err, ErrReserveContended):

@@ -550,3 +550,83 @@ func check(t *testing.T, want outcome, res app.CommandResult, err error, keys *f
 		t.Errorf("%d transactions, want at most %d", db.txs, want.maxTxs)
 	}
 }
+
+// keyReadingSteps are testSteps whose claim reads the key first, as the
+// charge's statement does (app.KeyReadingSteps): a record the claim
+// cannot take over is the answer, written and locked nothing for.
+type keyReadingSteps struct{ *testSteps }
+
+func (keyReadingSteps) ClaimReadsKey() {}
+
+func (s keyReadingSteps) Claim(ctx context.Context, r app.Repos, cmd testCommand, k app.KeyClaim) (app.Claimed[string], error) {
+	if rec, ok := s.keys.get(k.Scope); ok && !(rec.CommandHash == k.CommandHash && rec.Status == app.RecordInProgress && !rec.LockedUntil.After(time.Now())) {
+		return app.Claimed[string]{Kind: app.ClaimKeyHeld, Record: &rec}, nil
+	}
+	return s.testSteps.Claim(ctx, r, cmd, k)
+}
+
+// A command whose claim reads its key is answered from the record the
+// claim read: no read of the key before the claim, none after it, and no
+// transaction. Only a claim that lost the key to a record it could not
+// see reads the key anew.
+func TestKeyReadingClaimAnswersFromTheRecordItRead(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		before   *app.IdempotencyRecord
+		lockLeft time.Duration
+		claims   []claimAnswer
+		onClaim  func(keys *fakeKeys)
+		want     outcome
+		lookups  int // of the key, by the core
+	}{
+		{name: "a new key: claimed, called, recorded",
+			claims: fresh,
+			want:   outcome{status: 201, body: `"APPROVED"`, key: app.RecordCompleted, calls: 1, recorded: []app.Settlement{app.SettledApproved}}},
+		{name: "a replay",
+			before: &app.IdempotencyRecord{CommandHash: "h", Status: app.RecordCompleted, Response: app.StoredResponse{StatusCode: 201, Body: []byte(`"first"`)}},
+			want:   outcome{status: 201, body: `"first"`, replayed: true, key: app.RecordCompleted}},
+		{name: "a key reused",
+			before: &app.IdempotencyRecord{CommandHash: "other", Status: app.RecordCompleted},
+			want:   outcome{err: app.ErrKeyReused, key: app.RecordCompleted}},
+		{name: "a live claim",
+			before: &app.IdempotencyRecord{CommandHash: "h", Status: app.RecordInProgress, LockToken: uuid.New()}, lockLeft: testLock - time.Second,
+			want: outcome{inProg: true, retry: time.Second, key: app.RecordInProgress}},
+		{name: "an expired claim: taken over",
+			before: &app.IdempotencyRecord{CommandHash: "h", Status: app.RecordInProgress, LockToken: uuid.New()}, lockLeft: -time.Second,
+			claims: resumed,
+			want:   outcome{status: 201, body: `"APPROVED"`, key: app.RecordCompleted, calls: 1, recorded: []app.Settlement{app.SettledApproved}}},
+		{name: "a record committed after the claim's read: read anew",
+			claims: []claimAnswer{{kind: app.ClaimKeyHeld}},
+			onClaim: func(keys *fakeKeys) {
+				keys.recs[testScope] = app.IdempotencyRecord{Scope: testScope, CommandHash: "h", Status: app.RecordCompleted,
+					Response: app.StoredResponse{StatusCode: 201, Body: []byte(`"theirs"`)}}
+			},
+			want:    outcome{status: 201, body: `"theirs"`, replayed: true, key: app.RecordCompleted},
+			lookups: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			keys := &fakeKeys{recs: map[app.IdempotencyScope]app.IdempotencyRecord{}}
+			if tc.before != nil {
+				rec := *tc.before
+				rec.Scope = testScope
+				rec.LockedUntil = time.Now().Add(tc.lockLeft)
+				keys.recs[testScope] = rec
+			}
+			steps := &testSteps{keys: keys, claims: tc.claims, call: approved}
+			if tc.onClaim != nil {
+				steps.onClaim = func() { tc.onClaim(keys) }
+			}
+			db := &fakeDB{keys: keys}
+			core := app.NewCore(db, testLock, slog.New(slog.DiscardHandler), app.WithAnswerBound(10*time.Second))
+			uc := app.NewIdempotentCommand[testCommand, string](core, "test", keyReadingSteps{steps})
+			res, err := uc.Handle(context.Background(), testCommand{hash: "h"})
+			check(t, tc.want, res, err, keys, steps, db)
+			if keys.lookups != tc.lookups {
+				t.Errorf("the core read the key %d times, want %d", keys.lookups, tc.lookups)
+			}
+		})
+	}
+}

@@ -2,7 +2,6 @@ package app
 
 import (
 	"bytes"
-	"context"
 	"time"
 )
 
@@ -72,23 +71,26 @@ func WithReplayCache(cache ReplayCache, policy ReplayCachePolicy) CoreOption {
 	}
 }
 
-// lookup is phase 0's read: the replay cache first, then keys.
-func (c *Core) lookup(ctx context.Context, keys KeyStore, scope IdempotencyScope) (IdempotencyRecord, bool, error) {
+// cached is the key's completed record from the replay cache, if it holds
+// one. The cache's bytes never leave it: what a caller does with its
+// answer cannot change the next replay's.
+func (c *Core) cached(scope IdempotencyScope) (IdempotencyRecord, bool) {
 	if c.replays == nil {
-		return keys.Lookup(ctx, scope)
+		return IdempotencyRecord{}, false
 	}
-	now := c.replays.policy.Now()
-	if rec, ok := c.replays.cache.Get(scope, now); ok {
-		// The cache's bytes never leave it: what a caller does with its
-		// answer cannot change the next replay's.
+	rec, ok := c.replays.cache.Get(scope, c.replays.policy.Now())
+	if ok {
 		rec.Response.Body = bytes.Clone(rec.Response.Body)
-		return rec, true, nil
 	}
-	rec, found, err := keys.Lookup(ctx, scope)
-	if err == nil && found && rec.Status == RecordCompleted {
-		c.replays.keep(rec, now)
+	return rec, ok
+}
+
+// remember keeps a record read from the database in the replay cache, if
+// it is completed.
+func (c *Core) remember(rec IdempotencyRecord) {
+	if c.replays != nil && rec.Status == RecordCompleted {
+		c.replays.keep(rec, c.replays.policy.Now())
 	}
-	return rec, found, err
 }
 
 // keep puts a COMPLETED record read at now into the cache, until the

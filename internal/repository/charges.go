@@ -17,11 +17,11 @@ import (
 )
 
 // ChargeStore implements app.ChargeStore on the payment table. The hot path
-// of a charge is three statements, one round trip each: the key's read
-// (keys.go), claimAndReserveSQL (phase 1) and recordOutcomeSQL (phase 3),
-// each atomic on its own; statements/charge.sql shows them whole. The two
-// writes are data-modifying CTEs, one clause per step, each saying which
-// rule it enforces. pgbench runs the same statements for the benchmark's
+// of a charge is two statements, one round trip each: claimAndReserveSQL
+// (phase 1, which reads the key first: phase 0's read) and
+// recordOutcomeSQL (phase 3), each atomic on its own; statements/charge.sql
+// shows them whole. Both are data-modifying CTEs, one clause per step,
+// each saying which rule it enforces. pgbench runs the same statements for the benchmark's
 // ceiling (pgbench/*.pgbench, kept in step by
 // TestPgbenchScriptsRunTheServicesStatements).
 type ChargeStore struct {
@@ -47,7 +47,7 @@ type ChargeStore struct {
 // with the claim. The order of the clauses is also the order of the locks
 // every charge takes (payment, then key), so two charges never wait on each
 // other in a cycle.
-var claimAndReserveSQL = chargeClaimSQL("", "")
+var claimAndReserveSQL = chargeClaimSQL("", keyFree, keyStands)
 
 // claimStepAndReserveSQL is claimAndReserveSQL for a saga step tried for
 // the first time, @atomic only: the step's saga_step row (what
@@ -65,18 +65,17 @@ begun AS (
         ON CONFLICT (saga_id, step_name) DO NOTHING
  RETURNING 1
 ),
-`, "EXISTS (SELECT 1 FROM begun)")
+`, "EXISTS (SELECT 1 FROM begun) AND "+keyFree, "")
 
-// chargeClaimSQL composes a charge's phase 1: first, clauses that come
-// before the charge's own, and gate, when not empty, the condition that
-// every write of the charge's own clauses is made under.
-func chargeClaimSQL(first, gate string) string {
-	orderGate := ""
-	if gate != "" {
-		orderGate = "\n       AND " + gate
-	}
+// chargeClaimSQL composes a charge's phase 1: the key's record read
+// first (standingClause), then first, clauses that come before the
+// charge's own; gate, the condition that every write of the charge's own
+// clauses is made under; unless, an answer @atomic keeps although it is
+// not the usual one (onlyTheUsualAnswer).
+func chargeClaimSQL(first, gate, unless string) string {
 	return `
 WITH
+` + standingClause(app.CommandCharge) + `,
 ` + first + `-- The order the charge must pay exactly: same customer, amount and
 -- currency. No row: nothing is reserved, and the application tells an
 -- unknown order from a mismatch (422, not stored).
@@ -84,7 +83,8 @@ matching_order AS (
     SELECT order_id
       FROM order_projection
      WHERE order_id = @order AND customer_id = @customer
-       AND amount = @amount AND currency = @currency` + orderGate + `
+       AND amount = @amount AND currency = @currency
+       AND ` + gate + `
 ),
 -- Reserve the PENDING payment. ON CONFLICT DO NOTHING with no target covers
 -- R-DIST-IDEM-4's UNIQUE (payment_provider, external_payment_id) and the
@@ -103,14 +103,17 @@ reserved AS (
 SELECT ` + claimAnswers("payment_id") + `,
        EXISTS (SELECT 1 FROM matching_order) AS order_matches,
        (SELECT saga_id FROM order_projection WHERE order_id = @order) AS saga_id,
-       ch.id AS payment_id, ` + paymentColumns("ch") + `
+       ch.id AS payment_id, ` + paymentColumns("ch") + `,
+       ` + standingAnswers + `
   FROM (SELECT 1) AS one
   LEFT JOIN charged ch ON true
+  LEFT JOIN standing st ON st.stops
 -- On its own (atomic), keep only a claimed key with a PENDING payment,
--- which is its recovery point; any other answer raises, and the error
--- rolls back everything above. CASE, because only CASE fixes the order in
--- which SQL evaluates; coalesce, because a missing payment makes it NULL.
- WHERE ` + onlyTheUsualAnswer("ch", "payment_id")
+-- which is its recovery point, or a record in the claim's way, for which
+-- nothing was written; any other answer raises, and the error rolls back
+-- everything above. CASE, because only CASE fixes the order in which SQL
+-- evaluates; coalesce, because a missing payment makes it NULL.
+ WHERE ` + onlyTheUsualAnswer("ch", "payment_id", unless)
 }
 
 // recordOutcomeSQL is phase 3 in one statement, atomic without a
@@ -227,10 +230,12 @@ func (s *ChargeStore) claim(ctx context.Context, q namedSQL, k app.KeyClaim, ch 
 		}
 		var recoveryPoint sql.NullInt64
 		var p nullablePaymentRow
-		err = row.Scan(append([]any{&res.Claimed, &res.Reserved, &recoveryPoint, &res.OrderMatches, &res.SagaID}, p.targets()...)...)
-		if err != nil {
+		var standing recordRow
+		targets := append([]any{&res.Claimed, &res.Reserved, &recoveryPoint, &res.OrderMatches, &res.SagaID}, p.targets()...)
+		if err := row.Scan(append(targets, standing.targets()...)...); err != nil {
 			return fmt.Errorf("claim key and reserve payment: %w", err)
 		}
+		res.Standing = standing.standing(k.Scope)
 		if err := oneRecoveryPoint(k, res.Claimed && res.Reserved, recoveryPoint, p.ID, "payment"); err != nil {
 			return err
 		}

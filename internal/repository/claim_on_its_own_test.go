@@ -14,10 +14,11 @@ import (
 )
 
 // Phase 1 on its own (decision 0015) commits in one round trip only the usual
-// answer: the key claimed, with a PENDING payment to charge. Every other
-// answer must leave the tables as they were, reservation and claim alike,
-// and say ErrClaimNeedsTransaction, so that the use case runs it again in
-// a transaction.
+// answer: the key claimed, with a PENDING payment to charge; or a record in
+// the claim's way, read first, for which it writes and locks nothing. Every
+// other answer must leave the tables as they were, reservation and claim
+// alike, and say ErrClaimNeedsTransaction, so that the use case runs it
+// again in a transaction.
 func TestClaimOnItsOwnCommitsOnlyTheUsualAnswer(t *testing.T) {
 	t.Parallel()
 	db, _ := openDB(t)
@@ -43,6 +44,7 @@ func TestClaimOnItsOwnCommitsOnlyTheUsualAnswer(t *testing.T) {
 		// payment the claim must go on with (0: the claim must roll back).
 		before   func(t *testing.T, order int64) (key, hash string, charge domain.Charge, resumes int64)
 		reserved bool
+		stands   string // the hash of the record in the claim's way, answered with
 	}{
 		{
 			name: "a new key for a matching order is claimed and reserved",
@@ -76,15 +78,38 @@ func TestClaimOnItsOwnCommitsOnlyTheUsualAnswer(t *testing.T) {
 			},
 		},
 		{
-			name: "a key held by a live claim rolls back, its reservation too",
+			name: "a key held by a live claim of another command: its record, nothing reserved",
 			before: func(t *testing.T, order int64) (string, string, domain.Charge, int64) {
 				addOrder(t, db, order, "10.00")
 				mustClaim(t, "held", "h", time.Minute, newCharge(t, order, "10.00", "pi_held"))
 				// Another command under the held key, for an order of its own
-				// that would be reserved if the statement committed.
+				// that would be reserved if the statement wrote anything.
 				addOrder(t, db, order+1, "10.00")
 				return "held", "other", newCharge(t, order+1, "10.00", "pi_held_other"), 0
 			},
+			stands: "h",
+		},
+		{
+			name: "a key held by a live claim of the same command: its record",
+			before: func(t *testing.T, order int64) (string, string, domain.Charge, int64) {
+				addOrder(t, db, order, "10.00")
+				charge := newCharge(t, order, "10.00", "pi_held_same")
+				mustClaim(t, "held-same", "h", time.Minute, charge)
+				return "held-same", "h", charge, 0
+			},
+			stands: "h",
+		},
+		{
+			name: "a completed key: its record, nothing reserved",
+			before: func(t *testing.T, order int64) (string, string, domain.Charge, int64) {
+				if err := db.Exec(`INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, response, http_status)
+VALUES ('demo-client', 'completed', 'charge', 'h', 'COMPLETED', '{"id": 1}', 201)`).Error; err != nil {
+					t.Fatal(err)
+				}
+				addOrder(t, db, order, "10.00")
+				return "completed", "h", newCharge(t, order, "10.00", "pi_completed"), 0
+			},
+			stands: "h",
 		},
 		{
 			name: "a payment in the way rolls back",
@@ -103,8 +128,29 @@ func TestClaimOnItsOwnCommitsOnlyTheUsualAnswer(t *testing.T) {
 			paymentsBefore := countRows(t, db, `SELECT count(*) FROM payment`)
 			token := uuid.New()
 
+			// A write or a row lock of the key's record changes its ctid or xmax.
+			version := func() string {
+				var v string
+				if err := db.Raw(`SELECT coalesce((SELECT ctid::text || ' ' || xmax::text FROM idempotency_record WHERE idempotency_key = ?), '')`, key).Scan(&v).Error; err != nil {
+					t.Fatal(err)
+				}
+				return v
+			}
+			recordBefore := version()
+
 			res, err := claimOnItsOwn(key, hash, token, time.Minute, charge)
 
+			if tc.stands != "" {
+				if err != nil || res.Claimed || res.Reserved || res.Standing == nil || res.Standing.CommandHash != tc.stands {
+					t.Fatalf("got %+v, %v; want the record of hash %q that stands in the way", res, err, tc.stands)
+				}
+				r, p := countRows(t, db, `SELECT count(*) FROM idempotency_record`), countRows(t, db, `SELECT count(*) FROM payment`)
+				if r != recordsBefore || p != paymentsBefore || version() != recordBefore {
+					t.Errorf("records %d -> %d, payments %d -> %d, the key's record %q -> %q: the answer wrote or locked something",
+						recordsBefore, r, paymentsBefore, p, recordBefore, version())
+				}
+				return
+			}
 			if resumes == 0 {
 				if !errors.Is(err, app.ErrClaimNeedsTransaction) {
 					t.Fatalf("got %+v, %v; want ErrClaimNeedsTransaction", res, err)

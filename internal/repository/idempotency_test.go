@@ -104,8 +104,8 @@ func TestClaimIsAtomicUnderConcurrency(t *testing.T) {
 			switch {
 			case errors.Is(err, app.ErrClaimNeedsTransaction):
 				return app.ChargeClaimed{}, nil // rolled back: not claimed
-			case err == nil && !res.Claimed:
-				return res, fmt.Errorf("on its own, it committed an answer that is not a claim: %+v", res)
+			case err == nil && !res.Claimed && res.Standing == nil:
+				return res, fmt.Errorf("on its own, it committed an answer that is neither a claim nor the record in its way: %+v", res)
 			}
 			return res, err
 		}},
@@ -203,10 +203,10 @@ func TestClaimAndReserveStatement(t *testing.T) {
 					t.Fatalf("%+v", res)
 				}
 			}},
-		{name: "same key, another command: not claimed, its reservation rolled back", key: "k1", hash: "h2", token: second, charge: newCharge(t, 2, "20.00", "e2"),
+		{name: "same key, another command: not claimed, nothing reserved, the key's record", key: "k1", hash: "h2", token: second, charge: newCharge(t, 2, "20.00", "e2"),
 			check: func(t *testing.T, res app.ChargeClaimed) {
-				if res.Claimed || !res.Reserved {
-					t.Fatalf("%+v: the statement should have reserved, then lost the key", res)
+				if res.Claimed || res.Reserved || res.Standing == nil || res.Standing.CommandHash != "h1" {
+					t.Fatalf("%+v: the statement should have read the key's record and written nothing", res)
 				}
 				if n := countRows(t, db, `SELECT count(*) FROM payment WHERE order_id = 2`); n != 0 {
 					t.Fatalf("payments of order 2 = %d, want 0 after the rollback", n)

@@ -52,33 +52,57 @@ func lookupKey(ctx context.Context, db *gorm.DB, scope app.IdempotencyScope) (ap
 	if err != nil {
 		return app.IdempotencyRecord{}, false, err
 	}
-	var (
-		rec         = app.IdempotencyRecord{Scope: scope}
-		status      string
-		httpStatus  sql.NullInt32
-		response    sql.NullString
-		paymentID   sql.NullInt64
-		lockToken   uuid.NullUUID
-		lockedUntil sql.NullTime
-	)
-	err = row.Scan(&rec.CommandHash, &status, &httpStatus, &response, &paymentID, &lockToken, &lockedUntil, &rec.CreatedAt)
+	var r recordRow
+	err = row.Scan(r.targets()...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return app.IdempotencyRecord{}, false, nil
 	}
 	if err != nil {
 		return app.IdempotencyRecord{}, false, fmt.Errorf("look up idempotency key: %w", err)
 	}
-	rec.Status = app.RecordStatus(status)
-	if httpStatus.Valid {
-		rec.Response = app.StoredResponse{StatusCode: int(httpStatus.Int32), Body: []byte(response.String)}
+	rec, _ := r.toApp(scope)
+	return rec, true, nil
+}
+
+// recordRow scans lookupKeySQL's columns, which a claim's standingAnswers
+// are too; all NULL when the claim found no record.
+type recordRow struct {
+	hash, status, response sql.NullString
+	httpStatus             sql.NullInt32
+	paymentID              sql.NullInt64
+	lockToken              uuid.NullUUID
+	lockedUntil, createdAt sql.NullTime
+}
+
+func (r *recordRow) targets() []any {
+	return []any{&r.hash, &r.status, &r.httpStatus, &r.response, &r.paymentID, &r.lockToken, &r.lockedUntil, &r.createdAt}
+}
+
+// toApp is the record of scope, and false when there was none.
+func (r *recordRow) toApp(scope app.IdempotencyScope) (app.IdempotencyRecord, bool) {
+	if !r.status.Valid {
+		return app.IdempotencyRecord{}, false
 	}
-	if paymentID.Valid {
-		id := domain.PaymentID(paymentID.Int64)
+	rec := app.IdempotencyRecord{Scope: scope, CommandHash: r.hash.String, Status: app.RecordStatus(r.status.String),
+		LockToken: r.lockToken.UUID, LockedUntil: r.lockedUntil.Time, CreatedAt: r.createdAt.Time}
+	if r.httpStatus.Valid {
+		rec.Response = app.StoredResponse{StatusCode: int(r.httpStatus.Int32), Body: []byte(r.response.String)}
+	}
+	if r.paymentID.Valid {
+		id := domain.PaymentID(r.paymentID.Int64)
 		rec.PaymentID = &id
 	}
-	rec.LockToken = lockToken.UUID
-	rec.LockedUntil = lockedUntil.Time
-	return rec, true, nil
+	return rec, true
+}
+
+// standing is the record a claim's statement found in its way
+// (standingAnswers), nil when none stood.
+func (r *recordRow) standing(scope app.IdempotencyScope) *app.IdempotencyRecord {
+	rec, found := r.toApp(scope)
+	if !found {
+		return nil
+	}
+	return &rec
 }
 
 // completeKeySQL stores an answer that needs no provider call, fenced by
@@ -333,6 +357,37 @@ func claimKeyClause(command app.CommandName, recoveryPoint, paymentLink, gate st
 )`)
 }
 
+// standingClause is the clause "standing": the key's record as the
+// statement's snapshot sees it, read before anything is written, so that
+// phase 1's statement is phase 0's read too. stops: the record is one
+// the claim cannot take over (anything but an IN_PROGRESS claim of the
+// same command and hash whose lock has run out). Every write of the
+// command's claim is made under keyFree; so a replay, a reused key or a
+// live claim is answered from this read, in the one round trip of the
+// read it replaces, having written and locked nothing.
+func standingClause(command app.CommandName) string {
+	return `-- The key's record, read first: a record in the claim's way stops every
+-- write below, and is the answer.
+standing AS (
+    SELECT command_hash, status, http_status, response::text AS response, payment_id, lock_token, locked_until, created_at,
+           NOT (status = 'IN_PROGRESS' AND locked_until < clock_timestamp()
+                AND command = '` + string(command) + `' AND command_hash = @hash) AS stops
+      FROM idempotency_record
+     WHERE client_id = @client AND idempotency_key = @key
+)`
+}
+
+// keyStands: a record stands in the claim's way (standingClause).
+const keyStands = `EXISTS (SELECT 1 FROM standing WHERE stops)`
+
+// keyFree: no record stands in the claim's way.
+const keyFree = `NOT ` + keyStands
+
+// standingAnswers are the answers of a record in the claim's way, the
+// columns of lookupKeySQL (recordRow), NULL when none stands: "standing
+// st" joined ON st.stops.
+const standingAnswers = `st.command_hash, st.status, st.http_status, st.response, st.payment_id, st.lock_token, st.locked_until, st.created_at`
+
 // goesOnWithClause is the clause name, the reservation a command's phase
 // 1 goes on with: the one its "reserved" clause just inserted or, after a
 // takeover, the recovery point (recoveryPoint) of table (as alias) that
@@ -364,8 +419,15 @@ func claimAnswers(recoveryPoint string) string {
 // the statement wrote. CASE, because only CASE fixes the
 // order in which SQL evaluates; coalesce, because a missing reservation
 // makes it NULL.
-func onlyTheUsualAnswer(reservation, recoveryPoint string) string {
-	return strings.NewReplacer("{r}", reservation, "{recovery_point}", recoveryPoint).Replace(`CASE WHEN @atomic AND NOT coalesce(
+//
+// unless, when not empty, is an answer that is kept although it is not
+// the usual one, because nothing was written for it: a record in the
+// claim's way (NOT keyFree).
+func onlyTheUsualAnswer(reservation, recoveryPoint, unless string) string {
+	if unless != "" {
+		unless = " AND NOT " + unless
+	}
+	return strings.NewReplacer("{r}", reservation, "{recovery_point}", recoveryPoint).Replace(`CASE WHEN @atomic` + unless + ` AND NOT coalesce(
                  EXISTS (SELECT 1 FROM claimed)
              AND {r}.status = 'PENDING'
              AND {r}.id = (SELECT {recovery_point} FROM claimed), false)

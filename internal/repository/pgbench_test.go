@@ -62,7 +62,7 @@ const pgbenchHeader = `-- Generated from internal/repository/charges.go by
 // (recordOutcomeSQL). pgbench cannot make a UUID or count, so one SELECT
 // more than the service makes draws the lock token, the event id and an
 // order of its own (from a sequence cmd/bench-api creates): the ceiling pays
-// one extra round trip, as the service pays its lookup.
+// one round trip that the service does not (its phase 1 reads the key).
 var chargeScript = pgbenchHeader + `\set key random(1, 9223372036854775806)
 \set atomic true
 SELECT gen_random_uuid() AS token, gen_random_uuid() AS event_id, nextval('pgbench_order') AS "order" \gset

@@ -188,7 +188,7 @@ SELECT ` + claimAnswers("refund_id") + `,
 -- On its own (atomic), keep only a claimed key with a PENDING refund, which
 -- is its recovery point; any other answer raises, and the error rolls back
 -- everything above (the refund total's increase too).
- WHERE ` + onlyTheUsualAnswer("f", "refund_id")
+ WHERE ` + onlyTheUsualAnswer("f", "refund_id", "")
 
 // recordRefundOutcomeSQL is a refund's phase 3 in one statement: the key's
 // outcome, the refund's final status (a DECLINED or FAILED refund gives its

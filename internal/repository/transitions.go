@@ -59,7 +59,7 @@ SELECT ` + claimAnswers("transition_id") + `,
        t.id, t.payment_id, t.kind, t.amount, t.currency, t.reference, t.status
   FROM (SELECT 1) AS one
   LEFT JOIN transitioned t ON true
- WHERE ` + onlyTheUsualAnswer("t", "transition_id")
+ WHERE ` + onlyTheUsualAnswer("t", "transition_id", "")
 
 // blockingTransitionSQL reads, in a snapshot of its own, what kept a
 // claim from reserving: the payment's status and the transition that won.

@@ -9,82 +9,16 @@ SELECT command_hash, status, http_status, response::text, payment_id, lock_token
  WHERE client_id = $1 AND idempotency_key = $2;
 
 -- claimAndReserveSQL: phase 1: the payment reserved and the key claimed, in one statement.
--- Parameters: $1 order, $2 customer, $3 amount, $4 currency, $5 client, $6 provider, $7 external, $8 capture_method, $9 key, $10 hash, $11 token, $12 lock_micros, $13 atomic.
+-- Parameters: $1 hash, $2 client, $3 key, $4 order, $5 customer, $6 amount, $7 currency, $8 provider, $9 external, $10 capture_method, $11 token, $12 lock_micros, $13 atomic.
 WITH
--- The order the charge must pay exactly: same customer, amount and
--- currency. No row: nothing is reserved, and the application tells an
--- unknown order from a mismatch (422, not stored).
-matching_order AS (
-    SELECT order_id
-      FROM order_projection
-     WHERE order_id = $1 AND customer_id = $2
-       AND amount = $3 AND currency = $4
-),
--- Reserve the PENDING payment. ON CONFLICT DO NOTHING with no target covers
--- R-DIST-IDEM-4's UNIQUE (payment_provider, external_payment_id) and the
--- third layer's one live payment per order (ux_payment_order_live): under any
--- interleaving the database lets one reservation through, and a conflict
--- waits for the other's commit instead of aborting this transaction.
-reserved AS (
-    INSERT INTO payment (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status, capture_method)
-    SELECT $5, $1, $2, $6, $7, $3, $4, 'PENDING', $8
-      FROM matching_order
-        ON CONFLICT DO NOTHING
- RETURNING *
-),
-claimed AS (
-    INSERT INTO idempotency_record AS r (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, payment_id)
-    VALUES ($5, $9, 'charge', $10, 'IN_PROGRESS', $11, clock_timestamp() + $12 * interval '1 microsecond', (SELECT id FROM reserved))
-        ON CONFLICT (client_id, idempotency_key) DO UPDATE
-       SET lock_token = EXCLUDED.lock_token,
-           locked_until = EXCLUDED.locked_until,
-           payment_id = coalesce(r.payment_id, EXCLUDED.payment_id),
-           updated_at = now()
-     WHERE r.status = 'IN_PROGRESS'
-       AND r.locked_until < clock_timestamp()
-       AND r.command = EXCLUDED.command
-       AND r.command_hash = EXCLUDED.command_hash
- RETURNING r.payment_id
-),
--- The reservation this command goes on with: the one just reserved, or,
--- after a takeover, the recovery point.
-charged AS (
-    SELECT * FROM reserved
-     UNION ALL
-    SELECT p.* FROM payment p JOIN claimed c ON p.id = c.payment_id
-     WHERE NOT EXISTS (SELECT 1 FROM reserved)
-)
-SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
-       EXISTS (SELECT 1 FROM reserved) AS reserved,
-       (SELECT payment_id FROM claimed) AS recovery_point,
-       EXISTS (SELECT 1 FROM matching_order) AS order_matches,
-       (SELECT saga_id FROM order_projection WHERE order_id = $1) AS saga_id,
-       ch.id AS payment_id, ch.client_id, ch.order_id, ch.customer_id, ch.payment_provider,
-       ch.external_payment_id, ch.amount, ch.currency, ch.status, ch.created_at, ch.capture_method, ch.captured_amount
-  FROM (SELECT 1) AS one
-  LEFT JOIN charged ch ON true
--- On its own (atomic), keep only a claimed key with a PENDING payment,
--- which is its recovery point; any other answer raises, and the error
--- rolls back everything above. CASE, because only CASE fixes the order in
--- which SQL evaluates; coalesce, because a missing payment makes it NULL.
- WHERE CASE WHEN $13 AND NOT coalesce(
-                 EXISTS (SELECT 1 FROM claimed)
-             AND ch.status = 'PENDING'
-             AND ch.id = (SELECT payment_id FROM claimed), false)
-            THEN charge_needs_transaction()
-            ELSE true
-       END;
-
--- claimStepAndReserveSQL: phase 1 of a saga step tried for the first time: its saga_step row, the payment and the key, in one statement.
--- Parameters: $1 saga, $2 step, $3 hash, $4 order, $5 customer, $6 amount, $7 currency, $8 client, $9 provider, $10 external, $11 capture_method, $12 key, $13 token, $14 lock_micros, $15 atomic.
-WITH
--- The step's row, only if its (saga_id, step_name) is free. ON CONFLICT
--- waits for a concurrent insert of the same step (a tombstone) to commit.
-begun AS (
-    INSERT INTO saga_step (saga_id, step_name, kind, content_hash)
-    VALUES ($1, $2, 'charge', $3)
-        ON CONFLICT (saga_id, step_name) DO NOTHING
- RETURNING 1
+-- The key's record, read first: a record in the claim's way stops every
+-- write below, and is the answer.
+standing AS (
+    SELECT command_hash, status, http_status, response::text AS response, payment_id, lock_token, locked_until, created_at,
+           NOT (status = 'IN_PROGRESS' AND locked_until < clock_timestamp()
+                AND command = 'charge' AND command_hash = $1) AS stops
+      FROM idempotency_record
+     WHERE client_id = $2 AND idempotency_key = $3
 ),
 -- The order the charge must pay exactly: same customer, amount and
 -- currency. No row: nothing is reserved, and the application tells an
@@ -94,7 +28,7 @@ matching_order AS (
       FROM order_projection
      WHERE order_id = $4 AND customer_id = $5
        AND amount = $6 AND currency = $7
-       AND EXISTS (SELECT 1 FROM begun)
+       AND NOT EXISTS (SELECT 1 FROM standing WHERE stops)
 ),
 -- Reserve the PENDING payment. ON CONFLICT DO NOTHING with no target covers
 -- R-DIST-IDEM-4's UNIQUE (payment_provider, external_payment_id) and the
@@ -103,15 +37,15 @@ matching_order AS (
 -- waits for the other's commit instead of aborting this transaction.
 reserved AS (
     INSERT INTO payment (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status, capture_method)
-    SELECT $8, $4, $5, $9, $10, $6, $7, 'PENDING', $11
+    SELECT $2, $4, $5, $8, $9, $6, $7, 'PENDING', $10
       FROM matching_order
         ON CONFLICT DO NOTHING
  RETURNING *
 ),
 claimed AS (
     INSERT INTO idempotency_record AS r (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, payment_id)
-    SELECT $8, $12, 'charge', $3, 'IN_PROGRESS', $13, clock_timestamp() + $14 * interval '1 microsecond', (SELECT id FROM reserved)
-     WHERE EXISTS (SELECT 1 FROM begun)
+    SELECT $2, $3, 'charge', $1, 'IN_PROGRESS', $11, clock_timestamp() + $12 * interval '1 microsecond', (SELECT id FROM reserved)
+     WHERE NOT EXISTS (SELECT 1 FROM standing WHERE stops)
         ON CONFLICT (client_id, idempotency_key) DO UPDATE
        SET lock_token = EXCLUDED.lock_token,
            locked_until = EXCLUDED.locked_until,
@@ -137,13 +71,105 @@ SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
        EXISTS (SELECT 1 FROM matching_order) AS order_matches,
        (SELECT saga_id FROM order_projection WHERE order_id = $4) AS saga_id,
        ch.id AS payment_id, ch.client_id, ch.order_id, ch.customer_id, ch.payment_provider,
-       ch.external_payment_id, ch.amount, ch.currency, ch.status, ch.created_at, ch.capture_method, ch.captured_amount
+       ch.external_payment_id, ch.amount, ch.currency, ch.status, ch.created_at, ch.capture_method, ch.captured_amount,
+       st.command_hash, st.status, st.http_status, st.response, st.payment_id, st.lock_token, st.locked_until, st.created_at
   FROM (SELECT 1) AS one
   LEFT JOIN charged ch ON true
+  LEFT JOIN standing st ON st.stops
 -- On its own (atomic), keep only a claimed key with a PENDING payment,
--- which is its recovery point; any other answer raises, and the error
--- rolls back everything above. CASE, because only CASE fixes the order in
--- which SQL evaluates; coalesce, because a missing payment makes it NULL.
+-- which is its recovery point, or a record in the claim's way, for which
+-- nothing was written; any other answer raises, and the error rolls back
+-- everything above. CASE, because only CASE fixes the order in which SQL
+-- evaluates; coalesce, because a missing payment makes it NULL.
+ WHERE CASE WHEN $13 AND NOT EXISTS (SELECT 1 FROM standing WHERE stops) AND NOT coalesce(
+                 EXISTS (SELECT 1 FROM claimed)
+             AND ch.status = 'PENDING'
+             AND ch.id = (SELECT payment_id FROM claimed), false)
+            THEN charge_needs_transaction()
+            ELSE true
+       END;
+
+-- claimStepAndReserveSQL: phase 1 of a saga step tried for the first time: its saga_step row, the payment and the key, in one statement.
+-- Parameters: $1 hash, $2 client, $3 key, $4 saga, $5 step, $6 order, $7 customer, $8 amount, $9 currency, $10 provider, $11 external, $12 capture_method, $13 token, $14 lock_micros, $15 atomic.
+WITH
+-- The key's record, read first: a record in the claim's way stops every
+-- write below, and is the answer.
+standing AS (
+    SELECT command_hash, status, http_status, response::text AS response, payment_id, lock_token, locked_until, created_at,
+           NOT (status = 'IN_PROGRESS' AND locked_until < clock_timestamp()
+                AND command = 'charge' AND command_hash = $1) AS stops
+      FROM idempotency_record
+     WHERE client_id = $2 AND idempotency_key = $3
+),
+-- The step's row, only if its (saga_id, step_name) is free. ON CONFLICT
+-- waits for a concurrent insert of the same step (a tombstone) to commit.
+begun AS (
+    INSERT INTO saga_step (saga_id, step_name, kind, content_hash)
+    VALUES ($4, $5, 'charge', $1)
+        ON CONFLICT (saga_id, step_name) DO NOTHING
+ RETURNING 1
+),
+-- The order the charge must pay exactly: same customer, amount and
+-- currency. No row: nothing is reserved, and the application tells an
+-- unknown order from a mismatch (422, not stored).
+matching_order AS (
+    SELECT order_id
+      FROM order_projection
+     WHERE order_id = $6 AND customer_id = $7
+       AND amount = $8 AND currency = $9
+       AND EXISTS (SELECT 1 FROM begun) AND NOT EXISTS (SELECT 1 FROM standing WHERE stops)
+),
+-- Reserve the PENDING payment. ON CONFLICT DO NOTHING with no target covers
+-- R-DIST-IDEM-4's UNIQUE (payment_provider, external_payment_id) and the
+-- third layer's one live payment per order (ux_payment_order_live): under any
+-- interleaving the database lets one reservation through, and a conflict
+-- waits for the other's commit instead of aborting this transaction.
+reserved AS (
+    INSERT INTO payment (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status, capture_method)
+    SELECT $2, $6, $7, $10, $11, $8, $9, 'PENDING', $12
+      FROM matching_order
+        ON CONFLICT DO NOTHING
+ RETURNING *
+),
+claimed AS (
+    INSERT INTO idempotency_record AS r (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, payment_id)
+    SELECT $2, $3, 'charge', $1, 'IN_PROGRESS', $13, clock_timestamp() + $14 * interval '1 microsecond', (SELECT id FROM reserved)
+     WHERE EXISTS (SELECT 1 FROM begun) AND NOT EXISTS (SELECT 1 FROM standing WHERE stops)
+        ON CONFLICT (client_id, idempotency_key) DO UPDATE
+       SET lock_token = EXCLUDED.lock_token,
+           locked_until = EXCLUDED.locked_until,
+           payment_id = coalesce(r.payment_id, EXCLUDED.payment_id),
+           updated_at = now()
+     WHERE r.status = 'IN_PROGRESS'
+       AND r.locked_until < clock_timestamp()
+       AND r.command = EXCLUDED.command
+       AND r.command_hash = EXCLUDED.command_hash
+ RETURNING r.payment_id
+),
+-- The reservation this command goes on with: the one just reserved, or,
+-- after a takeover, the recovery point.
+charged AS (
+    SELECT * FROM reserved
+     UNION ALL
+    SELECT p.* FROM payment p JOIN claimed c ON p.id = c.payment_id
+     WHERE NOT EXISTS (SELECT 1 FROM reserved)
+)
+SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
+       EXISTS (SELECT 1 FROM reserved) AS reserved,
+       (SELECT payment_id FROM claimed) AS recovery_point,
+       EXISTS (SELECT 1 FROM matching_order) AS order_matches,
+       (SELECT saga_id FROM order_projection WHERE order_id = $6) AS saga_id,
+       ch.id AS payment_id, ch.client_id, ch.order_id, ch.customer_id, ch.payment_provider,
+       ch.external_payment_id, ch.amount, ch.currency, ch.status, ch.created_at, ch.capture_method, ch.captured_amount,
+       st.command_hash, st.status, st.http_status, st.response, st.payment_id, st.lock_token, st.locked_until, st.created_at
+  FROM (SELECT 1) AS one
+  LEFT JOIN charged ch ON true
+  LEFT JOIN standing st ON st.stops
+-- On its own (atomic), keep only a claimed key with a PENDING payment,
+-- which is its recovery point, or a record in the claim's way, for which
+-- nothing was written; any other answer raises, and the error rolls back
+-- everything above. CASE, because only CASE fixes the order in which SQL
+-- evaluates; coalesce, because a missing payment makes it NULL.
  WHERE CASE WHEN $15 AND NOT coalesce(
                  EXISTS (SELECT 1 FROM claimed)
              AND ch.status = 'PENDING'
