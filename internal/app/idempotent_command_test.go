@@ -459,15 +459,7 @@ func TestIdempotentCommandAnswersEveryPhase(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			keys := &fakeKeys{recs: map[app.IdempotencyScope]app.IdempotencyRecord{}}
-			if tc.before != nil {
-				rec := *tc.before
-				rec.Scope = testScope
-				if tc.lockLeft != 0 {
-					rec.LockedUntil = time.Now().Add(tc.lockLeft)
-				}
-				keys.recs[testScope] = rec
-			}
+			keys := keysHolding(tc.before, tc.lockLeft)
 			db := &fakeDB{keys: keys}
 			steps := tc.steps(keys)
 			steps.keys = keys
@@ -492,6 +484,21 @@ func TestIdempotentCommandAnswersEveryPhase(t *testing.T) {
 }
 
 var errOrderNotFound = errors.New("order not found")
+
+// keysHolding is the key store with before as the key's record, if not
+// nil, its lock ending lockLeft from now (unless lockLeft is zero).
+func keysHolding(before *app.IdempotencyRecord, lockLeft time.Duration) *fakeKeys {
+	keys := &fakeKeys{recs: map[app.IdempotencyScope]app.IdempotencyRecord{}}
+	if before != nil {
+		rec := *before
+		rec.Scope = testScope
+		if lockLeft != 0 {
+			rec.LockedUntil = time.Now().Add(lockLeft)
+		}
+		keys.recs[testScope] = rec
+	}
+	return keys
+}
 
 // checkRetryAfter checks a Retry-After: a second exactly, or a lock's
 // remainder, which the time the test has taken since it set the lock may
@@ -608,13 +615,7 @@ func TestKeyReadingClaimAnswersFromTheRecordItRead(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			keys := &fakeKeys{recs: map[app.IdempotencyScope]app.IdempotencyRecord{}}
-			if tc.before != nil {
-				rec := *tc.before
-				rec.Scope = testScope
-				rec.LockedUntil = time.Now().Add(tc.lockLeft)
-				keys.recs[testScope] = rec
-			}
+			keys := keysHolding(tc.before, tc.lockLeft)
 			steps := &testSteps{keys: keys, claims: tc.claims, call: approved}
 			if tc.onClaim != nil {
 				steps.onClaim = func() { tc.onClaim(keys) }
