@@ -403,13 +403,14 @@ func (uc *IdempotentCommand[C, T]) Handle(ctx context.Context, cmd C) (CommandRe
 	return uc.handle(ctx, cmd, true)
 }
 
-// handleUnread runs the command from phase 1, without phase 0's read: for
-// a key its caller has just seen to be new (a saga step whose saga_step row
-// it has just inserted), where the read would find nothing. It answers as
-// Handle does whatever the key holds: a claim that does not claim re-reads
-// the key and answers from it as phase 0 would (answerFromKey), and a
-// claim that takes a lapsed record over is the claim phase 0 would have
-// let through.
+// handleUnread runs the command from phase 1, without phase 0's read, from
+// the replay cache or the database: for a key its caller has just seen to
+// be new (a saga step whose saga_step row is new), where the read would
+// find nothing. It answers as Handle does whatever the key holds: a claim
+// that does not claim answers from the record its statement read
+// (KeyReadingSteps), or re-reads the key (answerFromKey), as phase 0
+// would; and a claim that takes a lapsed record over is the claim phase 0
+// would have let through.
 func (uc *IdempotentCommand[C, T]) handleUnread(ctx context.Context, cmd C) (CommandResult, error) {
 	return uc.handle(ctx, cmd, false)
 }
