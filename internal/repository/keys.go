@@ -385,8 +385,13 @@ const keyFree = `NOT ` + keyStands
 
 // standingAnswers are the answers of a record in the claim's way, the
 // columns of lookupKeySQL (recordRow), NULL when none stands: "standing
-// st" joined ON st.stops.
-const standingAnswers = `st.command_hash, st.status, st.http_status, st.response, st.payment_id, st.lock_token, st.locked_until, st.created_at`
+// st" joined ON st.stops. Each is named apart from the claim's own
+// answers (payment_id, status), which a reader by name, such as the
+// pgbench ceiling's \gset, would otherwise take from the wrong one.
+const standingAnswers = `st.command_hash AS standing_command_hash, st.status AS standing_status,
+       st.http_status AS standing_http_status, st.response AS standing_response,
+       st.payment_id AS standing_payment_id, st.lock_token AS standing_lock_token,
+       st.locked_until AS standing_locked_until, st.created_at AS standing_created_at`
 
 // goesOnWithClause is the clause name, the reservation a command's phase
 // 1 goes on with: the one its "reserved" clause just inserted or, after a

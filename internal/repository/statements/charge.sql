@@ -72,7 +72,10 @@ SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
        (SELECT saga_id FROM order_projection WHERE order_id = $4) AS saga_id,
        ch.id AS payment_id, ch.client_id, ch.order_id, ch.customer_id, ch.payment_provider,
        ch.external_payment_id, ch.amount, ch.currency, ch.status, ch.created_at, ch.capture_method, ch.captured_amount,
-       st.command_hash, st.status, st.http_status, st.response, st.payment_id, st.lock_token, st.locked_until, st.created_at
+       st.command_hash AS standing_command_hash, st.status AS standing_status,
+       st.http_status AS standing_http_status, st.response AS standing_response,
+       st.payment_id AS standing_payment_id, st.lock_token AS standing_lock_token,
+       st.locked_until AS standing_locked_until, st.created_at AS standing_created_at
   FROM (SELECT 1) AS one
   LEFT JOIN charged ch ON true
   LEFT JOIN standing st ON st.stops
@@ -161,7 +164,10 @@ SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
        (SELECT saga_id FROM order_projection WHERE order_id = $6) AS saga_id,
        ch.id AS payment_id, ch.client_id, ch.order_id, ch.customer_id, ch.payment_provider,
        ch.external_payment_id, ch.amount, ch.currency, ch.status, ch.created_at, ch.capture_method, ch.captured_amount,
-       st.command_hash, st.status, st.http_status, st.response, st.payment_id, st.lock_token, st.locked_until, st.created_at
+       st.command_hash AS standing_command_hash, st.status AS standing_status,
+       st.http_status AS standing_http_status, st.response AS standing_response,
+       st.payment_id AS standing_payment_id, st.lock_token AS standing_lock_token,
+       st.locked_until AS standing_locked_until, st.created_at AS standing_created_at
   FROM (SELECT 1) AS one
   LEFT JOIN charged ch ON true
   LEFT JOIN standing st ON st.stops
