@@ -349,12 +349,21 @@ func claimKeyClause(command app.CommandName, recoveryPoint, paymentLink, gate st
            locked_until = EXCLUDED.locked_until,
            {recovery_point} = coalesce(r.{recovery_point}, EXCLUDED.{recovery_point}),{link_kept}
            updated_at = now()
-     WHERE r.status = 'IN_PROGRESS'
-       AND r.locked_until < clock_timestamp()
-       AND r.command = EXCLUDED.command
-       AND r.command_hash = EXCLUDED.command_hash
+     WHERE ` + takeoverAllowed("r.", "EXCLUDED.command", "EXCLUDED.command_hash") + `
  RETURNING r.{recovery_point}
 )`)
+}
+
+// takeoverAllowed is the one condition under which a claim takes a record
+// over, the columns prefixed by record: an IN_PROGRESS claim of the same
+// command (command) and command hash (hash) whose lock has run out, by the
+// database's clock. claimKeyClause takes over under it; standingClause
+// lets the claim go ahead under it.
+func takeoverAllowed(record, command, hash string) string {
+	return strings.NewReplacer("{r}", record, "{command}", command, "{hash}", hash).Replace(`{r}status = 'IN_PROGRESS'
+       AND {r}locked_until < clock_timestamp()
+       AND {r}command = {command}
+       AND {r}command_hash = {hash}`)
 }
 
 // standingClause is the clause "standing": the key's record as the
@@ -370,8 +379,7 @@ func standingClause(command app.CommandName) string {
 -- write below, and is the answer.
 standing AS (
     SELECT command_hash, status, http_status, response::text AS response, payment_id, lock_token, locked_until, created_at,
-           NOT (status = 'IN_PROGRESS' AND locked_until < clock_timestamp()
-                AND command = '` + string(command) + `' AND command_hash = @hash) AS stops
+           NOT (` + strings.ReplaceAll(takeoverAllowed("", "'"+string(command)+"'", "@hash"), "\n", "\n         ") + `) AS stops
       FROM idempotency_record
      WHERE client_id = @client AND idempotency_key = @key
 )`

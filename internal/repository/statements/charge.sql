@@ -15,8 +15,10 @@ WITH
 -- write below, and is the answer.
 standing AS (
     SELECT command_hash, status, http_status, response::text AS response, payment_id, lock_token, locked_until, created_at,
-           NOT (status = 'IN_PROGRESS' AND locked_until < clock_timestamp()
-                AND command = 'charge' AND command_hash = $1) AS stops
+           NOT (status = 'IN_PROGRESS'
+                AND locked_until < clock_timestamp()
+                AND command = 'charge'
+                AND command_hash = $1) AS stops
       FROM idempotency_record
      WHERE client_id = $2 AND idempotency_key = $3
 ),
@@ -99,8 +101,10 @@ WITH
 -- write below, and is the answer.
 standing AS (
     SELECT command_hash, status, http_status, response::text AS response, payment_id, lock_token, locked_until, created_at,
-           NOT (status = 'IN_PROGRESS' AND locked_until < clock_timestamp()
-                AND command = 'charge' AND command_hash = $1) AS stops
+           NOT (status = 'IN_PROGRESS'
+                AND locked_until < clock_timestamp()
+                AND command = 'charge'
+                AND command_hash = $1) AS stops
       FROM idempotency_record
      WHERE client_id = $2 AND idempotency_key = $3
 ),
