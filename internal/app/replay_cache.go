@@ -86,9 +86,9 @@ func (c *Core) cached(scope IdempotencyScope) (IdempotencyRecord, bool) {
 }
 
 // remember keeps a record read from the database in the replay cache, if
-// it is completed.
+// it is completed (replayCache.keep).
 func (c *Core) remember(rec IdempotencyRecord) {
-	if c.replays != nil && rec.Status == RecordCompleted {
+	if c.replays != nil {
 		c.replays.keep(rec, c.replays.policy.Now())
 	}
 }
