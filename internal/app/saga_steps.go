@@ -119,8 +119,7 @@ func (uc *SagaSteps) Charge(ctx context.Context, c SagaCharge, firstTried time.T
 		}
 	}
 
-	pool := uc.db.AutoCommit()
-	stands, inserted, err := pool.Sagas.Begin(ctx, SagaStepRecord{Step: c.Step, Kind: StepCharge, ContentHash: cmd.Hash()})
+	stands, _, err := uc.db.AutoCommit().Sagas.Begin(ctx, SagaStepRecord{Step: c.Step, Kind: StepCharge, ContentHash: cmd.Hash()})
 	switch {
 	case err != nil:
 		return SagaResult{}, err
@@ -131,17 +130,12 @@ func (uc *SagaSteps) Charge(ctx context.Context, c SagaCharge, firstTried time.T
 		return uc.reject(ctx, c.EventID, c.Step)
 	}
 
-	// A step whose row this attempt inserted is seen for the first time,
-	// so its key is read no more before the claim. Its key may hold a
-	// record after all: the purge may take the step's row before its key
-	// (the row is written first, and a claim with a payment stays until it
-	// is finished). The claim then does not claim, and the key is read and
-	// answered from as it would have been before the claim.
-	handle := uc.charges.Handle
-	if inserted {
-		handle = uc.charges.handleNewKey
-	}
-	res, err := handle(ctx, cmd)
+	// The step's row names this charge. Its key may hold a record even
+	// when Begin inserted the row: the purge may take the row before the
+	// key (the row is written first, and a claim with a payment stays
+	// until it is finished). The charge's claim reads the key first
+	// (KeyReadingSteps) and answers from what it holds.
+	res, err := uc.charges.Handle(ctx, cmd)
 	return uc.charged(ctx, cmd, res, err, firstTried)
 }
 
