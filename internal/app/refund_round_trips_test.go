@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/shopspring/decimal"
+	"gorm.io/gorm"
 
 	"github.com/example/payment-service/internal/app"
 	"github.com/example/payment-service/internal/domain"
@@ -39,6 +40,24 @@ func (l *statementLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pg
 }
 
 func (*statementLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// openLogged is a new migrated database on a pool of maxConns, whose
+// statements log records, closed when t ends, and a logger that discards.
+func openLogged(t *testing.T, maxConns int) (*gorm.DB, *statementLog, *slog.Logger) {
+	t.Helper()
+	log := &statementLog{}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	db, err := repository.Open(testdb.New(t), repository.PoolConfig{MaxOpenConns: maxConns}, logger, repository.WithQueryTracer(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	return db, log, logger
+}
 
 // take returns what was recorded since the last take.
 func (l *statementLog) take() []string {
@@ -73,17 +92,7 @@ func (approvingProvider) LookupRefund(context.Context, string) (app.ProviderDeci
 func TestRefundRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	log := &statementLog{}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	db, err := repository.Open(testdb.New(t), repository.PoolConfig{MaxOpenConns: 2}, logger, repository.WithQueryTracer(log))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	db, log, logger := openLogged(t, 2)
 	if err := db.Exec(`INSERT INTO order_projection (order_id, customer_id, amount, currency) VALUES (1001, 42, 100, 'RUB')`).Error; err != nil {
 		t.Fatal(err)
 	}

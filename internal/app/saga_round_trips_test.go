@@ -3,8 +3,6 @@ package app_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,7 +18,6 @@ import (
 	"github.com/example/payment-service/internal/domain"
 	httpapi "github.com/example/payment-service/internal/http"
 	"github.com/example/payment-service/internal/repository"
-	"github.com/example/payment-service/internal/testdb"
 )
 
 // countingProvider approves every charge, counts the calls, and holds
@@ -56,17 +53,7 @@ type sagaRoundTrips struct {
 
 func newSagaRoundTrips(t *testing.T) *sagaRoundTrips {
 	t.Helper()
-	log := &statementLog{}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	db, err := repository.Open(testdb.New(t), repository.PoolConfig{MaxOpenConns: 4}, logger, repository.WithQueryTracer(log))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	db, log, logger := openLogged(t, 4)
 	if err := db.Exec(`INSERT INTO order_projection (order_id, customer_id, amount, currency)
 SELECT g, 42, 100, 'RUB' FROM generate_series(2001, 2010) AS g`).Error; err != nil {
 		t.Fatal(err)
