@@ -3,7 +3,7 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BIN         ?= bin
 
-.PHONY: dev demo compose-check fresh-machine-check test test-kafka test-fault test-fault-long test-fault-rolling-long fuzz contract-fuzz lint build migrate bench bench-api bench-scale bench-tracing docs-screenshot help model model-mutants model-deep \
+.PHONY: dev demo compose-check fresh-machine-check test test-pgbench test-kafka test-fault test-fault-long test-fault-rolling-long fuzz contract-fuzz lint build migrate bench bench-api bench-scale bench-tracing docs-screenshot help model model-mutants model-deep \
 	model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease \
 	model-mutant-nolookup model-mutant-busyasnone model-mutant-nosettle model-mutant-nowait \
 	model-mutant-hooknofence model-mutant-hookfinal model-mutant-hooknodedup \
@@ -18,6 +18,7 @@ help:
 	@echo "make test     run every test with -race against real PostgreSQL (and a Kafka-protocol broker)"
 	@echo "make fresh-machine-check  make dev and make test on a fresh Debian root (debootstrap, chroot): nothing installed by hand"
 	@echo "make test-kafka  run the Kafka tests again against a real Apache Kafka broker (scripts/kafka-local.sh)"
+	@echo "make test-pgbench  the pgbench ceiling's scripts run on the schema (needs Debian's postgresql for pgbench; CI runs it)"
 	@echo "make test-fault  the fault suite (test/fault): replicas, kill -9, lossy links, database and broker outages, seeded rounds"
 	@echo "make test-fault-long  10,000 seeded fault rounds (about an hour; FAULT_FLAGS=\"-seed N\" to pick the seed)"
 	@echo "make test-fault-rolling-long  the rolling deploy (previous release beside this one) with 150 seeded rounds per rolled replica"
@@ -63,6 +64,13 @@ test:
 	@scripts/install-test-packages.sh
 	@$(GO) run ./internal/pgtemp/cmd/pgtemp-binaries >/dev/null
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# The pgbench ceiling's scripts (make bench-api) run on the migrated
+# schema and do a charge's work. Apart from make test because pgbench comes
+# from Debian's postgresql package, which make test does not need; CI runs
+# it on its host, where that package is installed.
+test-pgbench:
+	$(GO) test -race -count=1 -tags pgbench -run TestPgbenchScriptsRunOnTheSchema ./cmd/bench-api
 
 # The README's two commands on a fresh Debian root (debootstrap, chroot):
 # make dev as a normal user serves the tour's first charge and stops on
@@ -128,9 +136,9 @@ contract-fuzz:
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	@# The fault tag adds the fault suite's files and hides none: one pass each checks every file.
-	$(GO) vet -tags fault ./...
-	$(GO) run $(STATICCHECK) -tags fault ./...
+	@# The fault and pgbench tags add files and hide none: one pass each checks every file.
+	$(GO) vet -tags fault,pgbench ./...
+	$(GO) run $(STATICCHECK) -tags fault,pgbench ./...
 	@# The domain imports only the standard library, decimal and uuid.
 	@bad=$$($(GO) list -f '{{join .Imports "\n"}}' ./internal/domain/ | grep '\.' | grep -v -e '^github.com/shopspring/decimal$$' -e '^github.com/google/uuid$$'); \
 	  if [ -n "$$bad" ]; then echo "internal/domain must not import:"; echo "$$bad"; exit 1; fi

@@ -265,8 +265,10 @@ type bench struct {
 	api    string
 	debug  string
 	bindir string
-	tmp    string
-	orders atomic.Int64 // next order the service charges
+	// pgbenchBin runs the ceilings; empty with -ceiling=false.
+	pgbenchBin string
+	tmp        string
+	orders     atomic.Int64 // next order the service charges
 	// lastOrder is the last of the service's orders (options.serviceOrders):
 	// the ones after it are pgbench's.
 	lastOrder int64
@@ -292,6 +294,11 @@ func run(ctx context.Context, o options) error {
 	b := &bench{o: o, tmp: tmp}
 	if b.bindir, err = pgtemp.BinDir(); err != nil {
 		return err
+	}
+	if o.ceiling {
+		if b.pgbenchBin, err = pgbenchBinary(b.bindir); err != nil {
+			return err
+		}
 	}
 
 	pgPort, err := freePort()

@@ -50,6 +50,29 @@ var pgbenchVars = map[string]string{
 	"last_replay_key":  strconv.Itoa(firstReplayKey + replayKeys - 1),
 }
 
+// pgbenchBinary is the pgbench beside the server binaries in bindir, else
+// the newest of Debian's installed ones. The downloaded binaries
+// (docs/decisions/0023-postgresql-binaries.md) have none: pgbench is a
+// client the service never needs, so it comes from the postgresql package.
+func pgbenchBinary(bindir string) (string, error) {
+	candidates := []string{filepath.Join(bindir, "pgbench")}
+	installed, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pgbench")
+	slices.SortFunc(installed, func(a, b string) int { return versionOf(b) - versionOf(a) })
+	for _, path := range append(candidates, installed...) {
+		if info, err := os.Stat(path); err == nil && !info.IsDir() && info.Mode()&0o111 != 0 {
+			return path, nil
+		}
+	}
+	return "", fmt.Errorf("no pgbench beside %s nor in /usr/lib/postgresql/*/bin: install Debian's postgresql package (apt-get install postgresql), or run with -ceiling=false", bindir)
+}
+
+// versionOf is the major version in /usr/lib/postgresql/<version>/bin/pgbench,
+// 0 when it is not a number.
+func versionOf(path string) int {
+	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(path))))
+	return v
+}
+
 // pgbench runs one script at clients concurrency for warmup+duration on
 // the bench cluster and measures, from pgbench's per-transaction log, the
 // transactions that ended after the warmup.
@@ -72,7 +95,7 @@ func (b *bench) pgbench(ctx context.Context, script string, clients int) (result
 	}
 	args = append(args, strings.TrimPrefix(u.Path, "/"))
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, filepath.Join(b.bindir, "pgbench"), args...)
+	cmd := exec.CommandContext(ctx, b.pgbenchBin, args...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return result{}, fmt.Errorf("pgbench %s C=%d: %w\n%s", script, clients, err, out)

@@ -1,3 +1,10 @@
+//go:build pgbench
+
+// pgbench is not among make test's packages: the downloaded PostgreSQL
+// has none (docs/decisions/0023-postgresql-binaries.md). `make
+// test-pgbench` runs this file where Debian's postgresql is installed, as
+// CI does.
+
 package main
 
 import (
@@ -26,6 +33,10 @@ func TestPgbenchScriptsRunOnTheSchema(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no PostgreSQL binaries: %v", err)
 	}
+	pgbench, err := pgbenchBinary(bindir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	const charges = 5
 	for _, q := range []string{
 		`INSERT INTO order_projection (order_id, customer_id, amount, currency) SELECT g, 42, 10.00, 'RUB' FROM generate_series(1, 10) g`,
@@ -46,7 +57,7 @@ func TestPgbenchScriptsRunOnTheSchema(t *testing.T) {
 		}
 		// The database's URL as pgbench's dbname: libpq reads it whole.
 		args = append(args, dsn)
-		cmd := exec.CommandContext(ctx, filepath.Join(bindir, "pgbench"), args...)
+		cmd := exec.CommandContext(ctx, pgbench, args...)
 		if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "number of failed transactions: 0") {
 			t.Fatalf("pgbench %s: %v\n%s", script, err, out)
 		}
