@@ -356,7 +356,45 @@ func sagaTable(o options, runs map[string][]result) string {
 			sagaRow(&b, who, c, runs)
 		}
 	}
+	// A closed-loop client's rate is the inverse of its latency, and a
+	// step crosses the broker twice; the transports' capacities compare at
+	// each one's best concurrency of the pass.
+	for _, who := range whos {
+		if ratios := peakRatios(who, o.createC, runs); len(ratios) > 0 {
+			fmt.Fprintf(&b, "\n%s: peak saga steps/s over peak HTTP creates/s, each at its best concurrency of the pass: %s\n",
+				who, ratioText(ratios))
+		}
+	}
 	return b.String()
+}
+
+// peakRatios is, pass by pass, who's most saga steps a second at any of
+// the concurrencies cs over its most HTTP creates a second at any of them.
+func peakRatios(who string, cs []int, runs map[string][]result) []float64 {
+	var ratios []float64
+	for i := 0; ; i++ {
+		var http, saga float64
+		for _, c := range cs {
+			h, s := runs[name(who, "create", c)], runs[name(who, "saga", c)]
+			if i >= len(h) || i >= len(s) {
+				return ratios
+			}
+			http, saga = max(http, h[i].PerSecond), max(saga, s[i].PerSecond)
+		}
+		if len(cs) == 0 || http == 0 {
+			return ratios
+		}
+		ratios = append(ratios, saga/http)
+	}
+}
+
+// ratioText is the median of ratios and each of them: "0.86 (0.88, 0.79, 0.86)".
+func ratioText(ratios []float64) string {
+	per := make([]string, len(ratios))
+	for i, r := range ratios {
+		per[i] = fmt.Sprintf("%.2f", r)
+	}
+	return fmt.Sprintf("%.2f (%s)", medianBy(ratios, func(f float64) float64 { return f }), strings.Join(per, ", "))
 }
 
 // sagaRow is one row of sagaTable: who's runs at c.
@@ -369,13 +407,9 @@ func sagaRow(b *strings.Builder, who string, c int, runs map[string][]result) {
 			ratios = append(ratios, sagaRuns[i].PerSecond/httpRuns[i].PerSecond)
 		}
 	}
-	var per []string
-	for _, r := range ratios {
-		per = append(per, fmt.Sprintf("%.2f", r))
-	}
 	ratio := "-"
 	if len(ratios) > 0 {
-		ratio = fmt.Sprintf("%.2f (%s)", medianBy(ratios, func(f float64) float64 { return f }), strings.Join(per, ", "))
+		ratio = ratioText(ratios)
 	}
 	fmt.Fprintf(b, "| %s | %d | %.0f | %.2f | %.2f | %.0f | %.0f | %.0f | %.2f | %.2f | %.0f | %.0f | %s |\n", who, c,
 		h.PerSecond, ms(h.P50), ms(h.P99), us(h.CPUPerRequest), us(h.DBCPUPerRequest),
