@@ -189,7 +189,7 @@ type row interface{ Scan(dest ...any) error }
 // ends, but database/sql starts a goroutine a statement to watch ctx where
 // pgx registers a callback: measured on the hot path's two statements a
 // charge, pgx's way takes about 5 % less of the service's CPU a charge
-// (docs/benchmarks.md, "The hot path per statement").
+// (decision 0033; docs/benchmarks.md, "The hot path per statement").
 func queryRow(ctx context.Context, db *gorm.DB, q namedSQL, values map[string]any) (row, error) {
 	args, err := q.args(values)
 	if err != nil {
