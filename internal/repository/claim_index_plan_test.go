@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -16,7 +14,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/example/payment-service/internal/app"
-	"github.com/example/payment-service/internal/testdb"
 )
 
 // Every statement that reads idempotency_record by something other than
@@ -106,20 +103,12 @@ func checkPlans(ctx context.Context, t *testing.T, sqlDB *sql.DB, cases []planCa
 // COMPLETED, a few claims of each command in progress.
 func filledLikeProduction(t *testing.T) (*gorm.DB, *sql.DB) {
 	t.Helper()
-	db, err := Open(testdb.New(t), PoolConfig{MaxOpenConns: 2}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sqlDB.Close() })
+	db, sqlDB := openInternal(t, 2)
 	// 20,000 orders, each charged: 1 in 40 authorized (and captured), 1 in
 	// 1,000 still PENDING with its charge's claim in progress; a refund of
 	// every tenth, 1 in 40 of them in progress; 1 in 10 captures in
 	// progress; claims that reserved nothing, and saga steps' claims.
-	err = db.Exec(`
+	err := db.Exec(`
 		INSERT INTO order_projection (order_id, customer_id, amount, currency)
 		SELECT g, 42, 10.00, 'RUB' FROM generate_series(1, 20000) g;
 		INSERT INTO payment (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status, capture_method)

@@ -4,29 +4,17 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"gorm.io/gorm"
-
-	"github.com/example/payment-service/internal/testdb"
 )
 
 // A statement answers alike on the pool (pgxRow) and in a transaction
 // (*sql.Row): its row, sql.ErrNoRows, and an end when its context ends,
 // after which the pool's next statement runs.
 func TestQueryRowOnThePoolAndInATransaction(t *testing.T) {
-	db, err := Open(testdb.New(t), PoolConfig{MaxOpenConns: 1}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sqlDB.Close() })
+	db, _ := openInternal(t, 1)
 	ctx := context.Background()
 	next, none, sleep := compileNamed(`SELECT @n::int + 1`), compileNamed(`SELECT 1 WHERE false`), compileNamed(`SELECT pg_sleep(@seconds)::text`)
 

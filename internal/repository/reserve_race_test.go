@@ -2,15 +2,12 @@ package repository
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 
 	"github.com/shopspring/decimal"
 
 	"github.com/example/payment-service/internal/app"
 	"github.com/example/payment-service/internal/domain"
-	"github.com/example/payment-service/internal/testdb"
 )
 
 // The row that makes Reserve's insert do nothing can be gone by the time
@@ -19,15 +16,7 @@ import (
 // charge with an internal error. The hook deletes the row at exactly that
 // moment. Not parallel: the hook is package state.
 func TestReserveRetriesWhenTheRowInTheWayVanishes(t *testing.T) {
-	db, err := Open(testdb.New(t), PoolConfig{MaxOpenConns: 4}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	db, _ := openInternal(t, 4)
 	ctx := context.Background()
 	money, err := domain.NewMoney(decimal.RequireFromString("10"), "RUB")
 	if err != nil {
