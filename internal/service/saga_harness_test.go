@@ -386,7 +386,7 @@ func (r *sagaRig) committed(t *testing.T, partition int) int64 {
 	t.Helper()
 	client := &kafka.Client{Addr: kafka.TCP(r.brokers...), Timeout: 10 * time.Second}
 	res, err := client.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{
-		GroupID: "payment-saga", Topics: map[string][]int{r.commands: {partition}},
+		GroupID: r.svc.Env["PAYMENT_COMMANDS_GROUP"], Topics: map[string][]int{r.commands: {partition}},
 	})
 	if err != nil {
 		t.Fatal(err)

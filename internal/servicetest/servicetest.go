@@ -13,6 +13,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -66,6 +68,8 @@ type Service struct {
 	DB *pgxpool.Pool
 	// Provider is the sandbox provider the service charges through.
 	Provider *sandboxprovider.Server
+	// Env is the environment the service was configured from.
+	Env map[string]string
 
 	wait          func() error // cancels Run, waits for it (once), returns its error
 	stoppedByTest bool
@@ -116,6 +120,7 @@ func Start(t testing.TB, o Options) *Service {
 	for k, v := range o.Env {
 		vars[k] = v
 	}
+	ownGroups(vars, o.DSN)
 	provider, closeProvider := o.Sandbox, func() {}
 	if provider == nil {
 		// The provider keeps the request bound the service relies on.
@@ -161,7 +166,7 @@ func Start(t testing.TB, o Options) *Service {
 		once   sync.Once
 		runErr error
 	)
-	s := &Service{URL: "http://" + svc.Addr(), DB: pool, Provider: provider, wait: func() error {
+	s := &Service{URL: "http://" + svc.Addr(), DB: pool, Provider: provider, Env: vars, wait: func() error {
 		once.Do(func() {
 			cancel()
 			select {
@@ -181,6 +186,34 @@ func Start(t testing.TB, o Options) *Service {
 		closeProvider()
 	})
 	return s
+}
+
+// ownGroups names the consumer groups in vars that vars leaves unnamed
+// after the database dsn names, when the service has a broker: tests that
+// share one broker (make test-kafka) then do not join each other's
+// groups, where a member joining or leaving rebalances every member and a
+// rebalance delivers again what was not committed yet. The services of
+// one test share its database, and so its groups, as a deployment's
+// replicas do.
+func ownGroups(vars map[string]string, dsn string) {
+	db := databaseName(dsn)
+	if db == "" || vars["KAFKA_BROKERS"] == "" {
+		return
+	}
+	for k, group := range map[string]string{"ORDER_CONSUMER_GROUP": "order-projection", "PAYMENT_COMMANDS_GROUP": "payment-saga"} {
+		if _, set := vars[k]; !set {
+			vars[k] = group + "-" + db
+		}
+	}
+}
+
+// databaseName is the database a postgres:// URL names, "" if none.
+func databaseName(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimPrefix(u.Path, "/")
 }
 
 // Count runs query, a SELECT count(*) ..., on the service's database and
