@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/example/payment-service/internal/pgtemp"
 )
 
 // pgbenchScripts are the pgbench scripts of the service's own statements,
@@ -51,26 +53,22 @@ var pgbenchVars = map[string]string{
 }
 
 // pgbenchBinary is the pgbench beside the server binaries in bindir, else
-// the newest of Debian's installed ones. The downloaded binaries
-// (docs/decisions/0023-postgresql-binaries.md) have none: pgbench is a
-// client the service never needs, so it comes from the postgresql package.
+// beside the installed ones (pgtemp.InstalledBinDir). The downloaded
+// binaries (docs/decisions/0023-postgresql-binaries.md) have none:
+// pgbench is a client the service never needs, so it comes from Debian's
+// postgresql package.
 func pgbenchBinary(bindir string) (string, error) {
-	candidates := []string{filepath.Join(bindir, "pgbench")}
-	installed, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pgbench")
-	slices.SortFunc(installed, func(a, b string) int { return versionOf(b) - versionOf(a) })
-	for _, path := range append(candidates, installed...) {
+	dirs := []string{bindir}
+	if installed, ok := pgtemp.InstalledBinDir(); ok {
+		dirs = append(dirs, installed)
+	}
+	for _, dir := range dirs {
+		path := filepath.Join(dir, "pgbench")
 		if info, err := os.Stat(path); err == nil && !info.IsDir() && info.Mode()&0o111 != 0 {
 			return path, nil
 		}
 	}
-	return "", fmt.Errorf("no pgbench beside %s nor in /usr/lib/postgresql/*/bin: install Debian's postgresql package (apt-get install postgresql), or run with -ceiling=false", bindir)
-}
-
-// versionOf is the major version in /usr/lib/postgresql/<version>/bin/pgbench,
-// 0 when it is not a number.
-func versionOf(path string) int {
-	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(path))))
-	return v
+	return "", fmt.Errorf("no pgbench beside %s nor beside installed server binaries: install Debian's postgresql package (apt-get install postgresql), or run with -ceiling=false", bindir)
 }
 
 // pgbench runs one script at clients concurrency for warmup+duration on

@@ -288,6 +288,12 @@ func runAsCredential(dir string) (*syscall.Credential, error) {
 // pgbench.
 func BinDir() (string, error) { return findBinDir(context.Background()) }
 
+// InstalledBinDir is the directory of the installed server binaries, as
+// Start finds them when it prefers installed ones (initdb on PATH, else
+// the newest /usr/lib/postgresql/*/bin); false if none is installed.
+// Clients such as pgbench sit beside them.
+func InstalledBinDir() (string, bool) { return installedBinDir() }
+
 // findBinDir locates initdb and postgres: $PG_BINDIR if set; else, as
 // $PGTEMP_BINARIES says (unset: the first that has them), the installed
 // ones (PATH, where both must sit side by side, then the newest
