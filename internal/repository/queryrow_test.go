@@ -14,65 +14,52 @@ import (
 // (*sql.Row): its row, sql.ErrNoRows, and an end when its context ends,
 // after which the pool's next statement runs.
 func TestQueryRowOnThePoolAndInATransaction(t *testing.T) {
-	db, _ := openInternal(t, 1)
-	ctx := context.Background()
+	pool, _ := openInternal(t, 1)
 	next, none, sleep := compileNamed(`SELECT @n::int + 1`), compileNamed(`SELECT 1 WHERE false`), compileNamed(`SELECT pg_sleep(@seconds)::text`)
 
 	for _, where := range []struct {
-		name string
-		run  func(fn func(db *gorm.DB) error) error
+		name  string
+		run   func(fn func(db *gorm.DB) error) error
+		onPgx bool // the statement is a pgxRow
 	}{
-		{"pool", func(fn func(db *gorm.DB) error) error { return fn(db) }},
-		{"transaction", func(fn func(db *gorm.DB) error) error { return db.Transaction(fn) }},
+		{"pool", func(fn func(db *gorm.DB) error) error { return fn(pool) }, true},
+		{"transaction", func(fn func(db *gorm.DB) error) error { return pool.Transaction(fn) }, false},
 	} {
 		t.Run(where.name, func(t *testing.T) {
-			if where.name == "pool" {
-				if r, _ := queryRow(ctx, db, next, map[string]any{"n": 1}); r == nil {
-					t.Fatal("no row")
-				} else if _, ok := r.(pgxRow); !ok {
-					t.Fatalf("a statement on the pool is a %T, want pgxRow", r)
-				}
+			// scan runs q with values where the case says, and scans its
+			// one column into dest.
+			scan := func(ctx context.Context, q namedSQL, values map[string]any, dest any) error {
+				return where.run(func(db *gorm.DB) error {
+					r, err := queryRow(ctx, db, q, values)
+					if err != nil {
+						return err
+					}
+					if _, onPgx := r.(pgxRow); onPgx != where.onPgx {
+						t.Errorf("the statement is a %T; want a pgxRow: %v", r, where.onPgx)
+					}
+					return r.Scan(dest)
+				})
 			}
+			ctx := context.Background()
 			var got int
-			err := where.run(func(db *gorm.DB) error {
-				r, err := queryRow(ctx, db, next, map[string]any{"n": 41})
-				if err != nil {
-					return err
-				}
-				return r.Scan(&got)
-			})
-			if err != nil || got != 42 {
+			if err := scan(ctx, next, map[string]any{"n": 41}, &got); err != nil || got != 42 {
 				t.Fatalf("@n + 1 with n = 41: %d, %v; want 42", got, err)
 			}
 
-			err = where.run(func(db *gorm.DB) error {
-				r, err := queryRow(ctx, db, none, nil)
-				if err != nil {
-					return err
-				}
-				return r.Scan(&got)
-			})
-			if !errors.Is(err, sql.ErrNoRows) {
+			if err := scan(ctx, none, nil, &got); !errors.Is(err, sql.ErrNoRows) {
 				t.Fatalf("no row: %v, want sql.ErrNoRows", err)
 			}
 
 			short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 			defer cancel()
 			start := time.Now()
-			err = where.run(func(db *gorm.DB) error {
-				r, err := queryRow(short, db, sleep, map[string]any{"seconds": 30})
-				if err != nil {
-					return err
-				}
-				var s string
-				return r.Scan(&s)
-			})
-			if err == nil || time.Since(start) > 10*time.Second {
+			var slept string
+			if err := scan(short, sleep, map[string]any{"seconds": 30}, &slept); err == nil || time.Since(start) > 10*time.Second {
 				t.Fatalf("pg_sleep(30) with 200 ms to run: %v after %s; want an error within seconds", err, time.Since(start))
 			}
 
 			got = 0
-			r, err := queryRow(ctx, db, next, map[string]any{"n": 1})
+			r, err := queryRow(ctx, pool, next, map[string]any{"n": 1})
 			if err == nil {
 				err = r.Scan(&got)
 			}
