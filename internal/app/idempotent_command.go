@@ -456,6 +456,8 @@ func (uc *IdempotentCommand[C, T]) handle(ctx context.Context, cmd C, read bool)
 		return uc.answerFromKey(ctx, k, false)
 	case errors.Is(err, ErrReserveContended):
 		return CommandResult{}, &InProgressError{RetryAfter: minRetryAfter}
+	case err != nil && read:
+		return uc.refused(ctx, k, err)
 	case err != nil:
 		return CommandResult{}, err
 	case claimed.Kind == ClaimAnswered:
@@ -609,6 +611,35 @@ func (uc *IdempotentCommand[C, T]) answerFromKey(ctx context.Context, k KeyClaim
 	case claimed && rec.CommandHash == k.CommandHash && rec.Status == RecordCompleted:
 		return CommandResult{Response: rec.Response}, nil
 	}
+	return uc.answerFrom(rec, k.CommandHash)
+}
+
+// refused answers a claim that was refused: most often from the state of
+// what the command acts on (the payment is captured, the refund no longer
+// fits, the order is paid). That state may be this very key's doing: a
+// duplicate that read the key before the first request claimed it, and
+// the payment after the first request recorded its capture, would be told
+// "not authorized" while the key holds the capture. So the key is read
+// again, and a record in it answers as phase 0 would have: the stored
+// answer, in progress, or a reused key. Reading it after the refusal is
+// enough: a command's claim commits before any state it changes, so a
+// refusal that saw the change finds the claim. A free key leaves the
+// refusal standing, with nothing stored. The database's being unreachable
+// is no refusal: it is answered as it is. (handleUnread's callers take a
+// refusal to the way that reads the key, so they skip this.)
+func (uc *IdempotentCommand[C, T]) refused(ctx context.Context, k KeyClaim, refusal error) (CommandResult, error) {
+	var inProgress *InProgressError
+	if errors.Is(refusal, ErrStoreUnavailable) || errors.As(refusal, &inProgress) {
+		return CommandResult{}, refusal
+	}
+	rec, found, err := uc.core.db.AutoCommit().Keys.Lookup(ctx, k.Scope)
+	switch {
+	case err != nil:
+		return CommandResult{}, err
+	case !found:
+		return CommandResult{}, refusal
+	}
+	uc.core.remember(rec)
 	return uc.answerFrom(rec, k.CommandHash)
 }
 

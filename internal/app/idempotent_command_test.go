@@ -359,6 +359,41 @@ func TestIdempotentCommandAnswersEveryPhase(t *testing.T) {
 				return &testSteps{claims: []claimAnswer{{err: app.ErrClaimNeedsTransaction}, {err: errOrderNotFound}}}
 			},
 			want: outcome{err: errOrderNotFound, keyGone: true, maxTxs: 1}},
+		// A refusal decided from state this very key changed: a duplicate
+		// read the key before the first request claimed it, and the state
+		// after the first request recorded. The key answers, never the
+		// refusal.
+		{name: "a refusal while the key holds the same command's answer: a replay",
+			steps: func(keys *fakeKeys) *testSteps {
+				return &testSteps{claims: []claimAnswer{{err: errNotAuthorized}},
+					onClaim: func() {
+						keys.recs[testScope] = app.IdempotencyRecord{Scope: testScope, CommandHash: "h", Status: app.RecordCompleted,
+							Response: app.StoredResponse{StatusCode: 201, Body: []byte(`"captured"`)}}
+					}}
+			},
+			want: outcome{status: 201, body: `"captured"`, replayed: true, key: app.RecordCompleted}},
+		{name: "a refusal while the same command's claim is live: in progress",
+			steps: func(keys *fakeKeys) *testSteps {
+				return &testSteps{claims: []claimAnswer{{err: errNotAuthorized}},
+					onClaim: func() {
+						keys.recs[testScope] = app.IdempotencyRecord{Scope: testScope, CommandHash: "h", Status: app.RecordInProgress,
+							LockToken: uuid.New(), LockedUntil: time.Now().Add(testLock)}
+					}}
+			},
+			want: outcome{inProg: true, retry: time.Second, key: app.RecordInProgress}},
+		{name: "a refusal while another command holds the key: the key is reused",
+			steps: func(keys *fakeKeys) *testSteps {
+				return &testSteps{claims: []claimAnswer{{err: errNotAuthorized}},
+					onClaim: func() {
+						keys.recs[testScope] = app.IdempotencyRecord{Scope: testScope, CommandHash: "other", Status: app.RecordCompleted}
+					}}
+			},
+			want: outcome{err: app.ErrKeyReused, key: app.RecordCompleted}},
+		{name: "a refusal, and the key cannot be read again: the database's answer",
+			steps: func(keys *fakeKeys) *testSteps {
+				return &testSteps{claims: []claimAnswer{{err: errNotAuthorized}}, onClaim: func() { keys.lookupErr = errDatabase }}
+			},
+			want: outcome{err: app.ErrStoreUnavailable, keyGone: true}},
 
 		// Phase 2, and what each answer leaves.
 		{name: "approved", steps: func(*fakeKeys) *testSteps { return &testSteps{claims: fresh, call: approved} },
@@ -484,6 +519,7 @@ func TestIdempotentCommandAnswersEveryPhase(t *testing.T) {
 }
 
 var errOrderNotFound = errors.New("order not found")
+var errNotAuthorized = errors.New("the payment is not authorized")
 
 // keysHolding is the key store with before as the key's record, if not
 // nil, its lock ending lockLeft from now (unless lockLeft is zero).
