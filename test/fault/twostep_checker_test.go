@@ -164,6 +164,9 @@ func TestTwoStepInvariantsCatchBadLedgers(t *testing.T) {
 			f.payment.status, f.payment.captured = "AUTHORIZED", nil
 			f.outbox, f.topic = f.outbox[:1], map[string]string{"e1": "PaymentAuthorized.v1"}
 		}, "the payment is AUTHORIZED"},
+		{"an identical capture refused while its key's capture was made", func(f *twoStepFacts) {
+			f.answers = append(f.answers, answer{client: clientID, key: "cap-1", status: http.StatusConflict, code: "payment-not-authorized", transition: true})
+		}, "refused, while its own key's"},
 		{"a replay that differs", func(f *twoStepFacts) { f.replays[0].body = []byte(`{"id":1}`) }, "replay"},
 		{"a replay without Idempotent-Replayed", func(f *twoStepFacts) { f.replays[0].replayed = false }, "replay (replayed false)"},
 		{"an event missing from the topic", func(f *twoStepFacts) { delete(f.topic, "e2") }, "is not on the topic"},

@@ -240,6 +240,14 @@ func (f twoStepFacts) check() violations {
 	// Every answer, and the replays.
 	for _, a := range f.answers {
 		checkAnswer(a, f.records, &v)
+		// The same key and command get the stored answer or "in
+		// progress": a payment moves out of AUTHORIZED only by one
+		// transition, so a refusal beside its own key's transition made
+		// is a refusal the request that made it never got.
+		if r, ok := f.records[scope{a.client, a.key}]; ok && a.transition && transitionRefused[a.code] &&
+			r.httpStatus != nil && *r.httpStatus == http.StatusCreated {
+			v.add("%s: refused, while its own key's %s was made", a, derefs(r.response))
+		}
 		if a.transition && a.status == http.StatusCreated {
 			var body struct {
 				Status string `json:"status"`

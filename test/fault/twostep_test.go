@@ -136,8 +136,30 @@ func newTwoStepPlan(seed uint64, round int) *twoStepPlan {
 		p.refunds = append(p.refunds, plannedRefundShare{key: fmt.Sprintf("round-%d-2s-refund-%d", round, i), percent: 40 + rng.IntN(31),
 			ext: fmt.Sprintf("%s_round_%d_2s_refund_%d", pick(rng), round, i), senders: senders()})
 	}
+	// Drawn last, so that a seed's earlier draws are what they were: now
+	// and then one capture or void is sent by identicalBurst senders at
+	// once, one key and one body, across the replicas. Each must get the
+	// key's stored answer or "in progress", never a refusal because a
+	// duplicate read the payment after its own key's transition moved it.
+	var transitions []*plannedTransition
+	for i := range p.captures {
+		transitions = append(transitions, &p.captures[i])
+	}
+	for i := range p.voids {
+		transitions = append(transitions, &p.voids[i])
+	}
+	if rng.Float64() < 0.25 {
+		t := transitions[rng.IntN(len(transitions))]
+		t.senders = make([]int, identicalBurst)
+		for i := range t.senders {
+			t.senders[i] = i % 3
+		}
+	}
 	return p
 }
+
+// identicalBurst is how many identical requests a burst sends at once.
+const identicalBurst = 20
 
 // kinds names what the two-step payment adds to a round, for the run's
 // totals.
@@ -153,7 +175,10 @@ func (p *twoStepPlan) kinds() []string {
 		k = append(k, "two-step:capture-racing-void")
 	}
 	for _, t := range append(append([]plannedTransition{}, p.captures...), p.voids...) {
-		if len(t.senders) > 1 {
+		switch {
+		case len(t.senders) >= identicalBurst:
+			k = append(k, "two-step:"+t.kind+"-identical-burst")
+		case len(t.senders) > 1:
 			k = append(k, "two-step:"+t.kind+"-duplicates")
 		}
 		if t.abandoned {
