@@ -9,7 +9,7 @@ BIN         ?= bin
 	model-mutant-hooknofence model-mutant-hookfinal model-mutant-hooknodedup \
 	model-mutant-refund-checkthenact model-mutant-refund-newkey model-mutant-refund-nofence \
 	model-mutant-refund-nocommand model-mutant-refund-delunknown model-mutant-refund-nolease \
-	model-mutant-refund-nowait model-mutant-saga-notombstone model-mutant-saga-nowait model-mutant-twostep-noindex
+	model-mutant-refund-nowait model-mutant-saga-notombstone model-mutant-saga-nowait model-mutant-twostep-noindex model-mutant-twostep-statefirst
 
 help:
 	@echo "make dev      run the service on a throwaway PostgreSQL (no Docker), http://127.0.0.1:8080"
@@ -217,7 +217,7 @@ model-mutant-nolookup model-mutant-busyasnone model-mutant-nosettle model-mutant
 model-mutant-hooknofence model-mutant-hookfinal model-mutant-hooknodedup \
 model-mutant-refund-checkthenact model-mutant-refund-newkey model-mutant-refund-nofence \
 model-mutant-refund-nocommand model-mutant-refund-delunknown model-mutant-refund-nolease \
-model-mutant-refund-nowait model-mutant-saga-notombstone model-mutant-saga-nowait model-mutant-twostep-noindex:
+model-mutant-refund-nowait model-mutant-saga-notombstone model-mutant-saga-nowait model-mutant-twostep-noindex model-mutant-twostep-statefirst:
 	scripts/model-check.sh $(patsubst model-mutant-%,%,$@)
 
 # Larger bounds: minutes per run, up to MODEL_MEMLIM MB each; not run by CI.

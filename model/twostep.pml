@@ -44,7 +44,7 @@
  * gone. A transaction (or one statement) is one atomic step.
  *
  * Build flags (spin -D...):
- *   SCEN=1..3      which commands race (see "Scenarios")
+ *   SCEN=1..4      which commands race (see "Scenarios")
  *   MAXATT=n       attempts per client (default 2)
  *   MAXCRASH, MAXLOST, MAXDNC, MAXDECLINE, MAXLAPSE   the fault budget
  *                  (each default 1)
@@ -56,6 +56,12 @@
  *                  PENDING transition whenever the payment is AUTHORIZED
  *                  (the check-then-act of "no other transition in flight",
  *                  read before and acted on after); breaks P20, then P21
+ *   STATEFIRST     a refusal decided from the payment's state answers at
+ *                  once, without reading the key again (the state checked
+ *                  before the key): a duplicate that read the key before
+ *                  the first request's claim, and the payment after its
+ *                  record, is told "not authorized" while its own key's
+ *                  capture was made; breaks P23 (SCEN=4)
  */
 
 #ifndef SCEN
@@ -108,8 +114,22 @@
 #define CMD_KIND(i) ((i) == 0 -> CAPTURE : VOID)
 #define CMD_AMT(i)  ((i) == 0 -> 1 : 0)
 #define CMD_PK(i)   ((i) == 0 -> 0 : 2)
+#elif SCEN == 4
+/* the same capture sent twice at once: both clients send key K_0's
+ * command (K_1 is never used) */
+#define NCLI 2
+#define SAME_KEY
+#define CMD_KIND(i) CAPTURE
+#define CMD_AMT(i)  AUTH
+#define CMD_PK(i)   0
 #else
-#error "SCEN must be 1, 2 or 3"
+#error "SCEN must be 1, 2, 3 or 4"
+#endif
+/* the key client c sends its command under */
+#ifdef SAME_KEY
+#define KEY_OF(c) 0
+#else
+#define KEY_OF(c) (c)
 #endif
 #define NPK 3
 #define TOK_COMPLETER (NCLI + 1)   /* clients' tokens are 1..NCLI */
@@ -169,6 +189,7 @@ byte crashes, lost, dnc, declines, lapses;
 
 /* ghosts */
 byte pwon;               /* transitions the provider approved */
+bool kapproved[NCLI];    /* K_i's transition recorded as approved */
 byte pcaptured;          /* what the provider captured */
 bool pvoided;            /* the provider voided the hold */
 byte clients_done;
@@ -214,6 +235,17 @@ byte clients_done;
 #else
 #define P22(cond) skip
 #endif
+/* P23: the same key and command get the stored answer or "in progress":
+ * a client that ends on "not authorized" (A_409S, not stored) sent a
+ * transition the provider never approved under its key. Checked when the
+ * client ends, against every approval so far: one approval moves the
+ * payment for good, so a refusal beside its own key's approval is one the
+ * request that made it never got. */
+#ifndef SKIP_P23
+#define P23(k) PROP("VIOLATED P23 the same key and command get the stored answer or in progress\n", !(ans == A_409S && kapproved[k]))
+#else
+#define P23(k) skip
+#endif
 
 #if NCLI == 3
 #define ANY_INPROG (kst[0] == INPROG || kst[1] == INPROG || kst[2] == INPROG)
@@ -257,6 +289,7 @@ end:
 #define W_LAPSE_FAILED   11  /* a transition after the lapse: FAILED */
 #define W_REPLAY         12  /* a retry of a completed key gets its answer */
 #define W_EXPIRE_BLOCKED 13  /* the hold lapsed while a transition is PENDING: not expired yet */
+#define W_REFUSAL_READS_KEY 14 /* a refusal from the payment's state meets its own key's record: its answer */
 
 /* ----------------------------------------------------------- an attempt */
 
@@ -287,7 +320,8 @@ inline transition(i, me)
 		:: else -> skip
 		fi
 	}
-	/* the payment read (transitionOf): only an AUTHORIZED payment */
+	/* the payment read (transitionOf): only an AUTHORIZED payment; the
+	 * refusal is answered below, once the key is read again */
 	if
 	:: ans == A_NONE && pst != AUTHORIZED -> ans = A_409S
 	:: else -> skip
@@ -334,6 +368,22 @@ inline transition(i, me)
 		}
 	:: else -> skip
 	fi;
+	/* A refusal decided from the payment's state reads the key again
+	 * (IdempotentCommand.refused): a record there answers, as phase 0
+	 * would have (the payment may have moved by this very key). */
+#ifndef STATEFIRST
+	if
+	:: ans == A_409S ->
+		atomic {
+			if
+			:: kst[i] == COMPLETED -> ans = kresp[i]; SEEN(W_REFUSAL_READS_KEY)
+			:: kst[i] == INPROG -> ans = A_409P; SEEN(W_REFUSAL_READS_KEY)
+			:: else -> skip
+			fi
+		}
+	:: else -> skip
+	fi;
+#endif
 	if
 	:: ans == A_NONE -> MAY_DIE
 	:: else -> skip
@@ -402,7 +452,7 @@ inline transition(i, me)
 				kst[i] = COMPLETED; kowner[i] = 0;
 				if
 				:: reply == R_APPROVED ->
-					tr[i] = T_SUCCEEDED; ans = A_200;
+					tr[i] = T_SUCCEEDED; ans = A_200; kapproved[i] = 1;
 					if
 					:: pst == AUTHORIZED && CMD_KIND(i) == CAPTURE ->
 						pst = SUCCEEDED; pcap = CMD_AMT(i); SEEN(W_CAPTURED)
@@ -438,8 +488,9 @@ proctype Client(byte i)
 		att++;
 		d_step { declined_before = (tr[0] == T_DECLINED || tr[NCLI - 1] == T_DECLINED); ans = A_NONE; reply = R_NONE;
 			resumed = 0; blocked = 0 }
-		transition(i, me)
+		transition(KEY_OF(i), me)
 	od;
+	P23(KEY_OF(i));
 	clients_done++
 }
 

@@ -33,8 +33,8 @@
 #   twostep-checks, twostep-witnesses, twostep-mutants
 #                the captures and voids of an authorized payment
 #                (model/twostep.pml; make model and make model-mutants)
-#   twostep-noindex
-#                its mutant (make model-mutant-twostep-noindex)
+#   twostep-noindex | twostep-statefirst
+#                its mutants (make model-mutant-twostep-<name>)
 #
 # Environment (optional):
 #   MODEL_MEMLIM   MB one verifier may use   (default 2048)
@@ -470,7 +470,8 @@ suite_saga-mutants() {
 # The captures and voids of an authorized payment (model/twostep.pml;
 # docs/model.md, "Two-step payments"). Scenarios: 1 a capture of the whole
 # amount racing a void; 2 two captures that together exceed the
-# authorization; 3 a partial capture racing two voids under two keys. One
+# authorization; 3 a partial capture racing two voids under two keys; 4 the
+# same capture sent twice at once under one key. One
 # fault of each kind (crash, lost answer, refusal for now, decline, the
 # hold's lapse), the completer and the expiry job in every scenario.
 suite_twostep-checks() {
@@ -478,6 +479,7 @@ suite_twostep-checks() {
 	run twostep-safety-capture-void safety pass -DSCEN=1
 	run twostep-safety-captures     safety pass -DSCEN=2
 	run twostep-safety-three        safety pass -DSCEN=3 -DMAXATT=1
+	run twostep-safety-same-key     safety pass -DSCEN=4
 }
 
 suite_twostep-witnesses() {
@@ -496,6 +498,7 @@ suite_twostep-witnesses() {
 	run twostep-witness-12-replay         safety "violation:WITNESS 12 reached" -DSCEN=1 -DWITNESS=12
 	run twostep-witness-13-expire-blocked safety "violation:WITNESS 13 reached" -DSCEN=1 -DWITNESS=13
 	run twostep-witness-04-three-loser-final safety "violation:WITNESS 4 reached" -DSCEN=3 -DMAXATT=1 -DWITNESS=4
+	run twostep-witness-14-refusal-reads-key safety "violation:WITNESS 14 reached" -DSCEN=4 -DWITNESS=14
 }
 
 # No one-winner index: two transitions PENDING at once, both asked of the
@@ -508,8 +511,16 @@ suite_twostep-noindex() {
 	run twostep-mutant-noindex-over    bfs "violation:VIOLATED P21" -DSCEN=2 -DNOINDEX -DSKIP_P20
 	run twostep-mutant-noindex-guarded bfs "violation:VIOLATED P22" -DSCEN=1 -DNOINDEX -DGUARDED
 }
+# The payment's state checked before the key: a refusal answered at once,
+# without reading the key again. A duplicate that read the key before the
+# first request's claim, and the payment after its record, is told "not
+# authorized" while its own key's capture was made (P23).
+suite_twostep-statefirst() {
+	local MODEL=model/twostep.pml
+	run twostep-mutant-statefirst      bfs "violation:VIOLATED P23" -DSCEN=4 -DSTATEFIRST
+}
 suite_twostep-mutants() {
-	suite_twostep-noindex
+	suite_twostep-noindex; suite_twostep-statefirst
 }
 
 [ $# -gt 0 ] || { sed -n '2,46p' "$0"; exit 2; }
@@ -521,7 +532,7 @@ for suite in "$@"; do
 	refund-nowait)
 		echo "== $suite"; "suite_$suite" ;;
 	saga-checks|saga-witnesses|saga-mutants|saga-notombstone|saga-nowait|\
-	twostep-checks|twostep-witnesses|twostep-mutants|twostep-noindex)
+	twostep-checks|twostep-witnesses|twostep-mutants|twostep-noindex|twostep-statefirst)
 		echo "== $suite"; "suite_$suite" ;;
 	*) echo "model-check: unknown suite $suite" >&2; exit 2 ;;
 	esac
