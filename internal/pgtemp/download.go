@@ -240,33 +240,45 @@ func unxz(compressed io.Reader, use func(io.Reader) error) error {
 	return useErr
 }
 
+// untar writes the tree of tr into dir, through an os.Root: a check of the
+// names' text cannot see where a path leads once a link in it is followed
+// (b/l -> .., then x -> b/l/.. is "b" as text but dir's parent on disk), and
+// the root resolves every component of every name, links included, inside
+// dir, refusing what leads out. The text checks stay for a clear message
+// about a name or link that is outside on its face; the tree has no hard
+// links, so none is made.
 func untar(tr *tar.Reader, dir string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("pgtemp: unpack: %w", err)
+	}
+	defer root.Close()
+	var links []string
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return nil
+			break
 		}
 		if err != nil {
 			return fmt.Errorf("pgtemp: the .txz: %w", err)
 		}
-		// Nothing may land outside dir: no absolute or ../ names, and
-		// links only to names inside it.
 		if !filepath.IsLocal(h.Name) {
 			return fmt.Errorf("pgtemp: the .txz names %q, outside its tree: refused", h.Name)
 		}
-		target := filepath.Join(dir, h.Name)
+		name := filepath.Clean(h.Name)
 		switch h.Typeflag {
 		case tar.TypeDir:
-			err = mkdirReadable(target)
+			err = mkdirAllReadable(root, name)
 		case tar.TypeReg:
-			err = writeFile(target, tr, h.FileInfo().Mode()&0o111 != 0)
+			err = writeFile(root, name, tr, h.FileInfo().Mode()&0o111 != 0)
 		case tar.TypeSymlink:
-			if filepath.IsAbs(h.Linkname) || !filepath.IsLocal(filepath.Join(filepath.Dir(h.Name), h.Linkname)) {
+			if filepath.IsAbs(h.Linkname) || !filepath.IsLocal(filepath.Join(filepath.Dir(name), h.Linkname)) {
 				return fmt.Errorf("pgtemp: the .txz links %q to %q, outside its tree: refused", h.Name, h.Linkname)
 			}
-			if err = mkdirReadable(filepath.Dir(target)); err == nil {
-				err = os.Symlink(h.Linkname, target)
+			if err = mkdirAllReadable(root, filepath.Dir(name)); err == nil {
+				err = root.Symlink(h.Linkname, name)
 			}
+			links = append(links, name)
 		default:
 			return fmt.Errorf("pgtemp: the .txz holds %q of an unexpected type %q", h.Name, h.Typeflag)
 		}
@@ -274,28 +286,59 @@ func untar(tr *tar.Reader, dir string) error {
 			return fmt.Errorf("pgtemp: unpack %s: %w", h.Name, err)
 		}
 	}
+	// The root keeps the writes inside, but a link is only text until
+	// followed: each must lead to something in the tree once it is whole
+	// (a library's name may come before its file), since the server
+	// follows them later without a root.
+	for _, name := range links {
+		if _, err := root.Stat(name); err != nil {
+			return fmt.Errorf("pgtemp: the .txz's link %s leads outside its tree or nowhere: refused: %w", name, err)
+		}
+	}
+	return nil
 }
 
-func writeFile(path string, r io.Reader, executable bool) error {
-	if err := mkdirReadable(filepath.Dir(path)); err != nil {
+// mkdirAllReadable makes name and its missing parents inside root,
+// readable by everyone whatever the umask, as mkdirReadable does outside.
+func mkdirAllReadable(root *os.Root, name string) error {
+	if name == "." {
+		return nil
+	}
+	if err := mkdirAllReadable(root, filepath.Dir(name)); err != nil {
+		return err
+	}
+	if err := root.Mkdir(name, 0o755); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil
+		}
+		return err
+	}
+	return root.Chmod(name, 0o755)
+}
+
+// writeFile creates name in root, failing if it is there already (a name
+// written twice, or a link the archive made), so that nothing is written
+// through a link's last component.
+func writeFile(root *os.Root, name string, r io.Reader, executable bool) error {
+	if err := mkdirAllReadable(root, filepath.Dir(name)); err != nil {
 		return err
 	}
 	mode := os.FileMode(0o644)
 	if executable {
 		mode = 0o755
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
+	f, err := root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, r); err != nil {
-		f.Close()
-		return err
+	_, err = io.Copy(f, r)
+	if err == nil {
+		err = f.Chmod(mode) // on the open file, not by name: the umask cut it
 	}
-	if err := f.Close(); err != nil {
-		return err
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	return os.Chmod(path, mode)
+	return err
 }
 
 // mavenRepository is the URL of the Maven repository to download from:

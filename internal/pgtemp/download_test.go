@@ -7,36 +7,40 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/ulikunitz/xz"
 )
 
-// tarEntry is one member of a test .txz.
+// tarEntry is one member of a test .txz: a regular file, a symbolic link
+// when link is set, or what typ says (a directory, a hard link to link).
 type tarEntry struct {
 	name, body, link string
 	mode             int64
+	typ              byte
 }
 
-// testJar builds a jar as zonky's are: one .txz holding the tree.
-func testJar(t *testing.T, entries []tarEntry) []byte {
+// writeTar writes entries to w as a tar stream, in their order.
+func writeTar(t *testing.T, w io.Writer, entries []tarEntry) {
 	t.Helper()
-	var txz bytes.Buffer
-	xw, err := xz.NewWriter(&txz)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tw := tar.NewWriter(xw)
+	tw := tar.NewWriter(w)
 	for _, e := range entries {
-		h := &tar.Header{Name: e.name, Mode: e.mode, Size: int64(len(e.body)), Typeflag: tar.TypeReg}
-		if e.link != "" {
-			h.Typeflag, h.Linkname, h.Size = tar.TypeSymlink, e.link, 0
+		h := &tar.Header{Name: e.name, Mode: e.mode, Linkname: e.link, Typeflag: e.typ}
+		switch {
+		case e.typ != 0:
+		case e.link != "":
+			h.Typeflag = tar.TypeSymlink
+		default:
+			h.Typeflag, h.Size = tar.TypeReg, int64(len(e.body))
 		}
 		if err := tw.WriteHeader(h); err != nil {
 			t.Fatal(err)
@@ -48,6 +52,17 @@ func testJar(t *testing.T, entries []tarEntry) []byte {
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// testJar builds a jar as zonky's are: one .txz holding the tree.
+func testJar(t *testing.T, entries []tarEntry) []byte {
+	t.Helper()
+	var txz bytes.Buffer
+	xw, err := xz.NewWriter(&txz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeTar(t, xw, entries)
 	if err := xw.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -149,5 +164,132 @@ func TestEnsureDownloadedChecksTheJar(t *testing.T) {
 				t.Fatalf("second call: %v, asked %q", err, asked.Load())
 			}
 		})
+	}
+}
+
+// untar writes nothing outside its directory, whatever the archive's names
+// and links say: each archive is unpacked into tree/ beside a file of the
+// parent's own, and the parent must hold the same two afterwards, that file
+// unchanged and with no second name. A link chain passes a check of the
+// names' text (b/l -> .. is tree/, x -> b/l/.. is "b" as text but the
+// parent once b/l is followed), so the test sends a file through one.
+func TestUntarKeepsToItsDirectory(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		entries func(parent string) []tarEntry
+	}{
+		{"a file through a chain of links", func(string) []tarEntry {
+			return []tarEntry{
+				{name: "b/l", link: ".."},
+				{name: "x", link: "b/l/.."},
+				{name: "x/evil", body: "escaped", mode: 0o644},
+			}
+		}},
+		{"a chain of links leading outside", func(string) []tarEntry {
+			return []tarEntry{
+				{name: "b/l", link: ".."},
+				{name: "x", link: "b/l/.."},
+			}
+		}},
+		{"a file through an absolute link", func(parent string) []tarEntry {
+			return []tarEntry{
+				{name: "abs", link: parent},
+				{name: "abs/evil", body: "escaped", mode: 0o644},
+			}
+		}},
+		{"a ../ name", func(string) []tarEntry {
+			return []tarEntry{{name: "../evil", body: "escaped", mode: 0o644}}
+		}},
+		{"a ../ name under a directory", func(string) []tarEntry {
+			return []tarEntry{{name: "lib/../../evil", body: "escaped", mode: 0o644}}
+		}},
+		{"a hard link to a file outside, then written", func(string) []tarEntry {
+			return []tarEntry{
+				{name: "h", link: "../outside", typ: tar.TypeLink},
+				{name: "h", body: "overwritten", mode: 0o644},
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			parent := t.TempDir()
+			dir := filepath.Join(parent, "tree")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			outside := filepath.Join(parent, "outside")
+			if err := os.WriteFile(outside, []byte("untouched"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var archive bytes.Buffer
+			writeTar(t, &archive, tc.entries(parent))
+
+			err := untar(tar.NewReader(&archive), dir)
+			if err == nil {
+				t.Error("untar succeeded, want it to refuse the archive")
+			} else {
+				t.Logf("refused: %v", err)
+			}
+			var left []string
+			if entries, err := os.ReadDir(parent); err == nil {
+				for _, e := range entries {
+					left = append(left, e.Name())
+				}
+			}
+			if !slices.Equal(left, []string{"outside", "tree"}) {
+				t.Errorf("the parent holds %q after untar, want only [outside tree]", left)
+			}
+			if b, err := os.ReadFile(outside); err != nil || string(b) != "untouched" {
+				t.Errorf("the file outside reads %q (%v), want untouched", b, err)
+			}
+			if st, err := os.Lstat(outside); err != nil || st.Sys().(*syscall.Stat_t).Nlink != 1 {
+				t.Errorf("the file outside has another name in the tree (%v)", err)
+			}
+		})
+	}
+}
+
+// A tree as PostgreSQL's: libraries' names linked to the file beside them,
+// before and after it in the archive, a link up and across the tree, and
+// modes made readable by everyone (executables executable) whatever the
+// archive said.
+func TestUntarUnpacksATree(t *testing.T) {
+	t.Parallel()
+	var archive bytes.Buffer
+	writeTar(t, &archive, []tarEntry{
+		{name: "bin/", typ: tar.TypeDir, mode: 0o700},
+		{name: "bin/postgres", body: "#!/bin/sh\n", mode: 0o700},
+		{name: "lib/libpq.so.5", link: "libpq.so.5.15"},
+		{name: "lib/libpq.so.5.15", body: "lib", mode: 0o600},
+		{name: "lib/libpq.so", link: "libpq.so.5.15"},
+		{name: "share/postgresql/extension/pq.so", link: "../../../lib/libpq.so.5"},
+	})
+	dir := t.TempDir()
+	if err := untar(tar.NewReader(&archive), dir); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]os.FileMode{
+		"bin": 0o755, "bin/postgres": 0o755, "lib": 0o755, "lib/libpq.so.5.15": 0o644,
+		"share": 0o755, "share/postgresql": 0o755, "share/postgresql/extension": 0o755,
+	} {
+		st, err := os.Lstat(filepath.Join(dir, name))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		} else if st.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, want %v", name, st.Mode().Perm(), want)
+		}
+	}
+	for name, want := range map[string]string{
+		"lib/libpq.so.5":                   "libpq.so.5.15",
+		"lib/libpq.so":                     "libpq.so.5.15",
+		"share/postgresql/extension/pq.so": "../../../lib/libpq.so.5",
+	} {
+		if target, err := os.Readlink(filepath.Join(dir, name)); err != nil || target != want {
+			t.Errorf("%s -> %q (%v), want -> %q", name, target, err, want)
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(b) != "lib" {
+			t.Errorf("%s reads %q (%v), want the library", name, b, err)
+		}
 	}
 }
