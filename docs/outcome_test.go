@@ -39,22 +39,25 @@ func TestTheOutcomeTableIsTheModel(t *testing.T) {
 		}
 	}
 	// Every combination the model is asked about has its row: a call's
-	// answer; for a resumed refusal, the lookup's; after a lookup that
-	// found nothing, the timing.
+	// answer, at each kind of provider; for a resumed refusal at a
+	// provider that can be asked, the lookup's; after a lookup that found
+	// nothing, the timing.
 	for _, call := range []app.ProviderAnswer{app.AnswerApproved, app.AnswerDeclined, app.AnswerRefusedForGood, app.AnswerNotNow, app.AnswerUnknown} {
-		for _, resumed := range []bool{false, true} {
-			a := app.CallAnswers{Call: call, Resumed: resumed}
-			if !covered[a] {
-				t.Errorf("%s: no row for %s", outcomeTable, describeAnswers(a))
-			}
-			if !resumed || (call != app.AnswerRefusedForGood && call != app.AnswerNotNow) {
-				continue
-			}
-			for _, lookup := range []app.ProviderAnswer{app.AnswerApproved, app.AnswerDeclined, app.AnswerHoldsNothing, app.AnswerUnknown} {
-				for _, mayLand := range []bool{false, true} {
-					a := app.CallAnswers{Call: call, Resumed: true, Lookup: lookup, EarlierMayLand: mayLand}
-					if !covered[a] {
-						t.Errorf("%s: no row for %s", outcomeTable, describeAnswers(a))
+		for _, provider := range allProviders {
+			for _, resumed := range []bool{false, true} {
+				a := app.CallAnswers{Call: call, Resumed: resumed, Provider: provider}
+				if !covered[a] {
+					t.Errorf("%s: no row for %s", outcomeTable, describeAnswers(a))
+				}
+				if !resumed || provider == app.NotifiesOnly || (call != app.AnswerRefusedForGood && call != app.AnswerNotNow) {
+					continue
+				}
+				for _, lookup := range []app.ProviderAnswer{app.AnswerApproved, app.AnswerDeclined, app.AnswerHoldsNothing, app.AnswerUnknown} {
+					for _, mayLand := range []bool{false, true} {
+						a := app.CallAnswers{Call: call, Resumed: true, Lookup: lookup, EarlierMayLand: mayLand, Provider: provider}
+						if !covered[a] {
+							t.Errorf("%s: no row for %s", outcomeTable, describeAnswers(a))
+						}
 					}
 				}
 			}
@@ -65,19 +68,19 @@ func TestTheOutcomeTableIsTheModel(t *testing.T) {
 // The reader must be able to fail: a row with another action is caught,
 // and so is a table with a row missing.
 func TestOutcomeTableCheckCatchesAWrongRow(t *testing.T) {
-	table := "| call | reservation | lookup | earlier may land | the core |\n|---|---|---|---|---|\n" +
-		"| approved | any | – | – | record DECLINED |\n"
+	table := "| call | reservation | provider | lookup | earlier may land | the core |\n|---|---|---|---|---|---|\n" +
+		"| approved | any | any | – | – | record DECLINED |\n"
 	rows, err := readOutcomeRows(table)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 1 || len(rows[0].answers) != 2 {
+	if len(rows) != 1 || len(rows[0].answers) != 6 {
 		t.Fatalf("rows = %+v", rows)
 	}
 	if got := app.Settle(rows[0].answers[0]); got == rows[0].want {
 		t.Fatal("a wrong row agrees with Settle")
 	}
-	if _, err := readOutcomeRows("| call | reservation | lookup | earlier may land | the core |\n|---|---|---|---|---|\n| approved | any | – | – | pray |\n"); err == nil {
+	if _, err := readOutcomeRows("| call | reservation | provider | lookup | earlier may land | the core |\n|---|---|---|---|---|---|\n| approved | any | any | – | – | pray |\n"); err == nil {
 		t.Fatal("an unknown action was read")
 	}
 }
@@ -94,6 +97,11 @@ var (
 		"not now": app.AnswerNotNow, "unknown": app.AnswerUnknown, "holds nothing": app.AnswerHoldsNothing,
 		"not asked": app.AnswerNotAsked, "–": app.AnswerNotAsked,
 	}
+	allProviders  = []app.Recovery{app.NotifiesOnly, app.LooksUp, app.LooksUpWithinBound}
+	providerWords = map[string][]app.Recovery{
+		"any": allProviders, "can be asked": {app.LooksUp, app.LooksUpWithinBound},
+		"bounded": {app.LooksUpWithinBound}, "unbounded": {app.LooksUp}, "notifies only": {app.NotifiesOnly},
+	}
 	actionWords = map[string]app.Verdict{
 		"record SUCCEEDED": {Action: app.RecordSettlement, Settlement: app.SettledApproved},
 		"record DECLINED":  {Action: app.RecordSettlement, Settlement: app.SettledDeclined},
@@ -106,46 +114,50 @@ var (
 )
 
 // readOutcomeRows reads the table whose header is "| call | reservation |
-// lookup | earlier may land | the core |". "any" is fresh and resumed;
-// "–" in the last column but one is either timing.
+// provider | lookup | earlier may land | the core |". "any" is fresh and
+// resumed, or every kind of provider; "can be asked" is both kinds that
+// can; "–" in the last column but one is either timing.
 func readOutcomeRows(text string) ([]outcomeRow, error) {
 	var rows []outcomeRow
 	in := false
 	for i, line := range strings.Split(text, "\n") {
 		cells := tableCells(line)
 		switch {
-		case len(cells) == 5 && cells[0] == "call" && cells[4] == "the core":
+		case len(cells) == 6 && cells[0] == "call" && cells[5] == "the core":
 			in = true
 			continue
 		case !in || strings.HasPrefix(line, "|---"):
 			continue
-		case len(cells) != 5:
+		case len(cells) != 6:
 			in = false
 			continue
 		}
 		call, ok := answerWords[cells[0]]
-		lookup, ok2 := answerWords[cells[2]]
-		want, ok3 := actionWords[cells[4]]
+		lookup, ok2 := answerWords[cells[3]]
+		want, ok3 := actionWords[cells[5]]
 		if !ok || !ok2 || !ok3 {
 			return nil, fmt.Errorf("line %d: %q: a word the table does not use", i+1, line)
 		}
 		reservations := map[string][]bool{"fresh": {false}, "resumed": {true}, "any": {false, true}}[cells[1]]
-		timings := map[string][]bool{"no": {false}, "yes": {true}, "–": {false, true}}[cells[3]]
-		if reservations == nil || timings == nil {
-			return nil, fmt.Errorf("line %d: %q: a reservation or timing the table does not use", i+1, line)
+		providers := providerWords[cells[2]]
+		timings := map[string][]bool{"no": {false}, "yes": {true}, "–": {false, true}}[cells[4]]
+		if reservations == nil || providers == nil || timings == nil {
+			return nil, fmt.Errorf("line %d: %q: a reservation, provider or timing the table does not use", i+1, line)
 		}
 		r := outcomeRow{line: i + 1, want: want}
 		for _, resumed := range reservations {
-			for _, mayLand := range timings {
-				a := app.CallAnswers{Call: call, Resumed: resumed, Lookup: lookup, EarlierMayLand: mayLand}
-				if lookup == app.AnswerNotAsked {
-					// Before the lookup, the timing is not asked about.
-					a.EarlierMayLand = false
-					if mayLand {
-						continue
+			for _, provider := range providers {
+				for _, mayLand := range timings {
+					a := app.CallAnswers{Call: call, Resumed: resumed, Lookup: lookup, EarlierMayLand: mayLand, Provider: provider}
+					if lookup == app.AnswerNotAsked {
+						// Before the lookup, the timing is not asked about.
+						a.EarlierMayLand = false
+						if mayLand {
+							continue
+						}
 					}
+					r.answers = append(r.answers, a)
 				}
-				r.answers = append(r.answers, a)
 			}
 		}
 		rows = append(rows, r)
@@ -183,6 +195,7 @@ func describeAnswers(a app.CallAnswers) string {
 	} else {
 		s += ", fresh"
 	}
+	s += ", provider " + a.Provider.String()
 	if a.Lookup != app.AnswerNotAsked {
 		s += ", lookup " + a.Lookup.String()
 		s += fmt.Sprintf(", earlier may land %v", a.EarlierMayLand)

@@ -44,6 +44,8 @@ func (c captureCall) Call(ctx context.Context, p domain.Payment, t domain.Transi
 		Amount: t.Amount, Reference: t.Reference})
 }
 
+func (c captureCall) Abilities() ProviderAbilities { return c.provider.Abilities() }
+
 func (c captureCall) Lookup(ctx context.Context, _ domain.Payment, key string) (ProviderDecision, error) {
 	return c.provider.LookupCapture(ctx, key)
 }
@@ -67,6 +69,7 @@ type ProviderCapture struct {
 // never make (the hold lapsed, was voided or captured already, an amount
 // above it) is refused for good (ErrProviderRefused).
 type CaptureProvider interface {
+	Provider
 	// Capture asks the provider to capture req under req.IdempotencyKey.
 	Capture(ctx context.Context, req ProviderCapture) (ProviderDecision, error)
 	// LookupCapture asks, without capturing, what the provider holds under

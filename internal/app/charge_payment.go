@@ -165,6 +165,7 @@ type ProviderCharge struct {
 // ChargeProvider charges money on the other side of a network. Its
 // answers are a decision or one of the errors of outcome.go.
 type ChargeProvider interface {
+	Provider
 	// Charge asks the provider to charge req under req.IdempotencyKey.
 	Charge(ctx context.Context, req ProviderCharge) (ProviderDecision, error)
 	// LookupCharge asks, without charging, what the provider holds under
@@ -563,6 +564,11 @@ func (s *chargeSteps) Lookup(ctx context.Context, t chargeReservation) (Provider
 		return s.authorizers[t.payment.Charge.Provider].LookupAuthorization(ctx, t.payment.Charge.ProviderIdempotencyKey())
 	}
 	return s.providers[t.payment.Charge.Provider].LookupCharge(ctx, t.payment.Charge.ProviderIdempotencyKey())
+}
+
+// Abilities: those of the provider the payment is made at.
+func (s *chargeSteps) Abilities(t chargeReservation) ProviderAbilities {
+	return s.providers[t.payment.Charge.Provider].Abilities()
 }
 
 // settledStatus is the status a settlement gives payment p: an approved

@@ -29,6 +29,10 @@ type gatedProvider struct {
 	release chan struct{} // the first call returns when this is closed
 }
 
+func (p *gatedProvider) Abilities() app.ProviderAbilities {
+	return app.ProviderAbilities{Lookup: app.LookupByKey, RequestBound: time.Second}
+}
+
 func (p *gatedProvider) Charge(ctx context.Context, req app.ProviderCharge) (app.ProviderDecision, error) {
 	p.mu.Lock()
 	p.calls++

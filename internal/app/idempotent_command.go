@@ -277,6 +277,9 @@ type CommandSteps[C Command, T any] interface {
 	// Lookup asks the provider what it holds under the reservation's
 	// provider key, without acting (ErrNoProviderCharge: nothing).
 	Lookup(ctx context.Context, t T) (ProviderDecision, error)
+	// Abilities are those of the provider the reservation is made at:
+	// what the outcome model may conclude from its answers.
+	Abilities(t T) ProviderAbilities
 	// Record is phase 3: the reservation's final status, the response
 	// stored for the key and the outcome event, in one statement fenced
 	// by k.Token; ErrLockLost if the token no longer owns the key.
@@ -301,20 +304,19 @@ type CommandResult struct {
 // lock timeout and the bounds the answers are timed by, the logger, the
 // tracer, and the commands in flight that a shutdown drains.
 type Core struct {
-	db           Transactor
-	replies      SagaReplies
-	lockTimeout  time.Duration
-	answerBound  time.Duration
-	requestBound time.Duration
-	logger       *slog.Logger
-	tracer       trace.Tracer
-	running      *runningCommands
-	replays      *replayCache // nil: phase 0 always reads the database
+	db          Transactor
+	replies     SagaReplies
+	lockTimeout time.Duration
+	answerBound time.Duration
+	logger      *slog.Logger
+	tracer      trace.Tracer
+	running     *runningCommands
+	replays     *replayCache // nil: phase 0 always reads the database
 }
 
 // NewCore builds the shared core. lockTimeout is how long a claim holds a
 // key before a retry may take it over; it must exceed the slowest provider
-// call and the wait for earlier requests (WithRequestBound).
+// call and the wait for earlier requests (ProviderAbilities.RequestBound).
 func NewCore(db Transactor, lockTimeout time.Duration, logger *slog.Logger, opts ...CoreOption) *Core {
 	c := &Core{db: db, lockTimeout: lockTimeout, answerBound: lockTimeout, logger: logger,
 		tracer: noop.NewTracerProvider().Tracer(""), running: newRunningCommands()}
@@ -339,16 +341,6 @@ func WithTracer(t trace.Tracer) CoreOption {
 // in a second; after it, when the lock runs out (retryAfterFor).
 func WithAnswerBound(d time.Duration) CoreOption {
 	return func(c *Core) { c.answerBound = d }
-}
-
-// WithRequestBound is the provider's request bound (PROVIDER_MAX_REQUEST_AGE):
-// the provider acts on a request only within it of its sending. Every
-// attempt sends while its lock is live, and a takeover comes only after
-// the lock it takes over ended, so from the bound after a claim on, no
-// earlier attempt's request can still reach the provider. Zero: no
-// earlier request is waited for.
-func WithRequestBound(d time.Duration) CoreOption {
-	return func(c *Core) { c.requestBound = d }
 }
 
 // WithSagaReplies is how the commands answer a saga step's key (a
@@ -465,7 +457,12 @@ func (uc *IdempotentCommand[C, T]) handle(ctx context.Context, cmd C, read bool)
 	}
 	t := claimed.Reservation
 	lockEnds := claimStarted.Add(uc.core.lockTimeout)
-	earlierLanded := time.Now().Add(uc.core.requestBound)
+	// A provider that acts on a request only within a bound of its
+	// sending: every attempt sends while its lock is live, and a takeover
+	// comes only after the lock it takes over ended, so from the bound
+	// after this claim on, no earlier attempt's request can still land.
+	abilities := uc.steps.Abilities(t)
+	earlierLanded := time.Now().Add(abilities.RequestBound)
 
 	// Phase 2: call.
 	decision, callErr := uc.steps.Call(ctx, t)
@@ -476,7 +473,7 @@ func (uc *IdempotentCommand[C, T]) handle(ctx context.Context, cmd C, read bool)
 	finish, cancel := context.WithTimeout(detached, finishTimeout)
 	defer cancel()
 	settleCtx, span := uc.startPhase(ctx, "settle")
-	answers := CallAnswers{Call: AnswerOf(decision, callErr), Resumed: claimed.Kind == ClaimResumed}
+	answers := CallAnswers{Call: AnswerOf(decision, callErr), Resumed: claimed.Kind == ClaimResumed, Provider: abilities.Recovery()}
 	for {
 		verdict := Settle(answers)
 		switch verdict.Action {

@@ -141,6 +141,9 @@ type testSteps struct {
 	// (a webhook records the decision, another attempt takes the key over).
 	call       answer
 	duringCall func(k app.KeyClaim)
+	// abilities are the provider's (a lookup by key, within bound when
+	// the case sets one).
+	abilities app.ProviderAbilities
 	// lookups are the lookups' answers in turn; lookedUpAt when each came.
 	lookups    []answer
 	lookedUpAt []time.Time
@@ -198,6 +201,8 @@ func (s *testSteps) Call(ctx context.Context, _ string) (app.ProviderDecision, e
 	}
 	return s.call.decision, s.call.err
 }
+
+func (s *testSteps) Abilities(string) app.ProviderAbilities { return s.abilities }
 
 func (s *testSteps) Lookup(context.Context, string) (app.ProviderDecision, error) {
 	s.lookedUpAt = append(s.lookedUpAt, time.Now())
@@ -448,6 +453,18 @@ func TestIdempotentCommandAnswersEveryPhase(t *testing.T) {
 				return &testSteps{claims: resumed, call: notNow, lookups: []answer{nothing}}
 			},
 			want: outcome{unknown: true, retry: time.Second, key: app.RecordInProgress, lockEnded: true, calls: 1, lookups: 1}},
+		// What a provider's silence proves depends on the provider.
+		{name: "resumed, refused for good, nothing found at a provider with no request bound: unknown, never FAILED",
+			steps: func(*fakeKeys) *testSteps {
+				return &testSteps{claims: resumed, call: refused, lookups: []answer{nothing},
+					abilities: app.ProviderAbilities{Lookup: app.LookupByListing}}
+			},
+			want: outcome{unknown: true, retry: time.Second, key: app.RecordInProgress, lockEnded: true, calls: 1, lookups: 1}},
+		{name: "resumed, refused for good, at a provider that cannot be asked: unknown, no lookup",
+			steps: func(*fakeKeys) *testSteps {
+				return &testSteps{claims: resumed, call: refused, abilities: app.ProviderAbilities{Lookup: app.NoLookup, MaxKeyLength: 64}}
+			},
+			want: outcome{unknown: true, retry: time.Second, key: app.RecordInProgress, lockEnded: true, calls: 1}},
 		{name: "resumed, refused, the lookup's answer is lost: unknown",
 			steps: func(*fakeKeys) *testSteps { return &testSteps{claims: resumed, call: refused, lookups: []answer{lost}} },
 			want:  outcome{unknown: true, retry: time.Second, key: app.RecordInProgress, lockEnded: true, calls: 1, lookups: 1}},
@@ -498,11 +515,12 @@ func TestIdempotentCommandAnswersEveryPhase(t *testing.T) {
 			db := &fakeDB{keys: keys}
 			steps := tc.steps(keys)
 			steps.keys = keys
-			opts := []app.CoreOption{app.WithAnswerBound(10 * time.Second)}
-			if tc.bound > 0 {
-				opts = append(opts, app.WithRequestBound(tc.bound))
+			if steps.abilities == (app.ProviderAbilities{}) {
+				// The sandbox's kind; a case without a bound has one that
+				// has passed by the time the lookup answers.
+				steps.abilities = app.ProviderAbilities{Lookup: app.LookupByKey, RequestBound: max(tc.bound, time.Nanosecond)}
 			}
-			core := app.NewCore(db, testLock, slog.New(slog.DiscardHandler), opts...)
+			core := app.NewCore(db, testLock, slog.New(slog.DiscardHandler), app.WithAnswerBound(10*time.Second))
 			uc := app.NewIdempotentCommand[testCommand, string](core, "test", steps)
 			if tc.keys != nil {
 				tc.keys(keys)

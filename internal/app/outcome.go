@@ -192,15 +192,22 @@ type CallAnswers struct {
 	// provider (less than the provider's request bound has passed since
 	// this attempt's claim).
 	EarlierMayLand bool
+	// Provider is what the provider lets the model learn
+	// (ProviderAbilities.Recovery): whether it can be asked, and whether
+	// its "nothing" is a proof. The zero value, NotifiesOnly, concludes
+	// the least.
+	Provider Recovery
 }
 
 // Settle is the outcome model. A decision is recorded. A refusal speaks
 // for its request only: for a fresh reservation it is the whole truth
 // (refused for good: FAILED; not now: give the key back); for a resumed
-// one the provider's record under the key settles it, and "nothing" after
-// a refusal for good is FAILED only once no earlier request can still
-// land. Everything else is unknown, and an unknown outcome never deletes
-// anything.
+// one the provider's record settles it, where the provider can be asked,
+// and "nothing" after a refusal for good is FAILED only where it is a
+// proof: a provider that refuses requests older than a bound, once no
+// earlier request can still land. Everything else is unknown, and an
+// unknown outcome never deletes anything: it waits for the provider's
+// event, a later lookup or the reconciliation.
 func Settle(a CallAnswers) Verdict {
 	switch a.Call {
 	case AnswerApproved, AnswerDeclined:
@@ -218,12 +225,15 @@ func Settle(a CallAnswers) Verdict {
 	}
 	switch a.Lookup {
 	case AnswerNotAsked:
+		if a.Provider == NotifiesOnly {
+			return Verdict{Action: KeepUnknown}
+		}
 		return Verdict{Action: LookUpKey}
 	case AnswerApproved, AnswerDeclined:
 		return Verdict{Action: RecordSettlement, Settlement: settlementOf(a.Lookup)}
 	case AnswerHoldsNothing:
 		switch {
-		case a.Call != AnswerRefusedForGood:
+		case a.Call != AnswerRefusedForGood, a.Provider != LooksUpWithinBound:
 			return Verdict{Action: KeepUnknown}
 		case a.EarlierMayLand:
 			return Verdict{Action: WaitForEarlier}

@@ -140,6 +140,7 @@ type TransitionRecord struct {
 
 // TransitionCall is what a transition asks the provider: its own part.
 type TransitionCall interface {
+	Provider
 	// Call asks the provider to carry the transition of payment p out,
 	// under its provider key.
 	Call(ctx context.Context, p domain.Payment, t domain.Transition, providerKey string) (ProviderDecision, error)
@@ -336,6 +337,11 @@ func (s *transitionSteps) answer(ctx context.Context, r Repos, k KeyClaim, p dom
 // Call: phase 2, the transition at the provider.
 func (s *transitionSteps) Call(ctx context.Context, t transitionReservation) (ProviderDecision, error) {
 	return s.call.Call(ctx, t.payment, t.transition, t.transition.ProviderIdempotencyKey(t.payment))
+}
+
+// Abilities: those of the provider the payment is held at.
+func (s *transitionSteps) Abilities(transitionReservation) ProviderAbilities {
+	return s.call.Abilities()
 }
 
 // Lookup: what the provider holds under the transition's key.

@@ -184,6 +184,7 @@ type ProviderRefund struct {
 // answers are ChargeProvider's, read for a refund (ErrProviderRefused
 // among others for a refund beyond what the charge has left).
 type RefundProvider interface {
+	Provider
 	// Refund asks the provider to refund req under req.IdempotencyKey.
 	Refund(ctx context.Context, req ProviderRefund) (ProviderDecision, error)
 	// LookupRefund asks, without refunding, what the provider holds under
@@ -519,6 +520,11 @@ func (s *refundSteps) Call(ctx context.Context, t refundReservation) (ProviderDe
 // Lookup: what the provider holds under the refund's provider key.
 func (s *refundSteps) Lookup(ctx context.Context, t refundReservation) (ProviderDecision, error) {
 	return s.provider.LookupRefund(ctx, t.refund.ProviderIdempotencyKey())
+}
+
+// Abilities: those of the provider that refunds.
+func (s *refundSteps) Abilities(refundReservation) ProviderAbilities {
+	return s.provider.Abilities()
 }
 
 // refundOutcomes are the answer each settlement of a new refund records.

@@ -29,6 +29,10 @@ type countingProvider struct {
 	entering chan struct{}
 }
 
+func (*countingProvider) Abilities() app.ProviderAbilities {
+	return app.ProviderAbilities{Lookup: app.LookupByKey, RequestBound: time.Second}
+}
+
 func (p *countingProvider) Charge(_ context.Context, req app.ProviderCharge) (app.ProviderDecision, error) {
 	p.calls.Add(1)
 	if req.Charge.ExternalPaymentID == p.held {

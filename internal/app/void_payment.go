@@ -42,6 +42,8 @@ func (c voidCall) Call(ctx context.Context, p domain.Payment, _ domain.Transitio
 	return c.provider.Void(ctx, ProviderVoid{IdempotencyKey: key, AuthorizationKey: p.Charge.ProviderIdempotencyKey()})
 }
 
+func (c voidCall) Abilities() ProviderAbilities { return c.provider.Abilities() }
+
 func (c voidCall) Lookup(ctx context.Context, _ domain.Payment, key string) (ProviderDecision, error) {
 	return c.provider.LookupVoid(ctx, key)
 }
@@ -60,6 +62,7 @@ type ProviderVoid struct {
 // provider can never make (the hold was captured, or lapsed) is refused
 // for good (ErrProviderRefused).
 type VoidProvider interface {
+	Provider
 	// Void asks the provider to void req under req.IdempotencyKey.
 	Void(ctx context.Context, req ProviderVoid) (ProviderDecision, error)
 	// LookupVoid asks, without voiding, what the provider holds under an

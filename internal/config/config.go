@@ -48,15 +48,16 @@ type Config struct {
 	// connect charged nothing.
 	ProviderTimeout        time.Duration
 	ProviderConnectTimeout time.Duration
-	// ProviderMaxRequestAge (PROVIDER_MAX_REQUEST_AGE, default 10s) is the
-	// provider's request bound: it acts on a request only within this long
-	// of its sending (the sandbox's SANDBOX_MAX_REQUEST_AGE), plus the
-	// clock skew between this service and the provider. A resumed charge
-	// or refund that the provider refused for good, and under whose key
-	// it holds nothing, is recorded FAILED only once this long has passed
-	// since its claim: before that an earlier attempt's request may still
-	// land. At most IDEMPOTENCY_LOCK_TIMEOUT minus PROVIDER_TIMEOUT, so the
-	// attempt can wait it out under its own lock.
+	// ProviderMaxRequestAge (PROVIDER_MAX_REQUEST_AGE) is the sandbox
+	// provider's request bound, an ability of that provider and of no real
+	// one: every request declares it (Request-Max-Age) and the sandbox
+	// refuses a request older than it, so a resumed charge or refund that
+	// the sandbox refused for good, and under whose key it holds nothing,
+	// is recorded FAILED once this long has passed since its claim. Unset,
+	// it follows the lock and the provider timeout: 10s, or
+	// IDEMPOTENCY_LOCK_TIMEOUT minus PROVIDER_TIMEOUT if that is shorter,
+	// so the attempt can always wait it out under its own lock; set, it
+	// must fit there too.
 	ProviderMaxRequestAge time.Duration
 	// ShutdownTimeout (SHUTDOWN_TIMEOUT, default 15s) bounds the graceful
 	// shutdown: in-flight requests get this long to finish. It may be
@@ -234,7 +235,7 @@ func Load(getenv func(string) string) (Config, error) {
 		SandboxProviderURL:     p.httpURL("SANDBOX_PROVIDER_URL"),
 		ProviderTimeout:        p.duration("PROVIDER_TIMEOUT", 10*time.Second, 100*time.Millisecond, 10*time.Minute),
 		ProviderConnectTimeout: p.duration("PROVIDER_CONNECT_TIMEOUT", 0, 10*time.Millisecond, time.Minute),
-		ProviderMaxRequestAge:  p.duration("PROVIDER_MAX_REQUEST_AGE", 10*time.Second, 10*time.Millisecond, time.Hour),
+		ProviderMaxRequestAge:  p.duration("PROVIDER_MAX_REQUEST_AGE", 0, 10*time.Millisecond, time.Hour),
 		ShutdownTimeout:        p.duration("SHUTDOWN_TIMEOUT", 15*time.Second, time.Second, 10*time.Minute),
 		LogLevel:               p.level("LOG_LEVEL", slog.LevelInfo),
 		KafkaBrokers:           p.list("KAFKA_BROKERS"),
@@ -275,7 +276,11 @@ func Load(getenv func(string) string) (Config, error) {
 	if cfg.ProviderConnectTimeout > cfg.ProviderTimeout {
 		p.fail("PROVIDER_CONNECT_TIMEOUT", "must be at most PROVIDER_TIMEOUT (%s), got %s", cfg.ProviderTimeout, cfg.ProviderConnectTimeout)
 	}
-	if most := cfg.IdempotencyLockTimeout - cfg.ProviderTimeout; cfg.ProviderMaxRequestAge > most {
+	most := cfg.IdempotencyLockTimeout - cfg.ProviderTimeout
+	if cfg.ProviderMaxRequestAge == 0 { // unset: follows the lock and the call's bound
+		cfg.ProviderMaxRequestAge = max(min(10*time.Second, most), 10*time.Millisecond)
+	}
+	if cfg.ProviderMaxRequestAge > most {
 		p.fail("PROVIDER_MAX_REQUEST_AGE", "must be at most IDEMPOTENCY_LOCK_TIMEOUT minus PROVIDER_TIMEOUT (%s), so a resumed attempt can wait it out under its lock; got %s", most, cfg.ProviderMaxRequestAge)
 	}
 	return cfg, errors.Join(p.errs...)

@@ -33,6 +33,34 @@ func TestLoadDefaults(t *testing.T) {
 	}
 }
 
+// PROVIDER_MAX_REQUEST_AGE is the sandbox's ability, not a setting every
+// deployment must tune: unset, it follows the lock and the provider call's
+// bound, so shortening the lock alone never stops the start.
+func TestProviderMaxRequestAgeFollowsTheLock(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want time.Duration
+	}{
+		{"the defaults", nil, 10 * time.Second},
+		{"a shorter lock", map[string]string{"IDEMPOTENCY_LOCK_TIMEOUT": "8s", "PROVIDER_TIMEOUT": "3s"}, 5 * time.Second},
+		{"a shorter lock, the call's default", map[string]string{"IDEMPOTENCY_LOCK_TIMEOUT": "20s"}, 10 * time.Second},
+		{"the shortest lock", map[string]string{"IDEMPOTENCY_LOCK_TIMEOUT": "1s", "PROVIDER_TIMEOUT": "500ms"}, 500 * time.Millisecond},
+		{"set", map[string]string{"PROVIDER_MAX_REQUEST_AGE": "3s"}, 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := config.Load(env(tc.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.ProviderMaxRequestAge != tc.want {
+				t.Fatalf("PROVIDER_MAX_REQUEST_AGE = %s, want %s", cfg.ProviderMaxRequestAge, tc.want)
+			}
+		})
+	}
+}
+
 func TestLoadRejectsBadValuesNamingTheVariable(t *testing.T) {
 	t.Parallel()
 	wantRejected(t, []rejection{

@@ -32,7 +32,7 @@ func TestCompleterFinishesAnAbandonedRefund(t *testing.T) {
 	sb := startProvider(t)
 	r := newReplica(t, dsn, replicaOptions{})
 	charge := chargeThrough(t, r, sb.URL, provider.CallsMetric(prometheus.NewRegistry()))
-	client, err := sandbox.New(sandbox.Config{BaseURL: sb.URL, ConnectTimeout: time.Second, Timeout: 5 * time.Second})
+	client, err := sandbox.New(sandbox.Config{BaseURL: sb.URL, ConnectTimeout: time.Second, Timeout: 5 * time.Second, MaxRequestAge: testRequestBound})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,9 @@ import (
 // and its answer was lost; every later request is refused for good. A
 // completer that only asks again would do so on every run and keep the
 // payment PENDING for ever. It looks the charge up by its provider key,
-// finds none, and ends the payment FAILED on its first run: one event, the
-// key's final answer stored, the order free.
+// finds none, waits out the sandbox's request bound, finds none again,
+// and ends the payment FAILED on its first run: one event, the key's final
+// answer stored, the order free.
 func TestCompleterEndsARefusedChargeWithNoChargeAtTheProvider(t *testing.T) {
 	t.Parallel()
 	lost := loseTheAnswer(t, "busyrefuse_stuck", "stuck-1")
@@ -35,8 +36,8 @@ func TestCompleterEndsARefusedChargeWithNoChargeAtTheProvider(t *testing.T) {
 	if got := r.counter(t, "payment_abandoned_charges_total", map[string]string{"outcome": "completed"}); got != 1 {
 		t.Fatalf("abandoned charges completed = %v, want 1", got)
 	}
-	if got := r.counterOf(t, calls, "lookup_none"); got != 1 {
-		t.Fatalf("lookups that found no charge = %v, want 1", got)
+	if got := r.counterOf(t, calls, "lookup_none"); got != 2 {
+		t.Fatalf("lookups that found no charge = %v, want 2 (before and after the bound)", got)
 	}
 	if n := len(sb.Ledger().Charges); n != 0 {
 		t.Fatalf("charges at the provider = %d, want 0", n)

@@ -35,6 +35,10 @@ import (
 // dead process would.
 type crashingProvider struct{}
 
+func (crashingProvider) Abilities() app.ProviderAbilities {
+	return app.ProviderAbilities{Lookup: app.LookupByKey, RequestBound: time.Second}
+}
+
 func (crashingProvider) Charge(context.Context, app.ProviderCharge) (app.ProviderDecision, error) {
 	panic(http.ErrAbortHandler)
 }

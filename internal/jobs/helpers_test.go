@@ -143,11 +143,17 @@ func startProvider(t testing.TB) *sandboxprovider.Server {
 	return s
 }
 
+// testRequestBound is the request bound the tests' sandbox clients
+// declare: short, so a resumed refusal's wait for earlier requests costs
+// little, and long enough that a request on loopback always lands within
+// it.
+const testRequestBound = 200 * time.Millisecond
+
 // chargeThrough is ChargePayment on r's database, charging through the
 // sandbox provider at url over HTTP, each call counted in calls.
 func chargeThrough(t testing.TB, r *replica, url string, calls *prometheus.CounterVec) *app.ChargePayment {
 	t.Helper()
-	client, err := sandbox.New(sandbox.Config{BaseURL: url, ConnectTimeout: time.Second, Timeout: 5 * time.Second})
+	client, err := sandbox.New(sandbox.Config{BaseURL: url, ConnectTimeout: time.Second, Timeout: 5 * time.Second, MaxRequestAge: testRequestBound})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,7 +97,7 @@ func newRefundSetting(t *testing.T, external domain.ExternalRefundID) refundSett
 	exec(t, s.db, `INSERT INTO order_projection (order_id, customer_id, amount, currency) VALUES (1001, 42, 100.50, 'RUB')`)
 	s.replica = newReplica(t, dsn, replicaOptions{})
 	s.charge = chargeThrough(t, s.replica, s.provider.URL, provider.CallsMetric(prometheus.NewRegistry()))
-	client, err := sandbox.New(sandbox.Config{BaseURL: s.provider.URL, ConnectTimeout: time.Second, Timeout: 5 * time.Second})
+	client, err := sandbox.New(sandbox.Config{BaseURL: s.provider.URL, ConnectTimeout: time.Second, Timeout: 5 * time.Second, MaxRequestAge: testRequestBound})
 	if err != nil {
 		t.Fatal(err)
 	}

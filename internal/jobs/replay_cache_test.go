@@ -54,7 +54,7 @@ func TestAPurgedKeyIsNeverAnsweredFromTheReplayCache(t *testing.T) {
 	const ttl = 24 * time.Hour
 	r := newReplica(t, dsn, replicaOptions{now: clock.Now,
 		policy: app.RetentionPolicy{IdempotencyTTL: ttl, ProcessedEvents: 7 * 24 * time.Hour, PublishedOutbox: 24 * time.Hour}})
-	client, err := sandbox.New(sandbox.Config{BaseURL: sb.URL, ConnectTimeout: time.Second, Timeout: 5 * time.Second})
+	client, err := sandbox.New(sandbox.Config{BaseURL: sb.URL, ConnectTimeout: time.Second, Timeout: 5 * time.Second, MaxRequestAge: testRequestBound})
 	if err != nil {
 		t.Fatal(err)
 	}

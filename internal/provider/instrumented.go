@@ -191,6 +191,10 @@ func Instrument(name domain.ProviderName, next app.ChargeProvider, calls *promet
 	return &Instrumented{observer: newObserver(name, calls, opts), next: next}
 }
 
+// Abilities are next's: counting a call changes nothing of what the
+// provider can tell.
+func (p *Instrumented) Abilities() app.ProviderAbilities { return p.next.Abilities() }
+
 func (p *Instrumented) Charge(ctx context.Context, req app.ProviderCharge) (app.ProviderDecision, error) {
 	return p.call(ctx, "provider charge", func(ctx context.Context) (app.ProviderDecision, error) {
 		return p.next.Charge(ctx, req)
@@ -218,6 +222,9 @@ type InstrumentedRefunds struct {
 func InstrumentRefunds(name domain.ProviderName, next app.RefundProvider, calls *prometheus.CounterVec, opts ...Option) *InstrumentedRefunds {
 	return &InstrumentedRefunds{observer: newObserver(name, calls, opts), next: next}
 }
+
+// Abilities are next's.
+func (p *InstrumentedRefunds) Abilities() app.ProviderAbilities { return p.next.Abilities() }
 
 func (p *InstrumentedRefunds) Refund(ctx context.Context, req app.ProviderRefund) (app.ProviderDecision, error) {
 	return p.call(ctx, "provider refund", func(ctx context.Context) (app.ProviderDecision, error) {
@@ -279,6 +286,9 @@ func InstrumentCaptures(name domain.ProviderName, next app.CaptureProvider, call
 	return &InstrumentedCaptures{observer: newObserver(name, calls, opts), next: next}
 }
 
+// Abilities are next's.
+func (p *InstrumentedCaptures) Abilities() app.ProviderAbilities { return p.next.Abilities() }
+
 func (p *InstrumentedCaptures) Capture(ctx context.Context, req app.ProviderCapture) (app.ProviderDecision, error) {
 	return p.call(ctx, "provider capture", func(ctx context.Context) (app.ProviderDecision, error) {
 		return p.next.Capture(ctx, req)
@@ -302,6 +312,9 @@ type InstrumentedVoids struct {
 func InstrumentVoids(name domain.ProviderName, next app.VoidProvider, calls *prometheus.CounterVec, opts ...Option) *InstrumentedVoids {
 	return &InstrumentedVoids{observer: newObserver(name, calls, opts), next: next}
 }
+
+// Abilities are next's.
+func (p *InstrumentedVoids) Abilities() app.ProviderAbilities { return p.next.Abilities() }
 
 func (p *InstrumentedVoids) Void(ctx context.Context, req app.ProviderVoid) (app.ProviderDecision, error) {
 	return p.call(ctx, "provider void", func(ctx context.Context) (app.ProviderDecision, error) {

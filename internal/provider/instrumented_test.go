@@ -23,6 +23,10 @@ type answers struct {
 	err      error
 }
 
+func (answers) Abilities() app.ProviderAbilities {
+	return app.ProviderAbilities{Lookup: app.LookupByKey}
+}
+
 func (a answers) Charge(context.Context, app.ProviderCharge) (app.ProviderDecision, error) {
 	return a.decision, a.err
 }

@@ -326,7 +326,7 @@ func TestRequestsOlderThanTheBoundAreRefused(t *testing.T) {
 			t.Parallel()
 			s := start(t, sandboxprovider.Config{MaxRequestAge: time.Second})
 			prepare(t, s)
-			send := func(key string, sentAt string) answer {
+			send := func(key string, sentAt string, declared ...string) answer {
 				req, err := http.NewRequest(http.MethodPost, s.URL+k.path, strings.NewReader(k.body(t, s, key)))
 				if err != nil {
 					t.Fatal(err)
@@ -335,6 +335,9 @@ func TestRequestsOlderThanTheBoundAreRefused(t *testing.T) {
 				req.Header.Set("Content-Type", "application/json")
 				if sentAt != "" {
 					req.Header.Set(sandboxprovider.HeaderRequestSentAt, sentAt)
+				}
+				for _, d := range declared {
+					req.Header.Set(sandboxprovider.HeaderRequestMaxAge, d)
 				}
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
@@ -357,6 +360,17 @@ func TestRequestsOlderThanTheBoundAreRefused(t *testing.T) {
 			}
 			if a := send("unstamped", ""); a.status != http.StatusOK {
 				t.Fatalf("a request without the header: %+v, want it processed", a)
+			}
+			// A client that declares a shorter bound (the one it waits
+			// out) is held to it; a longer one changes nothing.
+			if a := send("declared", time.Now().Add(-300*time.Millisecond).Format(time.RFC3339Nano), "200"); a.status != http.StatusServiceUnavailable || k.made(s, "declared") {
+				t.Fatalf("a request 300 ms old that declares 200 ms: %+v, want it refused, nothing made", a)
+			}
+			if a := send("declared-long", time.Now().Add(-2*time.Second).Format(time.RFC3339Nano), "60000"); a.status != http.StatusServiceUnavailable || k.made(s, "declared-long") {
+				t.Fatalf("a request 2 s old that declares 60 s: %+v, want it refused by the provider's own 1 s", a)
+			}
+			if a := send("declared-fresh", time.Now().Format(time.RFC3339Nano), "200"); a.status != http.StatusOK {
+				t.Fatalf("a fresh request that declares 200 ms: %+v, want it processed", a)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -64,7 +65,12 @@ const (
 	headerReplayed       = "Idempotent-Replayed"
 	// HeaderRequestSentAt is when the client sent the request (RFC 3339):
 	// a request older than Config.MaxRequestAge is refused.
-	HeaderRequestSentAt    = "Request-Sent-At"
+	HeaderRequestSentAt = "Request-Sent-At"
+	// HeaderRequestMaxAge is the bound the client waits out, in
+	// milliseconds: a request older than it (or than Config.MaxRequestAge,
+	// if shorter) is refused, so that the provider and its client can
+	// never disagree on it.
+	HeaderRequestMaxAge    = "Request-Max-Age"
 	maxKeyOrReferenceBytes = 255
 )
 
@@ -190,12 +196,12 @@ func create[R keyedRequest[R], A any](h *handler, k kind[R, A]) http.HandlerFunc
 			writeError(w, http.StatusBadRequest, ErrTypeInvalidRequest, err.Error(), nil)
 			return
 		}
-		if h.expired(r) {
+		if bound, expired := h.expired(r); expired {
 			h.p.mu.Lock()
 			k.book(h.p).counts.Expired++
 			h.p.mu.Unlock()
 			writeError(w, http.StatusServiceUnavailable, ErrTypeRequestExpired,
-				"the request was sent more than "+h.p.cfg.MaxRequestAge.String()+" ago; nothing was "+k.done, k.nothingDone)
+				"the request was sent more than "+bound.String()+" ago; nothing was "+k.done, k.nothingDone)
 			return
 		}
 
@@ -256,15 +262,24 @@ func create[R keyedRequest[R], A any](h *handler, k kind[R, A]) http.HandlerFunc
 	}
 }
 
-// expired reports whether r arrived more than MaxRequestAge after its
-// Request-Sent-At. A request without the header, or with one that does not
-// parse, is not judged by age.
-func (h *handler) expired(r *http.Request) bool {
-	if h.p.cfg.MaxRequestAge <= 0 {
-		return false
+// expired reports whether r arrived later after its Request-Sent-At than
+// the bound it is judged by, and that bound: the provider's own
+// (Config.MaxRequestAge) or the one the request declares
+// (Request-Max-Age, in milliseconds: the client waits that long before it
+// takes "nothing" for a proof), whichever is shorter. A request without
+// Request-Sent-At, or with one that does not parse, is not judged by age.
+func (h *handler) expired(r *http.Request) (time.Duration, bool) {
+	bound := h.p.cfg.MaxRequestAge
+	if ms, err := strconv.ParseInt(r.Header.Get(HeaderRequestMaxAge), 10, 64); err == nil && ms > 0 {
+		if declared := time.Duration(ms) * time.Millisecond; bound <= 0 || declared < bound {
+			bound = declared
+		}
+	}
+	if bound <= 0 {
+		return 0, false
 	}
 	sent, err := time.Parse(time.RFC3339Nano, r.Header.Get(HeaderRequestSentAt))
-	return err == nil && h.p.now().Sub(sent) > h.p.cfg.MaxRequestAge
+	return bound, err == nil && h.p.now().Sub(sent) > bound
 }
 
 // wait sleeps for d, or until the server stops or cancel is closed.

@@ -128,6 +128,7 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 		BaseURL:        cfg.SandboxProviderURL,
 		ConnectTimeout: cfg.ProviderConnectTimeout,
 		Timeout:        cfg.ProviderTimeout,
+		MaxRequestAge:  cfg.ProviderMaxRequestAge,
 	})
 	if err != nil {
 		return useCases{}, err
@@ -152,7 +153,6 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 		// A live attempt answers within its call's bound, after which the
 		// record follows at once.
 		app.WithAnswerBound(cfg.ProviderTimeout + time.Second),
-		app.WithRequestBound(cfg.ProviderMaxRequestAge),
 		// A saga step's key is answered by a reply on its topic.
 		app.WithSagaReplies(consumer.SagaReplies{}),
 	}

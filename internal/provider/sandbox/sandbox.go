@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -46,6 +47,13 @@ type Config struct {
 	// than the idempotency lock, so that a call ends before a retry may take
 	// the key over (internal/config checks it).
 	Timeout time.Duration
+	// MaxRequestAge is the request bound every request declares
+	// (Request-Max-Age): the sandbox refuses a request that arrives later
+	// than this after its sending, so once a claim is this old no earlier
+	// attempt's request can land, and nothing under the key is a proof
+	// (app.LooksUpWithinBound). Zero declares none. It assumes the two
+	// clocks agree: the sandbox runs beside the service.
+	MaxRequestAge time.Duration
 }
 
 // Client is the sandbox provider's HTTP API as the ports of charges,
@@ -59,6 +67,7 @@ type Client struct {
 	captures       operation
 	voids          operation
 	http           *http.Client
+	maxRequestAge  time.Duration
 }
 
 // operation is one kind of call the provider takes: charges, refunds,
@@ -100,6 +109,7 @@ func New(cfg Config) (*Client, error) {
 			nothingDone: func(e errorAnswer) *bool { return e.Error.Captured }},
 		voids: operation{noun: "void", url: u.JoinPath("v1", "voids"), notFound: errTypeVoidNotFound,
 			nothingDone: func(e errorAnswer) *bool { return e.Error.Voided }, describes: sameVoid},
+		maxRequestAge: cfg.MaxRequestAge,
 		http: &http.Client{
 			Transport: transport,
 			Timeout:   cfg.Timeout,
@@ -174,6 +184,18 @@ const (
 // maxAnswerBytes bounds what is read of an answer.
 const maxAnswerBytes = 64 << 10
 
+// MaxKeyLength is the longest idempotency key the sandbox takes.
+const MaxKeyLength = 255
+
+// Abilities: the sandbox answers a lookup by our idempotency key with
+// "nothing, and nothing being made", refuses a request older than the
+// bound it declares, answers a capture, refund or void at once, and takes
+// decimal amounts.
+func (c *Client) Abilities() app.ProviderAbilities {
+	return app.ProviderAbilities{Lookup: app.LookupByKey, RequestBound: c.maxRequestAge,
+		Modifications: app.AnswersAtOnce, MaxKeyLength: MaxKeyLength}
+}
+
 func (c *Client) Charge(ctx context.Context, req app.ProviderCharge) (app.ProviderDecision, error) {
 	body, want := describe(req.Charge.Amount, string(req.Charge.ExternalPaymentID), "")
 	return c.create(ctx, c.charges, req.IdempotencyKey, body, want)
@@ -241,7 +263,7 @@ func (c *Client) create(ctx context.Context, op operation, key string, body any,
 		return "", fmt.Errorf("%w: encode request: %v", app.ErrProviderNotCharged, err)
 	}
 	var sent atomic.Bool // set by the transport's writer goroutine
-	httpReq, err := newRequest(ctx, op.url.String(), key, payload, &sent)
+	httpReq, err := newRequest(ctx, op.url.String(), key, payload, c.maxRequestAge, &sent)
 	if err != nil {
 		return "", fmt.Errorf("%w: build request: %v", app.ErrProviderNotCharged, err)
 	}
@@ -270,17 +292,18 @@ func (c *Client) create(ctx context.Context, op operation, key string, body any,
 // written to a connection, in full or in part: from then on the provider
 // may have acted on it.
 //
-// Request-Sent-At tells the provider when the request left, so it refuses
-// one that arrives later than its request bound (the service's
-// PROVIDER_MAX_REQUEST_AGE): set before the connection is made, it makes a
-// request look older than it is, never younger.
+// Request-Sent-At tells the provider when the request left, and
+// Request-Max-Age the bound this client waits out (Config.MaxRequestAge),
+// so it refuses one that arrives later than that: set before the
+// connection is made, Request-Sent-At makes a request look older than it
+// is, never younger.
 //
 // GetBody is cleared on purpose. net/http silently resends a request that
 // failed on a reused keep-alive connection when it considers the request
 // replayable, and a POST carrying an Idempotency-Key header with a
 // rewindable body is considered replayable. That resend would be a retry
 // inside the adapter, hidden from the use case.
-func newRequest(ctx context.Context, target, key string, body []byte, sent *atomic.Bool) (*http.Request, error) {
+func newRequest(ctx context.Context, target, key string, body []byte, maxAge time.Duration, sent *atomic.Bool) (*http.Request, error) {
 	trace := &httptrace.ClientTrace{
 		WroteHeaders: func() { sent.Store(true) },
 		WroteRequest: func(httptrace.WroteRequestInfo) { sent.Store(true) },
@@ -293,6 +316,9 @@ func newRequest(ctx context.Context, target, key string, body []byte, sent *atom
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("Idempotency-Key", key)
 	r.Header.Set("Request-Sent-At", time.Now().UTC().Format(time.RFC3339Nano))
+	if maxAge > 0 {
+		r.Header.Set("Request-Max-Age", strconv.FormatInt(maxAge.Milliseconds(), 10))
+	}
 	return r, nil
 }
 
