@@ -101,3 +101,41 @@ func TestDockerfileUsersAreNumericAndNotRoot(t *testing.T) {
 		t.Fatal("the Dockerfile has no FROM")
 	}
 }
+
+// A tag is moved upstream whenever its image is rebuilt, so a base named by
+// tag alone makes no two builds alike, and supply-chain checks refuse it.
+// Every external base is pinned by digest, name:tag@sha256:<64 hex>, the tag
+// kept for the reader; a base given as a build argument is pinned in the
+// argument's default.
+func TestDockerfileBasesArePinnedByDigest(t *testing.T) {
+	t.Parallel()
+	pinned := regexp.MustCompile(`^[^\s@]+:[A-Za-z0-9._-]+@sha256:[0-9a-f]{64}$`)
+	argument := regexp.MustCompile(`^\$\{?(\w+)\}?$`)
+	instructions := readDockerfile(t)
+	global := map[string]string{}
+	for _, in := range instructions {
+		if in.keyword == "FROM" {
+			break
+		}
+		if in.keyword == "ARG" {
+			name, value, _ := strings.Cut(in.args, "=")
+			global[name] = value
+		}
+	}
+	named := map[string]bool{"scratch": true}
+	for _, s := range dockerfileStages(instructions) {
+		base := s.base
+		if m := argument.FindStringSubmatch(base); m != nil {
+			value, ok := global[m[1]]
+			if !ok || value == "" {
+				t.Errorf("stage %s: FROM %s names no ARG with a default before the first FROM", s.name, base)
+				continue
+			}
+			base = value
+		}
+		if !named[base] && !pinned.MatchString(base) {
+			t.Errorf("stage %s: base %s is not pinned by digest (name:tag@sha256:<digest>)", s.name, base)
+		}
+		named[s.name] = true
+	}
+}
