@@ -20,9 +20,16 @@ ARG RUNTIME_IMAGE=gcr.io/distroless/static-debian12:nonroot@sha256:f5b485ea962d9
 
 FROM ${GO_IMAGE} AS build
 WORKDIR /src
-# Modules first, so the layer is cached while only the code changes.
-COPY go.mod go.sum ./
-RUN go mod download
+# Modules first, so the layer is cached while only the code changes; and
+# only the modules the binaries link, at go.mod's versions. A bare
+# `go mod download` fetches every module go.mod names, the tests' too:
+# Prometheus's server, which deploy/'s tests use to check its config,
+# brings cloud and Kubernetes clients that no binary links, more modules
+# than the binaries need in all (docs/operations.md).
+# deploy/image-modules.txt lists the binaries' modules; a test keeps it
+# equal to what `go list -deps` finds for the binaries built below.
+COPY go.mod go.sum deploy/image-modules.txt ./
+RUN go mod download $(cat image-modules.txt)
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/payment-service ./cmd/payment-service && \
     CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/sandbox-provider ./cmd/sandbox-provider && \

@@ -1,11 +1,16 @@
 package config_test
 
 import (
+	"flag"
 	"os"
+	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
+
+var updateImageModules = flag.Bool("update-image-modules", false, "rewrite deploy/image-modules.txt from the modules the Dockerfile's binaries link")
 
 // instruction is one instruction of a Dockerfile: its keyword, upper-cased,
 // and the rest, with continued lines joined.
@@ -137,5 +142,97 @@ func TestDockerfileBasesArePinnedByDigest(t *testing.T) {
 			t.Errorf("stage %s: base %s is not pinned by digest (name:tag@sha256:<digest>)", s.name, base)
 		}
 		named[s.name] = true
+	}
+}
+
+// imageModules lists the modules the Dockerfile's cached layer downloads.
+const imageModules = "deploy/image-modules.txt"
+
+// The Dockerfile's module layer downloads the modules its binaries link and
+// no others: a bare `go mod download` fetches every module go.mod names,
+// the tests' included (Prometheus's server, for deploy/'s checks, brings
+// cloud and Kubernetes clients). The layer downloads the modules in
+// deploy/image-modules.txt, at go.mod's versions, and the file holds what
+// `go list -deps` finds for the binaries the Dockerfile builds, for linux
+// on both architectures an image is built for. After adding or dropping a
+// dependency of a binary, regenerate the file with
+//
+//	go test ./internal/config -run TestImageDownloadsWhatItsBinariesLink -update-image-modules
+func TestImageDownloadsWhatItsBinariesLink(t *testing.T) {
+	t.Parallel()
+	download := regexp.MustCompile(`\bgo mod download\b([^&;|]*)`)
+	build := regexp.MustCompile(`\bgo build\b[^&;|]*\s(\./cmd/[\w-]+)`)
+	list := "$(cat " + imageModules[strings.LastIndex(imageModules, "/")+1:] + ")"
+	var binaries []string
+	for _, s := range dockerfileStages(readDockerfile(t)) {
+		copied := false
+		for _, in := range s.instructions {
+			if in.keyword == "COPY" && slices.Contains(strings.Fields(in.args), imageModules) {
+				copied = true
+			}
+			if in.keyword != "RUN" {
+				continue
+			}
+			for _, m := range download.FindAllStringSubmatch(in.args, -1) {
+				switch args := strings.TrimSpace(m[1]); {
+				case args == "":
+					t.Errorf("stage %s: RUN %s downloads every module go.mod names, the tests' too; download %s", s.name, in.args, list)
+				case args != list:
+					t.Errorf("stage %s: RUN %s downloads %s, not %s", s.name, in.args, args, list)
+				case !copied:
+					t.Errorf("stage %s: RUN %s comes before a COPY of %s", s.name, in.args, imageModules)
+				}
+			}
+			for _, m := range build.FindAllStringSubmatch(in.args, -1) {
+				binaries = append(binaries, m[1])
+			}
+		}
+	}
+	if len(binaries) == 0 {
+		t.Fatal("the Dockerfile builds no ./cmd/... package")
+	}
+
+	// What the binaries link, for each architecture an image is built for.
+	var linked []string
+	for _, arch := range []string{"amd64", "arm64"} {
+		cmd := exec.Command("go", append([]string{"list", "-deps", "-f", "{{with .Module}}{{if not .Main}}{{.Path}}{{end}}{{end}}"}, binaries...)...)
+		cmd.Dir = "../.."
+		cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+arch, "CGO_ENABLED=0")
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list -deps %v (%s): %v", binaries, arch, err)
+		}
+		linked = append(linked, strings.Fields(string(out))...)
+	}
+	slices.Sort(linked)
+	linked = slices.Compact(linked)
+
+	want := strings.Join(linked, "\n") + "\n"
+	if *updateImageModules {
+		if err := os.WriteFile("../../"+imageModules, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	raw, err := os.ReadFile("../../" + imageModules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := strings.Fields(string(raw))
+	var missing, extra []string
+	for _, m := range linked {
+		if !slices.Contains(listed, m) {
+			missing = append(missing, m)
+		}
+	}
+	for _, m := range listed {
+		if !slices.Contains(linked, m) {
+			extra = append(extra, m)
+		}
+	}
+	if len(missing) > 0 || len(extra) > 0 || string(raw) != want {
+		t.Errorf("%s is not the modules %v link (missing %v, not linked %v, or not sorted one a line); regenerate it:\n\tgo test ./internal/config -run TestImageDownloadsWhatItsBinariesLink -update-image-modules",
+			imageModules, binaries, missing, extra)
 	}
 }
