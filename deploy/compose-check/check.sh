@@ -15,7 +15,9 @@
 # (compose.host-network.yml), and no image is ever pulled: every image that
 # the compose file and the Dockerfile name is built here first, and the
 # daemon's registry traffic goes to a proxy address on 127.0.0.1 that
-# answers nothing. The downloads the builds need come from where the machine
+# answers nothing. The Dockerfile's bases are pinned by digest, which no
+# image built here has: they are build arguments, and the build is given
+# the stand-ins' tags (dockerfile_bases). The downloads the builds need come from where the machine
 # gets them: Debian's packages from the mirror of its apt sources
 # (debootstrap), Go modules from its `go env GOPROXY`, the Kafka jars from
 # its Maven repository; the images trust its CA certificates.
@@ -293,12 +295,34 @@ build_standin() {
   nice -n 10 docker build -q "${args[@]}" "$ctx" >/dev/null
 }
 
+# The Dockerfile's base images, one "ARGUMENT TAG" a line: each build
+# argument *_IMAGE declared before the first FROM, its default without its
+# digest. The Dockerfile pins every base by digest in such a default; a
+# stand-in built here has no registry digest, so name:tag@sha256:... cannot
+# name it. So the stand-in is built under the tag, and the tag is given to
+# the build as the argument (BASE_ARGS, docker-compose build --build-arg).
+dockerfile_bases() {
+  awk '/^FROM / {exit}
+       /^ARG [A-Z0-9_]+_IMAGE=/ {
+         sub(/^ARG /, ""); i = index($0, "=")
+         ref = substr($0, i + 1); sub(/@sha256:[0-9a-f]+$/, "", ref)
+         print substr($0, 1, i - 1), ref
+       }' "${ROOT}/Dockerfile"
+}
+BASE_ARGS=()
+
 # Every image the Dockerfile and the compose file name, each built from its
 # stand-in; a name with no stand-in is an error (a new service, or a new
 # upstream version, needs one).
 build_standins() {
-  local image version
-  for image in $(grep -E '^FROM [^ ]+' "${ROOT}/Dockerfile" | awk '{print $2}' | grep -E '[:/]' | sort -u); do
+  local image version arg literal
+  # A base named in FROM itself could not be given a stand-in: only an
+  # argument can be.
+  literal="$(grep -E '^FROM [^ $]*[:/]' "${ROOT}/Dockerfile" || true)"
+  [[ -z "$literal" ]] || die "the Dockerfile names a base image in FROM itself (${literal}): give it as an ARG ..._IMAGE before the first FROM, as the others are"
+  BASE_ARGS=()
+  while read -r arg image <&3; do
+    BASE_ARGS+=(--build-arg "${arg}=${image}")
     case "$image" in
       golang:*-bookworm)
         version="${image#golang:}"
@@ -312,7 +336,8 @@ build_standins() {
       gcr.io/distroless/static-debian12:nonroot) build_standin distroless "$image" ;;
       *) die "the Dockerfile names ${image}, which has no stand-in in deploy/compose-check/images" ;;
     esac
-  done
+  done 3< <(dockerfile_bases)
+  ((${#BASE_ARGS[@]} > 0)) || die "the Dockerfile declares no ARG ..._IMAGE before its first FROM: no base image found"
   for image in $(compose config | awk '$1 == "image:" {print $2}' | sort -u); do
     case "$image" in
       postgres:*-bookworm)
@@ -516,8 +541,8 @@ main() {
   ensure_base_image
   build_standins
 
-  log "docker-compose build (the repository's Dockerfile, host network)"
-  nice -n 10 timeout "$BUILD_TIMEOUT" "${COMPOSE[@]}" build >&2 || die "docker-compose build failed or took over ${BUILD_TIMEOUT} s"
+  log "docker-compose build (the repository's Dockerfile, host network, on the stand-ins: ${BASE_ARGS[*]})"
+  nice -n 10 timeout "$BUILD_TIMEOUT" "${COMPOSE[@]}" build "${BASE_ARGS[@]}" >&2 || die "docker-compose build failed or took over ${BUILD_TIMEOUT} s"
   log "docker-compose up -d"
   # up -d itself waits for the health checks that services depend on; if it
   # gives up, the stack as it is then names the service that failed.
