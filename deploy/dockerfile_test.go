@@ -1,4 +1,4 @@
-package config_test
+package deploy_test
 
 import (
 	"flag"
@@ -21,7 +21,7 @@ type instruction struct {
 // readDockerfile returns the repository's Dockerfile's instructions, in order.
 func readDockerfile(t *testing.T) []instruction {
 	t.Helper()
-	raw, err := os.ReadFile("../../Dockerfile")
+	raw, err := os.ReadFile("../Dockerfile")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ const imageModules = "deploy/image-modules.txt"
 // on both architectures an image is built for. After adding or dropping a
 // dependency of a binary, regenerate the file with
 //
-//	go test ./internal/config -run TestImageDownloadsWhatItsBinariesLink -update-image-modules
+//	go test ./deploy -run TestImageDownloadsWhatItsBinariesLink -update-image-modules
 func TestImageDownloadsWhatItsBinariesLink(t *testing.T) {
 	t.Parallel()
 	download := regexp.MustCompile(`\bgo mod download\b([^&;|]*)`)
@@ -196,7 +196,7 @@ func TestImageDownloadsWhatItsBinariesLink(t *testing.T) {
 	var linked []string
 	for _, arch := range []string{"amd64", "arm64"} {
 		cmd := exec.Command("go", append([]string{"list", "-deps", "-f", "{{with .Module}}{{if not .Main}}{{.Path}}{{end}}{{end}}"}, binaries...)...)
-		cmd.Dir = "../.."
+		cmd.Dir = ".."
 		cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+arch, "CGO_ENABLED=0")
 		cmd.Stderr = os.Stderr
 		out, err := cmd.Output()
@@ -210,12 +210,12 @@ func TestImageDownloadsWhatItsBinariesLink(t *testing.T) {
 
 	want := strings.Join(linked, "\n") + "\n"
 	if *updateImageModules {
-		if err := os.WriteFile("../../"+imageModules, []byte(want), 0o644); err != nil {
+		if err := os.WriteFile("../"+imageModules, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	raw, err := os.ReadFile("../../" + imageModules)
+	raw, err := os.ReadFile("../" + imageModules)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestImageDownloadsWhatItsBinariesLink(t *testing.T) {
 		}
 	}
 	if len(missing) > 0 || len(extra) > 0 || string(raw) != want {
-		t.Errorf("%s is not the modules %v link (missing %v, not linked %v, or not sorted one a line); regenerate it:\n\tgo test ./internal/config -run TestImageDownloadsWhatItsBinariesLink -update-image-modules",
+		t.Errorf("%s is not the modules %v link (missing %v, not linked %v, or not sorted one a line); regenerate it:\n\tgo test ./deploy -run TestImageDownloadsWhatItsBinariesLink -update-image-modules",
 			imageModules, binaries, missing, extra)
 	}
 }
