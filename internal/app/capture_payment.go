@@ -40,14 +40,19 @@ func NewCapturePayment(core *Core, provider CaptureProvider, responses Transitio
 type captureCall struct{ provider CaptureProvider }
 
 func (c captureCall) Call(ctx context.Context, p domain.Payment, t domain.Transition, key string) (ProviderDecision, error) {
-	return c.provider.Capture(ctx, ProviderCapture{IdempotencyKey: key, AuthorizationKey: p.Charge.ProviderIdempotencyKey(),
-		Amount: t.Amount, Reference: t.Reference})
+	return c.provider.Capture(ctx, providerCapture(p, t, key))
+}
+
+// providerCapture is capture t of payment p as the provider is asked for
+// it, under key.
+func providerCapture(p domain.Payment, t domain.Transition, key string) ProviderCapture {
+	return ProviderCapture{IdempotencyKey: key, AuthorizationKey: p.Charge.ProviderIdempotencyKey(), Amount: t.Amount, Reference: t.Reference}
 }
 
 func (c captureCall) Abilities() ProviderAbilities { return c.provider.Abilities() }
 
-func (c captureCall) Lookup(ctx context.Context, _ domain.Payment, key string) (ProviderDecision, error) {
-	return c.provider.LookupCapture(ctx, key)
+func (c captureCall) Lookup(ctx context.Context, p domain.Payment, t domain.Transition, key string) (ProviderDecision, error) {
+	return c.provider.LookupCapture(ctx, providerCapture(p, t, key))
 }
 
 // ProviderCapture is a capture as the provider is asked for it: take
@@ -72,8 +77,8 @@ type CaptureProvider interface {
 	Provider
 	// Capture asks the provider to capture req under req.IdempotencyKey.
 	Capture(ctx context.Context, req ProviderCapture) (ProviderDecision, error)
-	// LookupCapture asks, without capturing, what the provider holds under
-	// an idempotency key (ErrNoProviderCharge: nothing, and nothing being
-	// made; any other error: it cannot be known now).
-	LookupCapture(ctx context.Context, idempotencyKey string) (ProviderDecision, error)
+	// LookupCapture asks, without capturing, what the provider holds of
+	// req (ErrNoProviderCharge: nothing found; any other error: it cannot
+	// be known now).
+	LookupCapture(ctx context.Context, req ProviderCapture) (ProviderDecision, error)
 }

@@ -160,6 +160,10 @@ type ProviderCharge struct {
 	IdempotencyKey string
 	// Charge is what to charge.
 	Charge domain.Charge
+	// ReservedAt is when the payment was reserved: no request for it left
+	// before, so a lookup that lists the provider's records over a window
+	// of time starts there.
+	ReservedAt time.Time
 }
 
 // ChargeProvider charges money on the other side of a network. Its
@@ -168,10 +172,11 @@ type ChargeProvider interface {
 	Provider
 	// Charge asks the provider to charge req under req.IdempotencyKey.
 	Charge(ctx context.Context, req ProviderCharge) (ProviderDecision, error)
-	// LookupCharge asks, without charging, what the provider holds under
-	// an idempotency key (ErrNoProviderCharge: nothing, and nothing being
-	// made; any other error: it cannot be known now).
-	LookupCharge(ctx context.Context, idempotencyKey string) (ProviderDecision, error)
+	// LookupCharge asks, without charging, what the provider holds of
+	// req, the request Charge would send (ErrNoProviderCharge: nothing
+	// found; what that proves is the provider's Abilities'; any other
+	// error: it cannot be known now).
+	LookupCharge(ctx context.Context, req ProviderCharge) (ProviderDecision, error)
 }
 
 // AuthorizationProvider holds money for a later capture or void: a charge
@@ -181,13 +186,13 @@ type AuthorizationProvider interface {
 	// req.IdempotencyKey.
 	Authorize(ctx context.Context, req ProviderCharge) (ProviderDecision, error)
 	// LookupAuthorization asks, without authorizing, what the provider
-	// holds under an idempotency key.
-	LookupAuthorization(ctx context.Context, idempotencyKey string) (ProviderDecision, error)
-	// Hold says where the hold of an approved authorization stands now:
-	// HoldExpired once the provider's own time for it has passed
-	// (ErrNoProviderCharge: no authorization under the key; any other
-	// error: it cannot be known now).
-	Hold(ctx context.Context, idempotencyKey string) (HoldStatus, error)
+	// holds of req.
+	LookupAuthorization(ctx context.Context, req ProviderCharge) (ProviderDecision, error)
+	// Hold says where the hold of req, an approved authorization, stands
+	// now: HoldExpired once the provider's own time for it has passed
+	// (ErrNoProviderCharge: no authorization found; any other error: it
+	// cannot be known now).
+	Hold(ctx context.Context, req ProviderCharge) (HoldStatus, error)
 }
 
 // HoldStatus is where an authorization's hold stands at the provider.
@@ -551,19 +556,26 @@ func (s *chargeSteps) answer(ctx context.Context, r Repos, k KeyClaim, p domain.
 // Call: phase 2, the charge at the provider, or the authorization of a
 // two-step payment.
 func (s *chargeSteps) Call(ctx context.Context, t chargeReservation) (ProviderDecision, error) {
-	req := ProviderCharge{IdempotencyKey: t.payment.Charge.ProviderIdempotencyKey(), Charge: t.payment.Charge}
+	req := providerChargeOf(t.payment)
 	if t.payment.Charge.Manual() {
 		return s.authorizers[t.payment.Charge.Provider].Authorize(ctx, req)
 	}
 	return s.providers[t.payment.Charge.Provider].Charge(ctx, req)
 }
 
-// Lookup: what the provider holds under the payment's provider key.
+// providerChargeOf is payment p's charge (or authorization) as the
+// provider is asked for it, and looked up.
+func providerChargeOf(p domain.Payment) ProviderCharge {
+	return ProviderCharge{IdempotencyKey: p.Charge.ProviderIdempotencyKey(), Charge: p.Charge, ReservedAt: p.CreatedAt}
+}
+
+// Lookup: what the provider holds of the payment's charge.
 func (s *chargeSteps) Lookup(ctx context.Context, t chargeReservation) (ProviderDecision, error) {
+	req := providerChargeOf(t.payment)
 	if t.payment.Charge.Manual() {
-		return s.authorizers[t.payment.Charge.Provider].LookupAuthorization(ctx, t.payment.Charge.ProviderIdempotencyKey())
+		return s.authorizers[t.payment.Charge.Provider].LookupAuthorization(ctx, req)
 	}
-	return s.providers[t.payment.Charge.Provider].LookupCharge(ctx, t.payment.Charge.ProviderIdempotencyKey())
+	return s.providers[t.payment.Charge.Provider].LookupCharge(ctx, req)
 }
 
 // Abilities: those of the provider the payment is made at.

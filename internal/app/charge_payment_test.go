@@ -48,7 +48,7 @@ func (p *gatedProvider) Charge(ctx context.Context, req app.ProviderCharge) (app
 
 // LookupCharge is not part of this test's story: its payments are never
 // resumed after a refusal. It says it cannot tell.
-func (p *gatedProvider) LookupCharge(context.Context, string) (app.ProviderDecision, error) {
+func (p *gatedProvider) LookupCharge(context.Context, app.ProviderCharge) (app.ProviderDecision, error) {
 	return "", app.ErrProviderOutcomeUnknown
 }
 

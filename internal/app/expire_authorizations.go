@@ -67,7 +67,7 @@ func (uc *ExpireLapsedAuthorizations) Handle(ctx context.Context) (ExpireResult,
 			log.ErrorContext(ctx, "an authorized payment of a provider that takes no two-step payments")
 			continue
 		}
-		hold, err := authorizer.Hold(ctx, p.Charge.ProviderIdempotencyKey())
+		hold, err := authorizer.Hold(ctx, providerChargeOf(p))
 		switch {
 		case err != nil:
 			res.Unknown++

@@ -144,8 +144,9 @@ type TransitionCall interface {
 	// Call asks the provider to carry the transition of payment p out,
 	// under its provider key.
 	Call(ctx context.Context, p domain.Payment, t domain.Transition, providerKey string) (ProviderDecision, error)
-	// Lookup asks what the provider holds under the transition's key.
-	Lookup(ctx context.Context, p domain.Payment, providerKey string) (ProviderDecision, error)
+	// Lookup asks what the provider holds of the transition t of payment
+	// p, under its provider key.
+	Lookup(ctx context.Context, p domain.Payment, t domain.Transition, providerKey string) (ProviderDecision, error)
 }
 
 // TransitionOutcomeKind says what a transition ended in.
@@ -346,7 +347,7 @@ func (s *transitionSteps) Abilities(transitionReservation) ProviderAbilities {
 
 // Lookup: what the provider holds under the transition's key.
 func (s *transitionSteps) Lookup(ctx context.Context, t transitionReservation) (ProviderDecision, error) {
-	return s.call.Lookup(ctx, t.payment, t.transition.ProviderIdempotencyKey(t.payment))
+	return s.call.Lookup(ctx, t.payment, t.transition, t.transition.ProviderIdempotencyKey(t.payment))
 }
 
 // transitionOutcomes are the answer each settlement records.

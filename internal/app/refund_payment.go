@@ -187,9 +187,9 @@ type RefundProvider interface {
 	Provider
 	// Refund asks the provider to refund req under req.IdempotencyKey.
 	Refund(ctx context.Context, req ProviderRefund) (ProviderDecision, error)
-	// LookupRefund asks, without refunding, what the provider holds under
-	// an idempotency key.
-	LookupRefund(ctx context.Context, idempotencyKey string) (ProviderDecision, error)
+	// LookupRefund asks, without refunding, what the provider holds of
+	// req, the request Refund would send.
+	LookupRefund(ctx context.Context, req ProviderRefund) (ProviderDecision, error)
 }
 
 // RefundOutcomeKind says what a refund ended in.
@@ -510,16 +510,17 @@ func (s *refundSteps) answer(ctx context.Context, r Repos, k KeyClaim, refund do
 
 // Call: phase 2, the refund at the provider.
 func (s *refundSteps) Call(ctx context.Context, t refundReservation) (ProviderDecision, error) {
-	return s.provider.Refund(ctx, ProviderRefund{
-		IdempotencyKey: t.refund.ProviderIdempotencyKey(),
-		ChargeKey:      t.chargeKey,
-		Refund:         t.refund,
-	})
+	return s.provider.Refund(ctx, t.providerRefund())
+}
+
+// providerRefund is the refund as the provider is asked for it.
+func (t refundReservation) providerRefund() ProviderRefund {
+	return ProviderRefund{IdempotencyKey: t.refund.ProviderIdempotencyKey(), ChargeKey: t.chargeKey, Refund: t.refund}
 }
 
 // Lookup: what the provider holds under the refund's provider key.
 func (s *refundSteps) Lookup(ctx context.Context, t refundReservation) (ProviderDecision, error) {
-	return s.provider.LookupRefund(ctx, t.refund.ProviderIdempotencyKey())
+	return s.provider.LookupRefund(ctx, t.providerRefund())
 }
 
 // Abilities: those of the provider that refunds.

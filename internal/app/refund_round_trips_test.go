@@ -78,13 +78,13 @@ func (approvingProvider) Abilities() app.ProviderAbilities {
 func (approvingProvider) Charge(context.Context, app.ProviderCharge) (app.ProviderDecision, error) {
 	return app.ProviderApproved, nil
 }
-func (approvingProvider) LookupCharge(context.Context, string) (app.ProviderDecision, error) {
+func (approvingProvider) LookupCharge(context.Context, app.ProviderCharge) (app.ProviderDecision, error) {
 	return app.ProviderApproved, nil
 }
 func (approvingProvider) Refund(context.Context, app.ProviderRefund) (app.ProviderDecision, error) {
 	return app.ProviderApproved, nil
 }
-func (approvingProvider) LookupRefund(context.Context, string) (app.ProviderDecision, error) {
+func (approvingProvider) LookupRefund(context.Context, app.ProviderRefund) (app.ProviderDecision, error) {
 	return app.ProviderApproved, nil
 }
 

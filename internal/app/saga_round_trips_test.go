@@ -42,7 +42,7 @@ func (p *countingProvider) Charge(_ context.Context, req app.ProviderCharge) (ap
 	return app.ProviderApproved, nil
 }
 
-func (p *countingProvider) LookupCharge(context.Context, string) (app.ProviderDecision, error) {
+func (p *countingProvider) LookupCharge(context.Context, app.ProviderCharge) (app.ProviderDecision, error) {
 	return app.ProviderApproved, nil
 }
 

@@ -39,13 +39,19 @@ func NewVoidPayment(core *Core, provider VoidProvider, responses TransitionRespo
 type voidCall struct{ provider VoidProvider }
 
 func (c voidCall) Call(ctx context.Context, p domain.Payment, _ domain.Transition, key string) (ProviderDecision, error) {
-	return c.provider.Void(ctx, ProviderVoid{IdempotencyKey: key, AuthorizationKey: p.Charge.ProviderIdempotencyKey()})
+	return c.provider.Void(ctx, providerVoid(p, key))
+}
+
+// providerVoid is the void of payment p as the provider is asked for it,
+// under key.
+func providerVoid(p domain.Payment, key string) ProviderVoid {
+	return ProviderVoid{IdempotencyKey: key, AuthorizationKey: p.Charge.ProviderIdempotencyKey()}
 }
 
 func (c voidCall) Abilities() ProviderAbilities { return c.provider.Abilities() }
 
-func (c voidCall) Lookup(ctx context.Context, _ domain.Payment, key string) (ProviderDecision, error) {
-	return c.provider.LookupVoid(ctx, key)
+func (c voidCall) Lookup(ctx context.Context, p domain.Payment, _ domain.Transition, key string) (ProviderDecision, error) {
+	return c.provider.LookupVoid(ctx, providerVoid(p, key))
 }
 
 // ProviderVoid is a void as the provider is asked for it: release what an
@@ -65,7 +71,6 @@ type VoidProvider interface {
 	Provider
 	// Void asks the provider to void req under req.IdempotencyKey.
 	Void(ctx context.Context, req ProviderVoid) (ProviderDecision, error)
-	// LookupVoid asks, without voiding, what the provider holds under an
-	// idempotency key.
-	LookupVoid(ctx context.Context, idempotencyKey string) (ProviderDecision, error)
+	// LookupVoid asks, without voiding, what the provider holds of req.
+	LookupVoid(ctx context.Context, req ProviderVoid) (ProviderDecision, error)
 }

@@ -43,7 +43,7 @@ func (crashingProvider) Charge(context.Context, app.ProviderCharge) (app.Provide
 	panic(http.ErrAbortHandler)
 }
 
-func (crashingProvider) LookupCharge(context.Context, string) (app.ProviderDecision, error) {
+func (crashingProvider) LookupCharge(context.Context, app.ProviderCharge) (app.ProviderDecision, error) {
 	panic(http.ErrAbortHandler)
 }
 

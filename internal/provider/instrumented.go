@@ -204,9 +204,9 @@ func (p *Instrumented) Charge(ctx context.Context, req app.ProviderCharge) (app.
 // LookupCharge implements app.ChargeProvider: counted and timed with the
 // charges, under outcomes of its own (lookup_charged, lookup_none,
 // lookup_unknown), so a dashboard of charges is not skewed by lookups.
-func (p *Instrumented) LookupCharge(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
+func (p *Instrumented) LookupCharge(ctx context.Context, req app.ProviderCharge) (app.ProviderDecision, error) {
 	return p.call(ctx, "provider lookup charge", func(ctx context.Context) (app.ProviderDecision, error) {
-		return p.next.LookupCharge(ctx, idempotencyKey)
+		return p.next.LookupCharge(ctx, req)
 	}, lookupOutcome)
 }
 
@@ -232,9 +232,9 @@ func (p *InstrumentedRefunds) Refund(ctx context.Context, req app.ProviderRefund
 	}, refundCallOutcome)
 }
 
-func (p *InstrumentedRefunds) LookupRefund(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
+func (p *InstrumentedRefunds) LookupRefund(ctx context.Context, req app.ProviderRefund) (app.ProviderDecision, error) {
 	return p.call(ctx, "provider lookup refund", func(ctx context.Context) (app.ProviderDecision, error) {
-		return p.next.LookupRefund(ctx, idempotencyKey)
+		return p.next.LookupRefund(ctx, req)
 	}, refundLookupOutcome)
 }
 
@@ -261,15 +261,15 @@ func (p *InstrumentedAuthorizations) Authorize(ctx context.Context, req app.Prov
 	}, authorizationCallOutcome)
 }
 
-func (p *InstrumentedAuthorizations) LookupAuthorization(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
+func (p *InstrumentedAuthorizations) LookupAuthorization(ctx context.Context, req app.ProviderCharge) (app.ProviderDecision, error) {
 	return p.call(ctx, "provider lookup authorization", func(ctx context.Context) (app.ProviderDecision, error) {
-		return p.next.LookupAuthorization(ctx, idempotencyKey)
+		return p.next.LookupAuthorization(ctx, req)
 	}, authorizationLookupOutcome)
 }
 
-func (p *InstrumentedAuthorizations) Hold(ctx context.Context, idempotencyKey string) (app.HoldStatus, error) {
+func (p *InstrumentedAuthorizations) Hold(ctx context.Context, req app.ProviderCharge) (app.HoldStatus, error) {
 	return observe(ctx, p.observer, "provider hold", func(ctx context.Context) (app.HoldStatus, error) {
-		return p.next.Hold(ctx, idempotencyKey)
+		return p.next.Hold(ctx, req)
 	}, authorizationHoldOutcome)
 }
 
@@ -295,9 +295,9 @@ func (p *InstrumentedCaptures) Capture(ctx context.Context, req app.ProviderCapt
 	}, captureCallOutcome)
 }
 
-func (p *InstrumentedCaptures) LookupCapture(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
+func (p *InstrumentedCaptures) LookupCapture(ctx context.Context, req app.ProviderCapture) (app.ProviderDecision, error) {
 	return p.call(ctx, "provider lookup capture", func(ctx context.Context) (app.ProviderDecision, error) {
-		return p.next.LookupCapture(ctx, idempotencyKey)
+		return p.next.LookupCapture(ctx, req)
 	}, captureLookupOutcome)
 }
 
@@ -322,9 +322,9 @@ func (p *InstrumentedVoids) Void(ctx context.Context, req app.ProviderVoid) (app
 	}, voidCallOutcome)
 }
 
-func (p *InstrumentedVoids) LookupVoid(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
+func (p *InstrumentedVoids) LookupVoid(ctx context.Context, req app.ProviderVoid) (app.ProviderDecision, error) {
 	return p.call(ctx, "provider lookup void", func(ctx context.Context) (app.ProviderDecision, error) {
-		return p.next.LookupVoid(ctx, idempotencyKey)
+		return p.next.LookupVoid(ctx, req)
 	}, voidLookupOutcome)
 }
 

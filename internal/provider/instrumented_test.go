@@ -30,32 +30,34 @@ func (answers) Abilities() app.ProviderAbilities {
 func (a answers) Charge(context.Context, app.ProviderCharge) (app.ProviderDecision, error) {
 	return a.decision, a.err
 }
-func (a answers) LookupCharge(context.Context, string) (app.ProviderDecision, error) {
+func (a answers) LookupCharge(context.Context, app.ProviderCharge) (app.ProviderDecision, error) {
 	return a.decision, a.err
 }
 func (a answers) Refund(context.Context, app.ProviderRefund) (app.ProviderDecision, error) {
 	return a.decision, a.err
 }
-func (a answers) LookupRefund(context.Context, string) (app.ProviderDecision, error) {
+func (a answers) LookupRefund(context.Context, app.ProviderRefund) (app.ProviderDecision, error) {
 	return a.decision, a.err
 }
 func (a answers) Authorize(context.Context, app.ProviderCharge) (app.ProviderDecision, error) {
 	return a.decision, a.err
 }
-func (a answers) LookupAuthorization(context.Context, string) (app.ProviderDecision, error) {
+func (a answers) LookupAuthorization(context.Context, app.ProviderCharge) (app.ProviderDecision, error) {
 	return a.decision, a.err
 }
-func (a answers) Hold(context.Context, string) (app.HoldStatus, error) { return a.hold, a.err }
+func (a answers) Hold(context.Context, app.ProviderCharge) (app.HoldStatus, error) {
+	return a.hold, a.err
+}
 func (a answers) Capture(context.Context, app.ProviderCapture) (app.ProviderDecision, error) {
 	return a.decision, a.err
 }
-func (a answers) LookupCapture(context.Context, string) (app.ProviderDecision, error) {
+func (a answers) LookupCapture(context.Context, app.ProviderCapture) (app.ProviderDecision, error) {
 	return a.decision, a.err
 }
 func (a answers) Void(context.Context, app.ProviderVoid) (app.ProviderDecision, error) {
 	return a.decision, a.err
 }
-func (a answers) LookupVoid(context.Context, string) (app.ProviderDecision, error) {
+func (a answers) LookupVoid(context.Context, app.ProviderVoid) (app.ProviderDecision, error) {
 	return a.decision, a.err
 }
 
@@ -85,11 +87,11 @@ func TestEveryCallIsCountedAndTraced(t *testing.T) {
 		return err
 	}
 	lookupAuthorization := func(a answers, opts []provider.Option, calls *prometheus.CounterVec) error {
-		_, err := provider.InstrumentAuthorizations("sandbox", a, calls, opts...).LookupAuthorization(ctx, "k")
+		_, err := provider.InstrumentAuthorizations("sandbox", a, calls, opts...).LookupAuthorization(ctx, app.ProviderCharge{IdempotencyKey: "k"})
 		return err
 	}
 	hold := func(a answers, opts []provider.Option, calls *prometheus.CounterVec) error {
-		h, err := provider.InstrumentAuthorizations("sandbox", a, calls, opts...).Hold(ctx, "k")
+		h, err := provider.InstrumentAuthorizations("sandbox", a, calls, opts...).Hold(ctx, app.ProviderCharge{IdempotencyKey: "k"})
 		if h != a.hold {
 			return fmt.Errorf("hold %q passed on as %q", a.hold, h)
 		}
@@ -100,7 +102,7 @@ func TestEveryCallIsCountedAndTraced(t *testing.T) {
 		return err
 	}
 	lookupCapture := func(a answers, opts []provider.Option, calls *prometheus.CounterVec) error {
-		_, err := provider.InstrumentCaptures("sandbox", a, calls, opts...).LookupCapture(ctx, "k")
+		_, err := provider.InstrumentCaptures("sandbox", a, calls, opts...).LookupCapture(ctx, app.ProviderCapture{IdempotencyKey: "k"})
 		return err
 	}
 	void := func(a answers, opts []provider.Option, calls *prometheus.CounterVec) error {
@@ -108,7 +110,7 @@ func TestEveryCallIsCountedAndTraced(t *testing.T) {
 		return err
 	}
 	lookupVoid := func(a answers, opts []provider.Option, calls *prometheus.CounterVec) error {
-		_, err := provider.InstrumentVoids("sandbox", a, calls, opts...).LookupVoid(ctx, "k")
+		_, err := provider.InstrumentVoids("sandbox", a, calls, opts...).LookupVoid(ctx, app.ProviderVoid{IdempotencyKey: "k"})
 		return err
 	}
 	tests := []struct {
@@ -193,7 +195,7 @@ func TestInstrumentTwoStepIsBothPorts(t *testing.T) {
 	ctx := context.Background()
 	_, _ = p.Charge(ctx, app.ProviderCharge{})
 	_, _ = a.Authorize(ctx, app.ProviderCharge{})
-	_, _ = a.Hold(ctx, "k")
+	_, _ = a.Hold(ctx, app.ProviderCharge{IdempotencyKey: "k"})
 	for _, outcome := range []string{"approved", "authorization_approved", "authorization_hold_active"} {
 		if n := testutil.ToFloat64(calls.WithLabelValues("sandbox", outcome)); n != 1 {
 			t.Errorf("%s counted %v times, want once", outcome, n)

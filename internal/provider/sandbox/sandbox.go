@@ -391,33 +391,33 @@ func classifyRefusal(op operation, status int, body []byte) error {
 // the provider's word that it holds no charge under the key; anything but
 // that and a readable 200 (409 while the key's request is being processed
 // among them) cannot say, and is unknown.
-func (c *Client) LookupCharge(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
-	return c.lookup(ctx, c.charges, idempotencyKey)
+func (c *Client) LookupCharge(ctx context.Context, req app.ProviderCharge) (app.ProviderDecision, error) {
+	return c.lookup(ctx, c.charges, req.IdempotencyKey)
 }
 
 // LookupRefund implements app.RefundProvider: GET /v1/refunds?idempotency_key=,
 // sorted as LookupCharge sorts a charge's.
-func (c *Client) LookupRefund(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
-	return c.lookup(ctx, c.refunds, idempotencyKey)
+func (c *Client) LookupRefund(ctx context.Context, req app.ProviderRefund) (app.ProviderDecision, error) {
+	return c.lookup(ctx, c.refunds, req.IdempotencyKey)
 }
 
 // LookupAuthorization implements app.AuthorizationProvider: GET
 // /v1/authorizations?idempotency_key=, sorted as LookupCharge sorts a
 // charge's.
-func (c *Client) LookupAuthorization(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
-	return c.lookup(ctx, c.authorizations, idempotencyKey)
+func (c *Client) LookupAuthorization(ctx context.Context, req app.ProviderCharge) (app.ProviderDecision, error) {
+	return c.lookup(ctx, c.authorizations, req.IdempotencyKey)
 }
 
 // LookupCapture implements app.CaptureProvider: GET
 // /v1/captures?idempotency_key=, sorted as LookupCharge sorts a charge's.
-func (c *Client) LookupCapture(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
-	return c.lookup(ctx, c.captures, idempotencyKey)
+func (c *Client) LookupCapture(ctx context.Context, req app.ProviderCapture) (app.ProviderDecision, error) {
+	return c.lookup(ctx, c.captures, req.IdempotencyKey)
 }
 
 // LookupVoid implements app.VoidProvider: GET /v1/voids?idempotency_key=,
 // sorted as LookupCharge sorts a charge's.
-func (c *Client) LookupVoid(ctx context.Context, idempotencyKey string) (app.ProviderDecision, error) {
-	return c.lookup(ctx, c.voids, idempotencyKey)
+func (c *Client) LookupVoid(ctx context.Context, req app.ProviderVoid) (app.ProviderDecision, error) {
+	return c.lookup(ctx, c.voids, req.IdempotencyKey)
 }
 
 // Hold implements app.AuthorizationProvider with the lookup of the
@@ -427,8 +427,8 @@ func (c *Client) LookupVoid(ctx context.Context, idempotencyKey string) (app.Pro
 // nothing, which no HoldStatus says, so it is an error that wraps none of
 // the ports' (unknown to the outcome model, as anything else that is not
 // a readable hold).
-func (c *Client) Hold(ctx context.Context, idempotencyKey string) (app.HoldStatus, error) {
-	a, err := c.get(ctx, c.authorizations, idempotencyKey)
+func (c *Client) Hold(ctx context.Context, req app.ProviderCharge) (app.HoldStatus, error) {
+	a, err := c.get(ctx, c.authorizations, req.IdempotencyKey)
 	if err != nil {
 		return "", err
 	}

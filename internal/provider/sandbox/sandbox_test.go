@@ -79,25 +79,33 @@ type opKind struct {
 }
 
 var opKinds = []opKind{
-	{name: "charge", flag: "charged", notFound: "charge_not_found", lookup: (*sandbox.Client).LookupCharge,
+	{name: "charge", flag: "charged", notFound: "charge_not_found", lookup: func(c *sandbox.Client, ctx context.Context, key string) (app.ProviderDecision, error) {
+		return c.LookupCharge(ctx, app.ProviderCharge{IdempotencyKey: key})
+	},
 		create: func(t *testing.T, c *sandbox.Client, ext string) (app.ProviderDecision, error) {
 			return c.Charge(t.Context(), charge(t, ext))
 		},
 		key:  func(t *testing.T, ext string) string { return charge(t, ext).IdempotencyKey },
 		made: func(p *sandboxprovider.Server, ext string) int { return len(p.Ledger().Succeeded(ext)) }},
-	{name: "refund", flag: "refunded", notFound: "refund_not_found", lookup: (*sandbox.Client).LookupRefund,
+	{name: "refund", flag: "refunded", notFound: "refund_not_found", lookup: func(c *sandbox.Client, ctx context.Context, key string) (app.ProviderDecision, error) {
+		return c.LookupRefund(ctx, app.ProviderRefund{IdempotencyKey: key})
+	},
 		create: func(t *testing.T, c *sandbox.Client, ext string) (app.ProviderDecision, error) {
 			return c.Refund(t.Context(), refund(t, ext))
 		},
 		key:  func(t *testing.T, ext string) string { return refund(t, ext).IdempotencyKey },
 		made: func(p *sandboxprovider.Server, ext string) int { return len(p.Ledger().SucceededRefunds(ext)) }},
-	{name: "authorization", flag: "authorized", notFound: "authorization_not_found", lookup: (*sandbox.Client).LookupAuthorization,
+	{name: "authorization", flag: "authorized", notFound: "authorization_not_found", lookup: func(c *sandbox.Client, ctx context.Context, key string) (app.ProviderDecision, error) {
+		return c.LookupAuthorization(ctx, app.ProviderCharge{IdempotencyKey: key})
+	},
 		create: func(t *testing.T, c *sandbox.Client, ext string) (app.ProviderDecision, error) {
 			return c.Authorize(t.Context(), authorization(t, ext))
 		},
 		key:  func(_ *testing.T, ext string) string { return authKey(ext) },
 		made: func(p *sandboxprovider.Server, ext string) int { return len(p.Ledger().SucceededAuthorizations(ext)) }},
-	{name: "capture", flag: "captured", notFound: "capture_not_found", lookup: (*sandbox.Client).LookupCapture,
+	{name: "capture", flag: "captured", notFound: "capture_not_found", lookup: func(c *sandbox.Client, ctx context.Context, key string) (app.ProviderDecision, error) {
+		return c.LookupCapture(ctx, app.ProviderCapture{IdempotencyKey: key})
+	},
 		// The capture of external takes 10.50 of 1000.00 held under the
 		// reference pa_<external>.
 		prepare: func(t *testing.T, p *sandboxprovider.Server, ext string) { hold(t, p, "pa_"+ext, "1000.00") },
@@ -112,7 +120,9 @@ var opKinds = []opKind{
 // reference, so it meets the faults of its authorization's, which prepare
 // makes under the reference external (a fault that never lets the
 // authorization be made, or a decline, cannot reach the void).
-var voidKind = opKind{name: "void", flag: "voided", notFound: "void_not_found", lookup: (*sandbox.Client).LookupVoid,
+var voidKind = opKind{name: "void", flag: "voided", notFound: "void_not_found", lookup: func(c *sandbox.Client, ctx context.Context, key string) (app.ProviderDecision, error) {
+	return c.LookupVoid(ctx, app.ProviderVoid{IdempotencyKey: key})
+},
 	prepare: func(t *testing.T, p *sandboxprovider.Server, ext string) { hold(t, p, ext, "10.50") },
 	create: func(t *testing.T, c *sandbox.Client, ext string) (app.ProviderDecision, error) {
 		return c.Void(t.Context(), voidOf(ext))
@@ -439,7 +449,7 @@ func TestLookupAnswersFromSomethingElse(t *testing.T) {
 		}
 	}
 	// The other kind's not-found is not this kind's.
-	if got := outcome(answeredBy(t, 404, `{"error":{"type":"charge_not_found"}}`).LookupRefund(context.Background(), "k")); got != "unknown" {
+	if got := outcome(answeredBy(t, 404, `{"error":{"type":"charge_not_found"}}`).LookupRefund(context.Background(), app.ProviderRefund{IdempotencyKey: "k"})); got != "unknown" {
 		t.Fatalf("a refund lookup answered charge_not_found: %s, want unknown", got)
 	}
 }

@@ -107,7 +107,9 @@ func TestLookupVoidSortsEveryAnswer(t *testing.T) {
 	_, _ = c.Void(ctx, voidOf("pi_refused")) // no authorization: refused once processed, nothing recorded
 	waitUntil(t, func() bool { return provider.VoidCounters().Refusals == 1 })
 	go func() { _, _ = c.Void(ctx, voidOf("pi_slow")) }()
-	waitUntil(t, func() bool { return outcome(c.LookupVoid(ctx, "void:pi_slow")) == "unknown" })
+	waitUntil(t, func() bool {
+		return outcome(c.LookupVoid(ctx, app.ProviderVoid{IdempotencyKey: "void:pi_slow"})) == "unknown"
+	})
 	tests := []struct {
 		key, want string
 	}{
@@ -117,7 +119,7 @@ func TestLookupVoidSortsEveryAnswer(t *testing.T) {
 		{"void:pi_slow", "unknown"},
 	}
 	for _, tc := range tests {
-		if got := outcome(c.LookupVoid(ctx, tc.key)); got != tc.want {
+		if got := outcome(c.LookupVoid(ctx, app.ProviderVoid{IdempotencyKey: tc.key})); got != tc.want {
 			t.Fatalf("lookup %s = %s, want %s", tc.key, got, tc.want)
 		}
 	}
@@ -177,12 +179,12 @@ func TestHoldSortsEveryState(t *testing.T) {
 			if tc.then != nil {
 				tc.then(t)
 			}
-			if got := holdOutcome(t)(c.Hold(ctx, authKey(tc.external))); got != tc.want {
+			if got := holdOutcome(t)(c.Hold(ctx, app.ProviderCharge{IdempotencyKey: authKey(tc.external)})); got != tc.want {
 				t.Fatalf("Hold = %s, want %s", got, tc.want)
 			}
 		})
 	}
-	if got := holdOutcome(t)(c.Hold(ctx, authKey("pi_never"))); got != "no charge" {
+	if got := holdOutcome(t)(c.Hold(ctx, app.ProviderCharge{IdempotencyKey: authKey("pi_never")})); got != "no charge" {
 		t.Fatalf("Hold of no authorization = %s, want no charge", got)
 	}
 }
@@ -213,7 +215,7 @@ func TestHoldAnswersFromSomethingElse(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if got := holdOutcome(t)(answeredBy(t, tc.status, tc.body).Hold(context.Background(), "k")); got != tc.want {
+			if got := holdOutcome(t)(answeredBy(t, tc.status, tc.body).Hold(context.Background(), app.ProviderCharge{IdempotencyKey: "k"})); got != tc.want {
 				t.Fatalf("Hold = %s, want %s", got, tc.want)
 			}
 		})
