@@ -260,12 +260,12 @@ func sameVoid(a, want answer) bool {
 func (c *Client) create(ctx context.Context, op operation, key string, body any, want answer) (app.ProviderDecision, error) {
 	payload, err := json.Marshal(body)
 	if err != nil {
-		return "", fmt.Errorf("%w: encode request: %v", app.ErrProviderNotCharged, err)
+		return "", fmt.Errorf("%w: encode request: %w", app.ErrProviderNotCharged, err)
 	}
 	var sent atomic.Bool // set by the transport's writer goroutine
 	httpReq, err := newRequest(ctx, op.url.String(), key, payload, c.maxRequestAge, &sent)
 	if err != nil {
-		return "", fmt.Errorf("%w: build request: %v", app.ErrProviderNotCharged, err)
+		return "", fmt.Errorf("%w: build request: %w", app.ErrProviderNotCharged, err)
 	}
 
 	resp, err := c.http.Do(httpReq)
@@ -273,14 +273,14 @@ func (c *Client) create(ctx context.Context, op operation, key string, body any,
 		if !sent.Load() {
 			// The request never left: no connection, or it broke before the
 			// request was written. The provider cannot have acted on it.
-			return "", fmt.Errorf("%w: request not sent: %v", app.ErrProviderNotCharged, err)
+			return "", fmt.Errorf("%w: request not sent: %w", app.ErrProviderNotCharged, err)
 		}
-		return "", fmt.Errorf("%w: %v", app.ErrProviderOutcomeUnknown, err)
+		return "", fmt.Errorf("%w: %w", app.ErrProviderOutcomeUnknown, err)
 	}
 	defer resp.Body.Close()
 	answerBody, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
 	if err != nil {
-		return "", fmt.Errorf("%w: reading the answer (%s): %v", app.ErrProviderOutcomeUnknown, resp.Status, err)
+		return "", fmt.Errorf("%w: reading the answer (%s): %w", app.ErrProviderOutcomeUnknown, resp.Status, err)
 	}
 	if resp.StatusCode == http.StatusOK {
 		return decision(op, want, answerBody)
@@ -328,7 +328,7 @@ func newRequest(ctx context.Context, target, key string, body []byte, maxAge tim
 func decision(op operation, want answer, body []byte) (app.ProviderDecision, error) {
 	var a answer
 	if err := json.Unmarshal(body, &a); err != nil {
-		return "", fmt.Errorf("%w: unreadable answer: %v", app.ErrProviderOutcomeUnknown, err)
+		return "", fmt.Errorf("%w: unreadable answer: %w", app.ErrProviderOutcomeUnknown, err)
 	}
 	describes := op.describes
 	if describes == nil {
@@ -463,23 +463,26 @@ func (c *Client) get(ctx context.Context, op operation, idempotencyKey string) (
 	u.RawQuery = url.Values{"idempotency_key": {idempotencyKey}}.Encode()
 	httpReq, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return answer{}, fmt.Errorf("%w: build lookup: %v", app.ErrProviderOutcomeUnknown, err)
+		return answer{}, fmt.Errorf("%w: build lookup: %w", app.ErrProviderOutcomeUnknown, err)
 	}
 	resp, err := c.http.Do(httpReq)
 	if err != nil {
-		return answer{}, fmt.Errorf("%w: lookup: %v", app.ErrProviderOutcomeUnknown, err)
+		return answer{}, fmt.Errorf("%w: lookup: %w", app.ErrProviderOutcomeUnknown, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
 	if err != nil {
-		return answer{}, fmt.Errorf("%w: reading the lookup (%s): %v", app.ErrProviderOutcomeUnknown, resp.Status, err)
+		return answer{}, fmt.Errorf("%w: reading the lookup (%s): %w", app.ErrProviderOutcomeUnknown, resp.Status, err)
 	}
 	var e errorAnswer
 	switch {
 	case resp.StatusCode == http.StatusOK:
 		var a answer
-		if err := json.Unmarshal(body, &a); err != nil || a.IdempotencyKey != idempotencyKey {
-			return answer{}, fmt.Errorf("%w: the lookup's answer is not the key's %s (%v)", app.ErrProviderOutcomeUnknown, op.noun, err)
+		if err := json.Unmarshal(body, &a); err != nil {
+			return answer{}, fmt.Errorf("%w: the lookup's answer is not the key's %s: %w", app.ErrProviderOutcomeUnknown, op.noun, err)
+		}
+		if a.IdempotencyKey != idempotencyKey {
+			return answer{}, fmt.Errorf("%w: the lookup's answer is not the key's %s (it names key %q)", app.ErrProviderOutcomeUnknown, op.noun, a.IdempotencyKey)
 		}
 		return a, nil
 	case resp.StatusCode == http.StatusNotFound && json.Unmarshal(body, &e) == nil && e.Error.Type == op.notFound:
