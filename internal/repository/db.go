@@ -234,7 +234,7 @@ func mapError(err error) error {
 		return app.ErrClaimNeedsTransaction
 	}
 	if isUnavailable(err) {
-		return fmt.Errorf("%w: %v", app.ErrStoreUnavailable, err)
+		return fmt.Errorf("%w: %w", app.ErrStoreUnavailable, err)
 	}
 	if isDataRejected(err) {
 		return fmt.Errorf("%w: %w", app.ErrDataRejected, err)

@@ -3,12 +3,20 @@ package repository_test
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/gorm"
 
 	"github.com/example/payment-service/internal/app"
+	"github.com/example/payment-service/internal/repository"
+	"github.com/example/payment-service/internal/testdb"
 )
 
 // Errors that reject the data itself (SQLSTATE classes 22 and 23) are
@@ -86,4 +94,113 @@ func TestTransactionWhoseContextEndsIsStoreUnavailable(t *testing.T) {
 	if !errors.Is(err, app.ErrStoreUnavailable) {
 		t.Fatalf("Transact after its context ended: %v, want ErrStoreUnavailable", err)
 	}
+}
+
+// A statement that fails because the database cannot be had in time is
+// ErrStoreUnavailable (503, retried without limit by the consumers: not
+// ErrDataRejected), with what ended it still in the chain: a refused
+// connection, the context's deadline, or its cancellation, which the
+// service recognises on shutdown (errors.Is(err, context.Canceled)) as a
+// clean stop, not a failure.
+func TestAStoreErrorKeepsItsCause(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.New(t)
+	_, tx := openDBOn(t, dsn)
+	down, err := repository.Open("postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=2",
+		repository.PoolConfig{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeOnCleanup(t, down)
+	lookup := func(ctx context.Context, tx *repository.Transactor) error {
+		_, _, err := tx.AutoCommit().Keys.Lookup(ctx, app.IdempotencyScope{ClientID: "c", Key: "k"})
+		return err
+	}
+	tests := []struct {
+		name  string
+		run   func() error
+		cause error
+	}{
+		{"the connection is refused",
+			func() error { return lookup(t.Context(), repository.NewTransactor(down)) },
+			syscall.ECONNREFUSED},
+		{"the context's deadline passes while the statement waits for a lock",
+			func() error {
+				return testdb.WhileLocked(t, dsn, "idempotency_record", func() error {
+					ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+					defer cancel()
+					return lookup(ctx, tx)
+				})
+			},
+			context.DeadlineExceeded},
+		{"the context is cancelled while the connection is made",
+			func() error {
+				silent, accepted := silentServer(t)
+				db, err := repository.Open("postgres://postgres@"+silent+"/none?sslmode=disable",
+					repository.PoolConfig{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				closeOnCleanup(t, db)
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				go func() { <-accepted; cancel() }()
+				return lookup(ctx, repository.NewTransactor(db))
+			},
+			context.Canceled},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.run()
+			if !errors.Is(err, app.ErrStoreUnavailable) || errors.Is(err, app.ErrDataRejected) {
+				t.Fatalf("%v, want ErrStoreUnavailable and not ErrDataRejected", err)
+			}
+			if !errors.Is(err, tc.cause) {
+				t.Errorf("%v: %v is not in the chain", err, tc.cause)
+			}
+		})
+	}
+}
+
+// silentServer listens on loopback, accepts connections and never answers
+// them; accepted is closed at the first.
+func silentServer(t *testing.T) (addr string, accepted <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan struct{})
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			if conns = append(conns, c); len(conns) == 1 {
+				close(first)
+			}
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().String(), first
+}
+
+func closeOnCleanup(t *testing.T, db *gorm.DB) {
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			_ = sqlDB.Close()
+		}
+	})
 }

@@ -102,6 +102,28 @@ func AdminDSN() string {
 	return adminDSN
 }
 
+// WhileLocked runs fn while another connection to dsn holds table locked
+// (ACCESS EXCLUSIVE, in a transaction rolled back after fn), so that every
+// statement of fn that touches the table waits for the lock.
+func WhileLocked(t testing.TB, dsn, table string, fn func() error) error {
+	t.Helper()
+	ctx := context.Background()
+	holder, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("testdb: lock %s: %v", table, err)
+	}
+	defer func() { _ = holder.Close(ctx) }()
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatalf("testdb: lock %s: %v", table, err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+pgx.Identifier{table}.Sanitize()+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatalf("testdb: lock %s: %v", table, err)
+	}
+	return fn()
+}
+
 func exec(ctx context.Context, dsn, sql string) error {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
