@@ -559,7 +559,7 @@ func (uc *IdempotentCommand[C, T]) release(ctx context.Context, k KeyClaim, t T,
 	switch {
 	case err == nil:
 		uc.logFor(t).WarnContext(ctx, "the provider did not act, for now; the key is released for a retry", "err", callErr)
-		return CommandResult{}, fmt.Errorf("%w: %v", ErrProviderUnavailable, callErr)
+		return CommandResult{}, fmt.Errorf("%w: %w", ErrProviderUnavailable, callErr)
 	case errors.Is(err, ErrLockLost):
 		// The lock ran out during the call and another attempt took the
 		// key over with the reservation: its answer is the key's, so

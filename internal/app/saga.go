@@ -363,5 +363,7 @@ func compensationRefundID(step SagaStep) domain.ExternalRefundID {
 
 // ErrSagaRetry: the step must be tried again later (the provider or the
 // database is down, another payment of the order is in flight, the order
-// is not in the projection yet). Nothing of it is stored.
+// is not in the projection yet). Nothing of it is stored. The error wraps
+// what went wrong beside it, for errors.Is; ErrSagaRetry is the class to go
+// by, whatever the cause.
 var ErrSagaRetry = errors.New("the saga step is to be tried again")

@@ -154,7 +154,7 @@ func (uc *SagaSteps) charged(ctx context.Context, cmd ChargeCommand, res Command
 		// third layer: try again once it has settled).
 		return uc.heldOrRetry(ctx, cmd.Scope, err)
 	case errors.Is(err, domain.ErrOrderNotFound) && time.Since(firstTried) < uc.orderWait:
-		return SagaResult{}, fmt.Errorf("%w: %v", ErrSagaRetry, err)
+		return SagaResult{}, fmt.Errorf("%w: %w", ErrSagaRetry, err)
 	case errors.Is(err, domain.ErrOrderNotFound):
 		return uc.fail(ctx, cmd, SagaCodeOrderNotFound, fmt.Sprintf("the order is not known to the payment service after %s", uc.orderWait))
 	case errors.Is(err, domain.ErrOrderMismatch):
@@ -166,7 +166,7 @@ func (uc *SagaSteps) charged(ctx context.Context, cmd ChargeCommand, res Command
 	default:
 		// The provider did not act for now (the key was given back), the
 		// database is down, or something else: nothing is stored.
-		return SagaResult{}, fmt.Errorf("%w: %v", ErrSagaRetry, err)
+		return SagaResult{}, fmt.Errorf("%w: %w", ErrSagaRetry, err)
 	}
 }
 
@@ -307,7 +307,7 @@ func (uc *SagaSteps) compensationRan(ctx context.Context, c SagaCompensation, sc
 	case inProgress != nil, errors.Is(err, ErrTransitionInProgress):
 		return uc.heldOrRetry(ctx, scope, err)
 	default:
-		return SagaResult{}, fmt.Errorf("%w: %v", ErrSagaRetry, err)
+		return SagaResult{}, fmt.Errorf("%w: %w", ErrSagaRetry, err)
 	}
 }
 
@@ -467,7 +467,7 @@ func (uc *SagaSteps) heldOrRetry(ctx context.Context, scope IdempotencyScope, ca
 	case found:
 		return SagaResult{Outcome: SagaPending}, nil
 	}
-	return SagaResult{}, fmt.Errorf("%w: %v", ErrSagaRetry, cause)
+	return SagaResult{}, fmt.Errorf("%w: %w", ErrSagaRetry, cause)
 }
 
 // reject answers a command whose (sagaId, stepName) names another command:

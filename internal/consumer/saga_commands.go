@@ -325,8 +325,7 @@ func (c *SagaConsumer) carryOut(ctx, work context.Context, cmd sagaCommand) erro
 	}
 	firstTried := time.Now()
 	var res app.SagaResult
-	rejected := func(err error) bool { return errors.Is(err, app.ErrDataRejected) }
-	err := c.retry(ctx, what, rejected, c.cfg.MaxAttempts, func() error {
+	err := c.retry(ctx, what, sagaRejected, c.cfg.MaxAttempts, func() error {
 		attempt, cancel := context.WithTimeout(work, 30*time.Second)
 		defer cancel()
 		var err error
@@ -342,6 +341,15 @@ func (c *SagaConsumer) carryOut(ctx, work context.Context, cmd sagaCommand) erro
 	}
 	c.metrics.record(kind, res)
 	return nil
+}
+
+// sagaRejected says whether a command's failure counts towards its
+// MaxAttempts: the database rejected the command's data. A step that asks
+// to be tried again (app.ErrSagaRetry) is tried again without limit,
+// whatever its cause, even one the database rejected: the saga's steps
+// wrap their cause with %w, so errors.Is sees both.
+func sagaRejected(err error) bool {
+	return errors.Is(err, app.ErrDataRejected) && !errors.Is(err, app.ErrSagaRetry)
 }
 
 // never: no failure is final.
