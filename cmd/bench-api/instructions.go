@@ -123,7 +123,7 @@ func (b *bench) countInstructions(ctx context.Context, bin string, round int) (i
 	control := func(arg string) error {
 		out, err := exec.CommandContext(ctx, "callgrind_control", arg, pid).CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("callgrind_control %s: %v: %s", arg, err, out)
+			return fmt.Errorf("callgrind_control %s: %w: %s", arg, err, out)
 		}
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"time"
@@ -112,8 +113,11 @@ func unblockConcurrentIndexBuilds(ctx context.Context, db *sql.DB) (stop func())
 // Newest is the version of the newest migration.
 func Newest() (int64, error) {
 	sources, err := fs.Glob(files, "*.sql")
-	if err != nil || len(sources) == 0 {
-		return 0, fmt.Errorf("no migrations embedded: %v", err)
+	if err != nil {
+		return 0, fmt.Errorf("no migrations embedded: %w", err)
+	}
+	if len(sources) == 0 {
+		return 0, errors.New("no migrations embedded")
 	}
 	// The names start with the zero-padded version, so the last in
 	// lexical order is the newest.

@@ -166,7 +166,7 @@ func CreateTopicContext(ctx context.Context, brokers []string, topic string, par
 		if ok, err := topicReady(ctx, brokers, topic, partitions); ok {
 			return nil
 		} else if ctx.Err() != nil {
-			return fmt.Errorf("topic %q not ready: %v (last error: %v)", topic, ctx.Err(), err)
+			return fmt.Errorf("topic %q not ready: %w", topic, errors.Join(ctx.Err(), err))
 		}
 		select {
 		case <-ctx.Done():

@@ -250,9 +250,9 @@ func (c *Cluster) waitReady(ctx context.Context, exited <-chan struct{}) error {
 		lastErr = err
 		select {
 		case <-exited:
-			return fmt.Errorf("pgtemp: postgres exited during start-up (last connect error: %v)", lastErr)
+			return fmt.Errorf("pgtemp: postgres exited during start-up (last connect error: %w)", lastErr)
 		case <-ctx.Done():
-			return fmt.Errorf("pgtemp: postgres not ready: %w (last connect error: %v)", ctx.Err(), lastErr)
+			return fmt.Errorf("pgtemp: postgres not ready: %w (last connect error: %w)", ctx.Err(), lastErr)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -397,7 +397,7 @@ func decodeBody(body io.Reader, noun string, v any) error {
 	dec := json.NewDecoder(io.LimitReader(body, 16<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("the body must be a JSON %s request: %v", noun, err)
+		return fmt.Errorf("the body must be a JSON %s request: %w", noun, err)
 	}
 	return nil
 }

@@ -72,12 +72,12 @@ func buildPreviousRelease() (string, error) {
 	// that subdirectory.
 	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
 	if err != nil {
-		return "", fmt.Errorf("find the work tree: %v", err)
+		return "", fmt.Errorf("find the work tree: %w", err)
 	}
 	extract := exec.Command("sh", "-c", `git archive --format=tar "$1" | tar -x -C "$2"`, "sh", commit, src)
 	extract.Dir = strings.TrimSpace(string(top))
 	if out, err := extract.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("extract %s: %v\n%s", commit, err, out)
+		return "", fmt.Errorf("extract %s: %w\n%s", commit, err, out)
 	}
 	// Built without -race: the old code is not under test for races, and
 	// the machine's cores go to the current binary's detector.
@@ -86,7 +86,7 @@ func buildPreviousRelease() (string, error) {
 	build.Dir = src
 	build.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
 	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build %s: %v\n%s", commit, err, out)
+		return "", fmt.Errorf("build %s: %w\n%s", commit, err, out)
 	}
 	// The rename makes the cached binary appear whole or not at all.
 	return bin, os.Rename(tmp, bin)
