@@ -59,6 +59,9 @@ func (s *testService) state(t *testing.T, key string, order int64, ref string) c
 		}
 		st.payments[ps] = n
 	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
 	st.events = s.count(t, `SELECT count(*) FROM outbox_event WHERE message_key = $1`, strconv.FormatInt(order, 10))
 	st.charged = s.ledger(t).Succeeded(ref)
 	return st

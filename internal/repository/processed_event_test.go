@@ -105,6 +105,9 @@ func TestProcessedEventMigrationKeepsRows(t *testing.T) {
 			}
 			cols = append(cols, c)
 		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
 		return cols
 	}
 
