@@ -323,7 +323,7 @@ func run(ctx context.Context, o options) error {
 	if b.provider, err = sandboxprovider.Start("127.0.0.1:0", sandboxprovider.Config{}); err != nil {
 		return err
 	}
-	defer b.provider.Close()
+	defer func() { _ = b.provider.Close() }() // after the run: its results are in already
 	serviceBin := o.serviceBin
 	if serviceBin == "" {
 		serviceBin = filepath.Join(b.tmp, "payment-service")
@@ -588,7 +588,9 @@ func (b *bench) startWrapped(ctx context.Context, bin string, wrap []string) (st
 	stop = func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
-		logFile.Close()
+		// The service wrote the log through descriptors of its own: this
+		// one was never written to.
+		_ = logFile.Close()
 	}
 	ready := 30 * time.Second
 	if len(wrap) > 0 {
@@ -698,10 +700,15 @@ func (b *bench) cpuProfile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	_, err = io.Copy(f, resp.Body)
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
 	logf("CPU profile of the service written to %s (go tool pprof -top %s)", b.o.cpuProfile, b.o.cpuProfile)
-	return err
+	return nil
 }
 
 // printServerTime prints what pg_stat_statements says the database spent

@@ -137,7 +137,7 @@ func readPgbenchLogs(prefix string, from time.Time, d time.Duration) (result, er
 			}
 			latencies = append(latencies, time.Duration(us)*time.Microsecond)
 		}
-		f.Close()
+		_ = f.Close() // read only
 		if err := sc.Err(); err != nil {
 			return result{}, err
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -171,7 +172,7 @@ func (d demo) saga(ctx context.Context, orderID int64) error {
 // sendCommand publishes one command to the commands topic, keyed by its
 // sagaId (one saga's commands in order on one partition), its eventId and
 // eventType as headers too, as the contract asks of an orchestrator.
-func (d demo) sendCommand(ctx context.Context, sagaID, eventID, eventType string, command any) error {
+func (d demo) sendCommand(ctx context.Context, sagaID, eventID, eventType string, command any) (err error) {
 	value, err := json.Marshal(command)
 	if err != nil {
 		return err
@@ -183,7 +184,7 @@ func (d demo) sendCommand(ctx context.Context, sagaID, eventID, eventType string
 	defer transport.CloseIdleConnections()
 	w := &kafka.Writer{Addr: kafka.TCP(d.brokers...), Topic: d.topics.commands, Balancer: &kafka.Hash{},
 		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond, Transport: transport}
-	defer w.Close()
+	defer func() { err = errors.Join(err, w.Close()) }()
 	err = w.WriteMessages(ctx, kafka.Message{Key: []byte(sagaID), Value: value,
 		Headers: []kafka.Header{{Key: "eventId", Value: []byte(eventID)}, {Key: "eventType", Value: []byte(eventType)}}})
 	if err != nil {

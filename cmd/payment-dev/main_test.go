@@ -114,7 +114,9 @@ func TestLostAnswerIsResolvedByTheWebhook(t *testing.T) {
 	t.Setenv("LOG_LEVEL", "warn")
 	for _, name := range []string{"KAFKA_BROKERS", "SANDBOX_PROVIDER_URL", "SANDBOX_WEBHOOK_URL", "SANDBOX_WEBHOOK_SECRET", "WEBHOOK_SECRETS", "SANDBOX_FAULT_RATES"} {
 		t.Setenv(name, "") // restored after the test
-		os.Unsetenv(name)
+		if err := os.Unsetenv(name); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -11,6 +11,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -98,25 +99,33 @@ func migrate(ctx context.Context, direction string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
+	// What was done is printed even when a later migration failed; a
+	// failed write fails the command too.
+	var writeErr error
+	report := func(a ...any) {
+		if _, err := fmt.Fprintln(stdout, a...); err != nil && writeErr == nil {
+			writeErr = err
+		}
+	}
 	switch direction {
 	case "up":
 		results, err := p.Up(ctx)
 		for _, r := range results {
-			fmt.Fprintln(stdout, r)
+			report(r)
 		}
-		return err
+		return errors.Join(err, writeErr)
 	case "down":
 		r, err := p.Down(ctx)
 		if r != nil {
-			fmt.Fprintln(stdout, r)
+			report(r)
 		}
-		return err
+		return errors.Join(err, writeErr)
 	case "status":
 		statuses, err := p.Status(ctx)
 		for _, s := range statuses {
-			fmt.Fprintf(stdout, "%-8s %s\n", s.State, s.Source.Path)
+			report(fmt.Sprintf("%-8s %s", s.State, s.Source.Path))
 		}
-		return err
+		return errors.Join(err, writeErr)
 	default:
 		return fmt.Errorf("unknown migrate direction %q\n%s", direction, usage)
 	}

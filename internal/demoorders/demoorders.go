@@ -79,7 +79,7 @@ func (e Event) Message() (kafka.Message, error) {
 // Publish writes the events to topic, acknowledged by every in-sync
 // replica, once the topic exists: it waits for it (compose creates the
 // topics in a service of its own) until ctx ends.
-func Publish(ctx context.Context, brokers []string, topic string, events ...Event) error {
+func Publish(ctx context.Context, brokers []string, topic string, events ...Event) (err error) {
 	if err := waitForTopic(ctx, brokers, topic); err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func Publish(ctx context.Context, brokers []string, topic string, events ...Even
 	transport := &kafka.Transport{}
 	defer transport.CloseIdleConnections()
 	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, RequiredAcks: kafka.RequireAll, Balancer: &kafka.Hash{}, Transport: transport}
-	defer w.Close()
+	defer func() { err = errors.Join(err, w.Close()) }()
 	if err := w.WriteMessages(ctx, msgs...); err != nil {
 		return fmt.Errorf("publish to %s at %v: %w", topic, brokers, err)
 	}

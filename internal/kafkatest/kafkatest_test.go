@@ -153,7 +153,11 @@ func TestTailReadsOnlyWhatIsNew(t *testing.T) {
 	brokers := Brokers(t)
 	topic := CreateTopic(t, brokers, 2)
 	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, Balancer: &kafka.RoundRobin{}, BatchSize: 1}
-	defer w.Close()
+	defer func() {
+		if err := w.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tail := NewTail(brokers, topic)

@@ -59,7 +59,12 @@ func newEnvOn(t testing.TB, brokers []string, partitions int) *env {
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- waker.Run(ctx) }()
-	t.Cleanup(func() { stop(); <-done })
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("the waker: %v", err)
+		}
+	})
 	topic := kafkatest.CreateTopic(t, brokers, partitions)
 	return &env{dsn: dsn, db: db, waker: waker, brokers: brokers, topic: topic}
 }

@@ -348,7 +348,9 @@ func TestRelayHealthFollowsPublishing(t *testing.T) {
 	go func() { done <- r.Run(ctx) }()
 	defer func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
 		if r.Health() == nil {
 			t.Error("Health is nil after Run returned")
 		}

@@ -82,7 +82,11 @@ SELECT EXISTS (SELECT 1 FROM pg_stat_activity
 	if next.err != nil {
 		t.Fatalf("the standby taking over: %v", next.err)
 	}
-	defer next.sess.Close()
+	defer func() {
+		if err := next.sess.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
 	if _, err := conn.Exec(ctx, `NOTIFY outbox_event`); err != nil {
 		t.Fatal(err)
 	}

@@ -122,7 +122,11 @@ func (r *sagaRig) projectOrder(t *testing.T, id int64, amount string) {
 	t.Helper()
 	w := &kafka.Writer{Addr: kafka.TCP(r.brokers...), Topic: r.orders, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond,
 		Transport: r.transport}
-	defer w.Close()
+	defer func() {
+		if err := w.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
 	body := fmt.Sprintf(`{"eventId":%q,"eventType":"OrderCreated.v1","orderId":%d,"customerId":42,"amount":%q,"currency":"RUB","occurredAt":%q}`,
 		uuid.Must(uuid.NewV7()), id, amount, time.Now().UTC().Format(time.RFC3339Nano))
 	if err := w.WriteMessages(context.Background(), kafka.Message{Key: []byte(fmt.Sprint(id)), Value: []byte(body)}); err != nil {

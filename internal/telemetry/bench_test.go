@@ -24,7 +24,11 @@ import (
 //	go test -run '^$' -bench BenchmarkInstrumentation -benchmem ./internal/telemetry/
 func BenchmarkInstrumentation(b *testing.B) {
 	on := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}))
-	defer on.Shutdown(context.Background())
+	defer func() {
+		if err := on.Shutdown(context.Background()); err != nil {
+			b.Error(err)
+		}
+	}()
 	b.Run("none", func(b *testing.B) {
 		logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
 		b.ReportAllocs()

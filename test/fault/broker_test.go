@@ -5,6 +5,7 @@ package fault
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -163,9 +164,9 @@ func produceOrders(t *testing.T, brokers []string, topic string, ops []op) {
 
 // tryProduceOrders is produceOrders for a goroutine of the test: it returns
 // its error rather than failing the test.
-func tryProduceOrders(brokers []string, topic string, ops []op) error {
+func tryProduceOrders(brokers []string, topic string, ops []op) (err error) {
 	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, Balancer: &kafka.Hash{}, RequiredAcks: kafka.RequireAll, BatchTimeout: 10 * time.Millisecond}
-	defer w.Close()
+	defer func() { err = errors.Join(err, w.Close()) }()
 	now := time.Now().UTC()
 	var msgs []kafka.Message
 	for _, o := range ops {

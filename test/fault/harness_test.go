@@ -311,7 +311,9 @@ func (r *replica) start() error {
 	if err != nil {
 		return err
 	}
-	defer out.Close()
+	// The binary writes its log through descriptors of its own: this one
+	// is never written to.
+	defer func() { _ = out.Close() }()
 	r.mu.Lock()
 	bin := r.bin
 	r.mu.Unlock()
