@@ -137,7 +137,7 @@ func parentPID(pid int) (int, error) {
 // postmasterPID reads the cluster's postmaster.pid, whose first line is
 // the postmaster's process id.
 func postmasterPID(clusterDir string) (int, error) {
-	b, err := os.ReadFile(filepath.Join(clusterDir, "data", "postmaster.pid"))
+	b, err := os.ReadFile(filepath.Join(clusterDir, "data", "postmaster.pid")) //nolint:gosec // G304: the cluster's own postmaster.pid
 	if err != nil {
 		return 0, err
 	}

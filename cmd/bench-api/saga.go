@@ -215,7 +215,7 @@ func (s *sagaBroker) stepTimed(ctx context.Context, order int64, st *stepTimes) 
 		s.mu.Lock()
 		err := s.readErr
 		s.mu.Unlock()
-		return fmt.Errorf("no reply within %s (reader: %v)", sagaReplyTimeout, err)
+		return fmt.Errorf("no reply within %s (reader: %v)", sagaReplyTimeout, err) //nolint:errorlint // the reader's error may be nil: the message shows it, and nothing classifies it
 	case <-ctx.Done():
 		forget()
 		return ctx.Err()

@@ -190,7 +190,7 @@ func run(ctx context.Context) error {
 	}
 	step("3. the same request again: a replay, nothing charged")
 	if res, err := d.client.Charge(ctx, key, req); err != nil || !res.Replayed {
-		return fmt.Errorf("the same request again: %+v, %v; want the stored answer replayed", res, err)
+		return fmt.Errorf("the same request again: %+v, %v; want the stored answer replayed", res, err) //nolint:errorlint // err may be nil: the message shows what came back, and nothing classifies it
 	}
 	step("4. the same key with a changed amount: 409 idempotency-key-reused")
 	changed := req
@@ -238,7 +238,7 @@ func (d demo) refund(ctx context.Context, payment paymentclient.Payment, key str
 	step("%d. the same refund again: a replay, the same refund, nothing refunded again", refundSteps+1)
 	again, err := d.client.Refund(ctx, key, payment.ID, req)
 	if err != nil || !again.Replayed || again.Refund.ID != first.Refund.ID {
-		return fmt.Errorf("the same refund again: %+v, %v; want refund %d replayed", again, err, first.Refund.ID)
+		return fmt.Errorf("the same refund again: %+v, %v; want refund %d replayed", again, err, first.Refund.ID) //nolint:errorlint // err may be nil: the message shows what came back, and nothing classifies it
 	}
 	fmt.Printf("what the provider refunded under the refund's provider key: one refund\n")
 	if _, err := d.getFrom(ctx, d.provider, "/v1/refunds?idempotency_key=refund:"+payment.PaymentProvider+":"+req.ExternalRefundID); err != nil {
@@ -252,7 +252,7 @@ func (d demo) refund(ctx context.Context, payment paymentclient.Payment, key str
 	step("%d. the payment's refunds: GET /payments/%d/refunds", refundSteps+3, payment.ID)
 	refunds, err := d.client.Refunds(ctx, payment.ID)
 	if err != nil || len(refunds) != 1 || refunds[0].ID != first.Refund.ID {
-		return fmt.Errorf("the payment's refunds: %+v, %v; want refund %d alone", refunds, err, first.Refund.ID)
+		return fmt.Errorf("the payment's refunds: %+v, %v; want refund %d alone", refunds, err, first.Refund.ID) //nolint:errorlint // err may be nil: the message shows what came back, and nothing classifies it
 	}
 	return nil
 }
@@ -268,7 +268,7 @@ func demoCharge(orderID int64, externalPaymentID string) paymentclient.ChargeReq
 func expect[R any](_ R, err error) func(want error) error {
 	return func(want error) error {
 		if !errors.Is(err, want) {
-			return fmt.Errorf("got %v, want %v", err, want)
+			return fmt.Errorf("got %v, want %v", err, want) //nolint:errorlint // err may be nil: the message shows what came back, and nothing classifies it
 		}
 		fmt.Printf("refused, as it must be: %v\n", err)
 		return nil

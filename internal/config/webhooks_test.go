@@ -18,7 +18,7 @@ func TestWebhookConfig(t *testing.T) {
 	if err != nil || len(cfg.Webhooks.Secrets) != 0 || cfg.Webhooks.Tolerance != 5*time.Minute {
 		t.Fatalf("defaults: %+v, %v; want no secret (the endpoint answers 503) and 5m", cfg.Webhooks, err)
 	}
-	cfg, err = config.Load(env(map[string]string{"WEBHOOK_SECRETS": " whsec_new_0123456789 , whsec_old_0123456789", "WEBHOOK_TOLERANCE": "2m"}))
+	cfg, err = config.Load(env(map[string]string{"WEBHOOK_SECRETS": " whsec_new_0123456789 , whsec_old_0123456789", "WEBHOOK_TOLERANCE": "2m"})) //nolint:gosec // G101: the test's own secrets
 	if err != nil || len(cfg.Webhooks.Secrets) != 2 || string(cfg.Webhooks.Secrets[0].Bytes()) != "whsec_new_0123456789" ||
 		string(cfg.Webhooks.Secrets[1].Bytes()) != "whsec_old_0123456789" || cfg.Webhooks.Tolerance != 2*time.Minute {
 		t.Fatalf("two secrets: %+v, %v", cfg.Webhooks, err)
@@ -34,7 +34,7 @@ func TestWebhookConfig(t *testing.T) {
 // error, not when the configuration is printed, logged or marshalled.
 func TestWebhookSecretsAreNeverEchoed(t *testing.T) {
 	t.Parallel()
-	const secret = "whsec_do_not_print_me_42"
+	const secret = "whsec_do_not_print_me_42" //nolint:gosec // G101: the test's own secret
 	for _, bad := range []string{secret + ",whsec_b_0123456789,whsec_c_0123456789", "tiny_s3cr"} {
 		_, err := config.Load(env(map[string]string{"WEBHOOK_SECRETS": bad}))
 		if err == nil || strings.Contains(err.Error(), "whsec") || strings.Contains(err.Error(), "tiny_s3cr") {

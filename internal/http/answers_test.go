@@ -123,13 +123,13 @@ func holdFirstCharge(t *testing.T, upstream string) *heldProvider {
 			<-h.release
 		}
 		// Forwarded whether or not its sender still waits.
-		req, err := http.NewRequestWithContext(context.Background(), r.Method, upstream+r.URL.RequestURI(), bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(context.Background(), r.Method, upstream+r.URL.RequestURI(), bytes.NewReader(body)) //nolint:gosec // G704: a test proxy forwarding to the test's own server
 		if err != nil {
 			t.Error(err)
 			return
 		}
 		req.Header = r.Header.Clone()
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := http.DefaultClient.Do(req) //nolint:gosec // G704: a test proxy forwarding to the test's own server
 		if held {
 			close(h.landed)
 		}

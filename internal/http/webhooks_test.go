@@ -19,8 +19,8 @@ import (
 
 // The secrets the test services verify deliveries with.
 const (
-	webhookSecret    = "whsec_test_current_0123456789"
-	webhookOldSecret = "whsec_test_previous_987654321"
+	webhookSecret    = "whsec_test_current_0123456789" //nolint:gosec // G101: the test services' own secret
+	webhookOldSecret = "whsec_test_previous_987654321" //nolint:gosec // G101: the test services' own secret
 )
 
 // startWebhookService runs the service with webhooks on (secrets, comma

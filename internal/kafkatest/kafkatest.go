@@ -317,7 +317,7 @@ func readBytes(b kafka.Bytes) ([]byte, error) {
 	if b == nil {
 		return nil, nil
 	}
-	defer b.Close()
+	defer b.Close() //nolint:errcheck // a record's bytes, read: closing hands their buffer back
 	return io.ReadAll(b)
 }
 

@@ -328,7 +328,7 @@ func findBinDir(ctx context.Context) (string, error) {
 
 func hasServerBinaries(dir string) bool {
 	for _, name := range []string{"initdb", "postgres"} {
-		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.IsDir() {
+		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.IsDir() { //nolint:gosec // G703: the machine's own setting or pgtemp's cache, only looked at
 			return false
 		}
 	}

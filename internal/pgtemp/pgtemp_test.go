@@ -57,7 +57,7 @@ func TestStartServeStop(t *testing.T) {
 // killed with SIGKILL; the server must go away by itself.
 func TestServerStopsWhenOwnerIsKilled(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestServerStopsWhenOwnerIsKilled$")
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestServerStopsWhenOwnerIsKilled$") //nolint:gosec // G702: this test binary, run again as the child
 	cmd.Env = append(os.Environ(), "PGTEMP_CHILD=1")
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -305,7 +305,7 @@ type explained struct {
 // literals: the charge's claim in progress of the filled database
 // (filledLikeProduction), its payment, and values of the right type for
 // the rest.
-var planValues = map[string]string{
+var planValues = map[string]string{ //nolint:gosec // G101: SQL literals of the plan's parameters, no credential
 	"client": "'c'", "key": "'k1000'", "token": "'6f1d1d8e-63a5-4a4e-9b4e-7d0a3f3b8f10'", "hash": "'h'",
 	"lock_micros": "60000000", "atomic": "true", "command": "'charge'",
 	"order": "1000", "customer": "42", "amount": "10.00", "currency": "'RUB'", "provider": "'sandbox'",

@@ -120,7 +120,7 @@ type stackOptions struct {
 }
 
 // webhookSecret signs the provider's deliveries in a stack with webhooks.
-const webhookSecret = "whsec_fault_suite_0123456789"
+const webhookSecret = "whsec_fault_suite_0123456789" //nolint:gosec // G101: the fault suite's own secret
 
 // stack is one system under test.
 type stack struct {

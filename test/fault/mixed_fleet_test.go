@@ -210,8 +210,9 @@ const dropCommandDefault = `ALTER TABLE idempotency_record ALTER COLUMN command 
 // place the child passes, and so this fails.)
 func TestAnUnsafeMigrationFailsTheRollingDeploy(t *testing.T) {
 	previousRelease(t) // built (or found in the cache) before the child needs it
-	child := exec.Command(os.Args[0], "-test.run", "^TestRollingDeployMixedFleet$", "-test.count", "1",
-		"-seed", "27", "-mixed-rounds", "0", "-mixed-unsafe-sql", dropCommandDefault)
+	args := []string{"-test.run", "^TestRollingDeployMixedFleet$", "-test.count", "1",
+		"-seed", "27", "-mixed-rounds", "0", "-mixed-unsafe-sql", dropCommandDefault}
+	child := exec.Command(os.Args[0], args...) //nolint:gosec // G702: this test binary, run again as the child
 	child.Env = append(os.Environ(), serviceBinaryEnv+"="+binary)
 	out, err := child.CombinedOutput()
 	if err == nil {

@@ -98,7 +98,7 @@ func previousReleaseCommit() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read only
 	lines := bufio.NewScanner(f)
 	for lines.Scan() {
 		if l := strings.TrimSpace(lines.Text()); l != "" && !strings.HasPrefix(l, "#") {

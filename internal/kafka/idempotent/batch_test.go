@@ -198,7 +198,7 @@ func readAllBytes(t *testing.T, b protocol.Bytes) []byte {
 	if b == nil {
 		return nil
 	}
-	defer b.Close()
+	defer b.Close() //nolint:errcheck // a record's bytes, read: closing hands their buffer back
 	out, err := io.ReadAll(b)
 	if err != nil {
 		t.Fatal(err)

@@ -91,7 +91,7 @@ func TestPublishBrokerErrors(t *testing.T) {
 				t.Fatalf("publish b = %v, want %v", err, tt.wantBErr)
 			}
 			for _, mark := range []error{ErrFatal, ErrRefused} {
-				if got, want := errors.Is(err, mark), mark == tt.wantMark; got != want {
+				if got, want := errors.Is(err, mark), mark == tt.wantMark; got != want { //nolint:errorlint // which of the two sentinels mark is, not an error returned
 					t.Errorf("publish b = %v: errors.Is(%v) = %v, want %v", err, mark, got, want)
 				}
 			}
