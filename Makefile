@@ -1,6 +1,8 @@
 # The two commands a newcomer needs: `make dev` and `make test`.
 GO          ?= go
-STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# go vet's analyzers, staticcheck (v0.8.2 inside), errcheck, errorlint,
+# rowserrcheck and gosec, configured in .golangci.yml.
+GOLANGCI_LINT ?= github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 BIN         ?= bin
 
 .PHONY: dev demo compose-check fresh-machine-check test test-pgbench test-kafka test-fault test-fault-long test-fault-rolling-long fuzz contract-fuzz lint build migrate bench bench-api bench-scale bench-tracing docs-screenshot help model model-mutants model-deep \
@@ -24,7 +26,7 @@ help:
 	@echo "make test-fault-rolling-long  the rolling deploy (previous release beside this one) with 150 seeded rounds per rolled replica"
 	@echo "make fuzz     each fuzz target for FUZZTIME (default 20s); the corpus is in testdata/fuzz"
 	@echo "make contract-fuzz  Schemathesis against the real service on a throwaway database, every check, seeded (CONTRACT_FUZZ_SEED)"
-	@echo "make lint     gofmt, go vet, staticcheck, and the dependency rule (docs/architecture.md)"
+	@echo "make lint     gofmt; golangci-lint: go vet, staticcheck, errcheck, errorlint, rowserrcheck, gosec (.golangci.yml); the dependency rule (docs/architecture.md)"
 	@echo "make build    static binaries in $(BIN)/: payment-service, sandbox-provider"
 	@echo "make migrate  apply migrations to DATABASE_URL"
 	@echo "make bench    the benchmarks reported in docs/benchmarks.md"
@@ -136,9 +138,9 @@ contract-fuzz:
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	@# The fault and pgbench tags add files and hide none: one pass each checks every file.
-	$(GO) vet -tags fault,pgbench ./...
-	$(GO) run $(STATICCHECK) -tags fault,pgbench ./...
+	@# go vet's analyzers, staticcheck and the linters of .golangci.yml, in
+	@# one pass with the fault and pgbench tags (they add files and hide none).
+	$(GO) run $(GOLANGCI_LINT) run ./...
 	@# The domain imports only the standard library, decimal and uuid.
 	@bad=$$($(GO) list -f '{{join .Imports "\n"}}' ./internal/domain/ | grep '\.' | grep -v -e '^github.com/shopspring/decimal$$' -e '^github.com/google/uuid$$'); \
 	  if [ -n "$$bad" ]; then echo "internal/domain must not import:"; echo "$$bad"; exit 1; fi
