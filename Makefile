@@ -9,6 +9,7 @@ BIN         ?= bin
 	model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease \
 	model-mutant-nolookup model-mutant-busyasnone model-mutant-nosettle model-mutant-nowait \
 	model-mutant-hooknofence model-mutant-hookfinal model-mutant-hooknodedup \
+	model-mutant-unboundguess model-mutant-notifyguess \
 	model-mutant-refund-checkthenact model-mutant-refund-newkey model-mutant-refund-nofence \
 	model-mutant-refund-nocommand model-mutant-refund-delunknown model-mutant-refund-nolease \
 	model-mutant-refund-nowait model-mutant-saga-notombstone model-mutant-saga-nowait model-mutant-twostep-noindex model-mutant-twostep-statefirst
@@ -217,6 +218,7 @@ model-mutants:
 model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease \
 model-mutant-nolookup model-mutant-busyasnone model-mutant-nosettle model-mutant-nowait \
 model-mutant-hooknofence model-mutant-hookfinal model-mutant-hooknodedup \
+model-mutant-unboundguess model-mutant-notifyguess \
 model-mutant-refund-checkthenact model-mutant-refund-newkey model-mutant-refund-nofence \
 model-mutant-refund-nocommand model-mutant-refund-delunknown model-mutant-refund-nolease \
 model-mutant-refund-nowait model-mutant-saga-notombstone model-mutant-saga-nowait model-mutant-twostep-noindex model-mutant-twostep-statefirst:

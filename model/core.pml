@@ -45,6 +45,45 @@
 #define MAY(cnt, max) ((cnt) < (max) && faults < MAXFAULTS)
 #define FAULT(cnt) cnt++; faults++
 
+/* ----------------------------------------------------- the provider's kind */
+
+/* What the provider lets the outcome model learn of a call whose answer it
+ * lacks (ProviderAbilities.Recovery, internal/app/provider_abilities.go;
+ * docs/model.md, "The provider kinds"):
+ *   PKIND=1  LooksUpWithinBound, the sandbox (the default): a lookup by key
+ *            answers truthfully, and the provider refuses a request older
+ *            than B; nothing under the key after a refusal for good is
+ *            FAILED once B has passed since the claim.
+ *   PKIND=2  LooksUp, Stripe: a lookup answers truthfully, but the provider
+ *            acts on a request however late it arrives, so nothing found
+ *            proves nothing: the outcome stays unknown.
+ *   PKIND=3  NotifiesOnly, Adyen: the provider cannot be asked; a resumed
+ *            refusal, for good or for now, is unknown at once, until a
+ *            retry gets a decision or the provider's event records it.
+ * Its mutants, each a guess the kind does not support:
+ *   UNBOUNDGUESS  (with PKIND=2) the bounded kind's rule at a provider
+ *                 without a bound: the adapter declares a request bound the
+ *                 provider does not enforce, and nothing found once it has
+ *                 passed is recorded FAILED (caught with REFUSEONCE: a
+ *                 refusal that binds every later request refuses the late
+ *                 one too)
+ *   NOTIFYGUESS   (with PKIND=3) a resumed refusal for good is recorded
+ *                 FAILED, since nothing can be asked: the refusal taken as
+ *                 proof */
+#ifndef PKIND
+#define PKIND 1
+#endif
+#if PKIND < 1 || PKIND > 3
+#error "PKIND must be 1, 2 or 3"
+#endif
+/* The core waits out a bound after a resumed refusal: at the bounded kind,
+ * and where the adapter declares one the provider does not enforce. */
+#if PKIND == 1 || defined(UNBOUNDGUESS)
+#define CORE_WAITS 1
+#else
+#define CORE_WAITS 0
+#endif
+
 /* ------------------------------------------------------------ constants */
 
 /* idempotency_record.status; NONE = no row */
@@ -157,7 +196,7 @@ bool waiting[NTOK];      /* attempt t waits for B to pass since its claim */
  * way). CLAIM_CHECK(k) is the model's check before it. */
 #define CLAIM_WRITE(k, me, h, p) \
 	CLAIM_CHECK(k); \
-	window[k] = (rec[k].st == INPROG -> 1 : window[k]); \
+	WINDOW_OPENS(k); \
 	rec[k].st = INPROG; rec[k].hash = h; rec[k].tok = me; rec[k].exp = 0; \
 	rec[k].RECOVERY = p; rec[k].resp = A_NONE; holder[k] = me; owner_alive[k] = 1
 
@@ -193,12 +232,26 @@ bool waiting[NTOK];      /* attempt t waits for B to pass since its claim */
  * (IN_WINDOW, model/core-processes.pml). Moved to the next moment one of
  * them looks, an event that comes earlier changes nothing. */
 
+/* A takeover's claim opens the key's window where the core waits for B;
+ * elsewhere nothing reads it, and it stays closed. */
+#if CORE_WAITS
+#define WINDOW_OPENS(k) window[k] = (rec[k].st == INPROG -> 1 : window[k])
+#else
+#define WINDOW_OPENS(k) skip
+#endif
+
 /* The provider refuses as too old the call of an attempt whose claim was
  * taken over once B has passed since the key's latest takeover: not
  * charged, nothing recorded under the key. Until then it may still reach
- * the provider (ON_TIME). */
+ * the provider (ON_TIME). A provider without a bound acts on a request
+ * however late it arrives. */
+#if PKIND == 1
 #define TOO_OLD(k, me) (holder[k] != (me))
 #define ON_TIME(k, me) (holder[k] == (me) || window[k])
+#else
+#define TOO_OLD(k, me) false
+#define ON_TIME(k, me) true
+#endif
 
 /* A resumed attempt refused for good whose lookup found nothing under the
  * key records FAILED only once B has passed since its own claim (the key's
@@ -225,18 +278,50 @@ bool waiting[NTOK];      /* attempt t waits for B to pass since its claim */
  * narration; W_LOOKUP_FOUND and the other W_ are its witnesses. Nothing
  * under the key after a refusal for now is unknown; after a refusal for
  * good it is FAILED once B has passed since this attempt's claim, and
- * before that the attempt waits. */
+ * before that the attempt waits; at a provider without a bound it is
+ * unknown. A provider that cannot be asked is not looked up: the refusal
+ * is unknown at once. */
+#if PKIND != 3
 #define LOOK_UP(k, o, me) \
 	if \
 	LOOKUP_FINDS(o, me, W_LOOKUP_FOUND) \
 	:: LOOKUP_NONE(o) -> \
 		LOOKUP_SAYS_NONE(o, me); \
-		if \
-		:: reply == R_REFUSED && BOUND_PASSED(k) -> reply = R_FAIL; SEEN(W_LOOKUP_FAILED) \
-		:: reply == R_REFUSED && !BOUND_PASSED(k) -> WAIT_AND_LOOK_UP(k, o, me) \
-		:: else -> reply = R_UNKNOWN \
-		fi \
+		NOTHING_FOUND(k, o, me) \
 	fi
+#elif !defined(NOTIFYGUESS)
+#define LOOK_UP(k, o, me) \
+	if \
+	:: reply == R_REFUSED -> SEEN(W_NOT_ASKED) \
+	:: else -> skip \
+	fi; \
+	reply = R_UNKNOWN; \
+	printf("T%d: the provider cannot be asked: unknown\n", me)
+#else
+#define LOOK_UP(k, o, me) \
+	if \
+	:: reply == R_REFUSED -> reply = R_FAIL; \
+		printf("T%d: the provider cannot be asked: the refusal taken as proof\n", me) \
+	:: else -> reply = R_UNKNOWN; \
+		printf("T%d: the provider cannot be asked: unknown\n", me) \
+	fi
+#endif
+#if CORE_WAITS
+#define NOTHING_FOUND(k, o, me) \
+	if \
+	:: reply == R_REFUSED && BOUND_PASSED(k) -> reply = R_FAIL; SEEN(W_LOOKUP_FAILED) \
+	:: reply == R_REFUSED && !BOUND_PASSED(k) -> WAIT_AND_LOOK_UP(k, o, me) \
+	:: else -> reply = R_UNKNOWN \
+	fi
+#else
+#define NOTHING_FOUND(k, o, me) \
+	if \
+	:: reply == R_REFUSED -> SEEN(W_NOTHING_KEPT); \
+		printf("T%d: nothing found proves nothing without a bound: unknown\n", me) \
+	:: else -> skip \
+	fi; \
+	reply = R_UNKNOWN
+#endif
 /* The wait: the step blocks (others run) until B has passed since the
  * attempt's claim, and the key is looked up again: a request that landed
  * meanwhile is found, and nothing is FAILED. If the lock ends first, the

@@ -12,7 +12,8 @@
  * requests for good before it looks at their key, that answers a lookup
  * by key truthfully, and that refuses a request older than the bound B
  * (PROVIDER_MAX_REQUEST_AGE; a resumed refusal then waits for B before it
- * records FAILED); replicas that crash at any step, and locks that expire
+ * records FAILED), or, with PKIND, a provider without the bound or without
+ * the lookup; replicas that crash at any step, and locks that expire
  * while their owner is slow or after it has gone. With WEBHOOK, the
  * provider's events (webhooks) applied by ApplyProviderEvent, a second
  * writer of phase 3. What the refund's model (model/refund.pml) shares with
@@ -36,6 +37,10 @@
  *                  webhook) delivered up to MAXHOOK times, which
  *                  ApplyProviderEvent applies: a second writer of phase 3
  *                  (see "The provider's events")
+ *   PKIND=1..3     what the provider lets the outcome model learn: 1 a
+ *                  lookup and a request bound (the sandbox, the default),
+ *                  2 a lookup and no bound (Stripe), 3 no lookup (Adyen);
+ *                  see "the provider's kind", model/core.pml
  * Mutants (each must produce a counterexample):
  *   NOFENCE        fenced writes do not compare lock_token, only the key and
  *                  status = 'IN_PROGRESS'
@@ -68,6 +73,12 @@
  *                  fence, no PENDING condition); breaks P15, then P7
  *   HOOKNODEDUP    (with WEBHOOK) no processed_event: every delivery is
  *                  processed; breaks P14
+ *   UNBOUNDGUESS   (with PKIND=2 and REFUSEONCE) a resumed refusal for good
+ *                  settled as at a provider with a bound (the wait for B,
+ *                  then FAILED on nothing found), at one that has none;
+ *                  breaks P8
+ *   NOTIFYGUESS    (with PKIND=3) a resumed refusal for good recorded FAILED,
+ *                  since the provider cannot be asked; breaks P8
  * A weaker provider (the checks must pass with it too):
  *   REFUSEONCE     a refusal for good answers the refused request only; a
  *                  later request for E may be accepted (by default the
@@ -303,6 +314,11 @@ bool refusing[NEXT]; /* the provider refuses every request for E, for good */
 #define W_WAITED_FOUND  28
 #define W_WAITED_FAILED 29
 #define W_CANNOT_WAIT   30
+/* ... and at the other kinds of provider: nothing found after a refusal
+ * for good kept unknown (no bound); a resumed refusal for good kept unknown
+ * without a lookup (cannot be asked) */
+#define W_NOTHING_KEPT  31
+#define W_NOT_ASKED     32
 
 /* ------------------------------------------------------- ChargePayment */
 

@@ -25,7 +25,8 @@
  * refund beyond what is left of the charge (and records nothing under its
  * key), that answers a lookup by key truthfully, and that refuses a request
  * older than the bound B (a resumed refusal then waits for B before it
- * records FAILED); replicas that crash at any step, and locks that expire
+ * records FAILED), or, with PKIND, a provider without the bound or without
+ * the lookup; replicas that crash at any step, and locks that expire
  * while their owner is slow or after it has gone.
  *
  * A database transaction (or one statement) is one atomic step (d_step): it
@@ -41,6 +42,10 @@
  *                  formula 'live' is checked with weak fairness (pan -a -f)
  *   WITNESS=n      stop at reachable event n (proves a check is not vacuous)
  *   SKIP_Pn        switch property Pn off (to show what a mutant breaks next)
+ *   PKIND=1..3     what the provider lets the outcome model learn: 1 a
+ *                  lookup and a request bound (the sandbox, the default),
+ *                  2 a lookup and no bound, 3 no lookup; see "the
+ *                  provider's kind", model/core.pml
  * Mutants (each must produce a counterexample):
  *   CHECKTHENACT   the reservation is check-then-act: the refund total is
  *                  read in one statement (the guide's SELECT sum), the refund
@@ -281,6 +286,11 @@ byte nrefunds[NX];       /* refunds the provider made per external refund */
 #define W_WAITED_FOUND  21
 #define W_WAITED_FAILED 22
 #define W_CANNOT_WAIT   23
+/* ... and at the other kinds of provider: nothing found after a refusal
+ * for good kept unknown (no bound); a resumed refusal for good kept unknown
+ * without a lookup (cannot be asked) */
+#define W_NOTHING_KEPT  24
+#define W_NOT_ASKED     25
 
 /* ------------------------------------------------------- RefundPayment */
 

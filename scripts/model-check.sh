@@ -16,7 +16,8 @@
 #   mutants      every mutant below; each must produce its counterexample
 #                (make model-mutants)
 #   nofence | findsave | delunknown | noorderidx | nolease | nolookup |
-#   busyasnone | nosettle | nowait | hooknofence | hookfinal | hooknodedup
+#   busyasnone | nosettle | nowait | hooknofence | hookfinal | hooknodedup |
+#   unboundguess | notifyguess
 #                one mutant (make model-mutant-<name>)
 #   deep         larger bounds, minutes each; not run by CI (make model-deep)
 #   refund-checks, refund-witnesses, refund-mutants, refund-deep
@@ -203,6 +204,16 @@ suite_checks() {
 	run safety-webhook-key   safety pass -DSCEN=1 -DWEBHOOK -DMAXFAULTS=1
 	run safety-webhook-order safety pass -DSCEN=2 -DWEBHOOK -DMAXFAULTS=0
 	run live-webhook-key     live   pass -DSCEN=1 -DWEBHOOK -DMAXFAULTS=0
+	# the other kinds of provider (PKIND; docs/model.md, "The provider
+	# kinds"): a lookup without a request bound, whose refusal answers its
+	# own request only, so an earlier request may land after the lookup
+	# found nothing; no lookup at all
+	run safety-unbounded     safety pass -DSCEN=1 -DPKIND=2 -DREFUSEONCE
+	run safety-notify        safety pass -DSCEN=1 -DPKIND=3
+	# an unknown outcome ends only when a retry gets a decision: with a
+	# refusal that answers its own request only
+	run live-unbounded       live   pass -DSCEN=1 -DPKIND=2 -DREFUSEONCE -DMAXCRASH=0 -DMAXDBFAIL=0 -DMAXDNC=0
+	run live-notify          live   pass -DSCEN=1 -DPKIND=3 -DREFUSEONCE -DMAXCRASH=0 -DMAXDBFAIL=0 -DMAXDNC=0
 }
 
 # Each witness stops the first time its event happens (SEEN(n) in the model).
@@ -236,6 +247,11 @@ suite_witnesses() {
 	run witness-29-wait-then-failed        safety "violation:WITNESS 29 reached" -DSCEN=1 -DWITNESS=29
 	run witness-30-lock-ends-before-bound  safety "violation:WITNESS 30 reached" -DSCEN=1 -DWITNESS=30 -DMAXFAULTS=3 \
 		-DMAXCRASH=0 -DMAXLOST=0 -DMAXDNC=0
+	# the other kinds of provider, with their checks' flags; breadth-first,
+	# since a depth-first search goes 2.7 million states deep before it
+	# finds 31 with REFUSEONCE
+	run witness-31-unbounded-nothing-kept  bfs    "violation:WITNESS 31 reached" -DSCEN=1 -DPKIND=2 -DREFUSEONCE -DWITNESS=31
+	run witness-32-notify-not-asked        safety "violation:WITNESS 32 reached" -DSCEN=1 -DPKIND=3 -DWITNESS=32
 }
 
 # Each mutant must violate the named property; the second run of a mutant
@@ -298,10 +314,29 @@ suite_hookfinal() {
 suite_hooknodedup() {
 	run mutant-hooknodedup        bfs "violation:VIOLATED P14" -DSCEN=1 -DWEBHOOK -DHOOKNODEDUP
 }
+# A guess per kind of provider (PKIND), each what the kind cannot prove.
+# Without a request bound, the rule that is right at a provider with one
+# (the wait, then FAILED on nothing found): an earlier request lands after
+# the wait and charges a FAILED payment (P8); FAILED at once (NOWAIT) the
+# same, sooner. With a refusal for good that binds every later request the
+# late request would be refused too, so it runs with REFUSEONCE, as NOWAIT
+# does.
+suite_unboundguess() {
+	run mutant-unboundguess       bfs "violation:VIOLATED P8" -DSCEN=1 -DPKIND=2 -DUNBOUNDGUESS -DREFUSEONCE -DSKIP_P6 \
+		-DMAXCRASH=0 -DMAXLOST=0 -DMAXDNC=0 -DMAXDBFAIL=0
+	run mutant-unboundguess-atonce bfs "violation:VIOLATED P8" -DSCEN=1 -DPKIND=2 -DUNBOUNDGUESS -DNOWAIT -DREFUSEONCE \
+		-DSKIP_P6 -DMAXCRASH=0 -DMAXLOST=0 -DMAXDNC=0 -DMAXDBFAIL=0
+}
+# Without a lookup, a resumed refusal for good taken as FAILED: the charge
+# an earlier attempt made, whose answer was lost, is recorded FAILED (P8).
+suite_notifyguess() {
+	run mutant-notifyguess        bfs "violation:VIOLATED P8" -DSCEN=1 -DPKIND=3 -DNOTIFYGUESS -DMAXSLOW=0 -DMAXCRASH=0
+}
 suite_mutants() {
 	suite_nofence; suite_findsave; suite_delunknown; suite_noorderidx; suite_nolease
 	suite_nolookup; suite_busyasnone; suite_nosettle; suite_nowait
 	suite_hooknofence; suite_hookfinal; suite_hooknodedup
+	suite_unboundguess; suite_notifyguess
 }
 
 # Larger bounds; each run takes minutes and up to MODEL_MEMLIM. Witnesses 12
@@ -319,6 +354,9 @@ suite_deep() {
 	# the provider's events with two faults: more than 34 million states,
 	# more than 2 GB (MODEL_MEMLIM=4096 or more); not measured to the end
 	run deep-safety-webhook-key safety pass -DSCEN=1 -DWEBHOOK
+	# the liveness of the other kinds of provider with every kind of fault
+	run deep-live-unbounded    live   pass -DSCEN=1 -DPKIND=2 -DREFUSEONCE
+	run deep-live-notify       live   pass -DSCEN=1 -DPKIND=3 -DREFUSEONCE
 }
 
 # The refund's model (model/refund.pml; docs/model.md, "Refunds"). One
@@ -339,6 +377,9 @@ suite_refund-checks() {
 	# FAILED after a resumed refusal rests on the bound B (the wait)
 	run refund-safety-refuseonce safety pass -DSCEN=3 -DMAXATT=1 -DREFUSEONCE
 	run refund-live-refuseonce   live   pass -DSCEN=3 -DREFUSEONCE -DMAXCRASH=0 -DMAXDBFAIL=0 -DMAXDNC=0 -DMAXLOST=0
+	# the other kinds of provider (PKIND), as for the charge
+	run refund-safety-unbounded  safety pass -DSCEN=3 -DMAXATT=1 -DPKIND=2 -DREFUSEONCE
+	run refund-safety-notify     safety pass -DSCEN=3 -DMAXATT=1 -DPKIND=3
 }
 
 suite_refund-witnesses() {
@@ -363,6 +404,8 @@ suite_refund-witnesses() {
 	run refund-witness-22-wait-then-failed      safety "violation:WITNESS 22 reached" -DSCEN=3 -DWITNESS=22
 	run refund-witness-23-lock-ends-before-bound safety "violation:WITNESS 23 reached" -DSCEN=3 -DWITNESS=23 -DMAXFAULTS=3 \
 		-DMAXCRASH=0 -DMAXLOST=0 -DMAXDNC=0
+	run refund-witness-24-unbounded-nothing-kept bfs   "violation:WITNESS 24 reached" -DSCEN=3 -DPKIND=2 -DREFUSEONCE -DWITNESS=24
+	run refund-witness-25-notify-not-asked      safety "violation:WITNESS 25 reached" -DSCEN=3 -DPKIND=3 -DWITNESS=25
 }
 
 suite_refund-checkthenact() {
@@ -523,11 +566,11 @@ suite_twostep-mutants() {
 	suite_twostep-noindex; suite_twostep-statefirst
 }
 
-[ $# -gt 0 ] || { sed -n '2,46p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,47p' "$0"; exit 2; }
 for suite in "$@"; do
 	case "$suite" in
 	checks|witnesses|mutants|deep|nofence|findsave|delunknown|noorderidx|nolease|nolookup|busyasnone|nosettle|nowait|\
-	hooknofence|hookfinal|hooknodedup) echo "== $suite"; "suite_$suite" ;;
+	hooknofence|hookfinal|hooknodedup|unboundguess|notifyguess) echo "== $suite"; "suite_$suite" ;;
 	refund-checks|refund-witnesses|refund-mutants|refund-deep|refund-checkthenact|refund-newkey|refund-nofence|refund-nocommand|refund-delunknown|refund-nolease|\
 	refund-nowait)
 		echo "== $suite"; "suite_$suite" ;;
