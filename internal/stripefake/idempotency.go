@@ -53,7 +53,12 @@ func (s *Server) post(ep endpoint) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get("Idempotency-Key")
 		rec := Request{Method: r.Method, Path: r.URL.Path, IdempotencyKey: key}
-		defer func() { s.record(rec) }()
+		recorded := false
+		defer func() {
+			if !recorded {
+				s.record(rec)
+			}
+		}()
 		if !s.authorized(w, r) {
 			return
 		}
@@ -117,6 +122,9 @@ func (s *Server) post(ep endpoint) http.HandlerFunc {
 			}
 		}
 		s.save(key, a)
+		// Recorded before the answer, which a fault may hold back.
+		s.record(rec)
+		recorded = true
 		s.deliver(w, a, fault)
 	}
 }

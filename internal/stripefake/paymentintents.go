@@ -137,7 +137,7 @@ func (f *form) currency() string {
 
 // createPaymentIntent is POST /v1/payment_intents.
 func (s *Server) createPaymentIntent(_ *http.Request, v url.Values) (func(Fault) answer, *refusal) {
-	f := newForm(v, "amount", "currency", "confirm", "capture_method", "payment_method", "metadata", "expand", "description")
+	f := newForm(v, "amount", "currency", "confirm", "capture_method", "payment_method", "payment_method_types", "metadata", "expand", "description")
 	amount := f.positive("amount", true)
 	currency := f.currency()
 	confirm := f.boolean("confirm")
@@ -430,7 +430,11 @@ func newestFirst[T any](all []T, key func(T) (created, seq int64)) {
 	})
 }
 
-var searchQuery = regexp.MustCompile(`^metadata\['([^']+)'\]:'([^']*)'$`)
+// searchQuery is metadata['name']:'value', the value's quotes and
+// backslashes escaped with a backslash.
+var searchQuery = regexp.MustCompile(`^metadata\['([^']+)'\]:'((?:[^'\\]|\\.)*)'$`)
+
+var searchUnescape = strings.NewReplacer(`\\`, `\`, `\'`, `'`)
 
 // searchPaymentIntents is GET /v1/payment_intents/search, for
 // metadata['name']:'value' queries: it sees only what its index has caught
@@ -458,7 +462,7 @@ func (s *Server) searchPaymentIntents(_ *http.Request, q url.Values) (answer, *r
 	now := s.now()
 	var found []*paymentIntent
 	for _, p := range s.intents {
-		if !now.Before(p.searchableAt) && p.Metadata[sub[1]] == sub[2] {
+		if !now.Before(p.searchableAt) && p.Metadata[sub[1]] == searchUnescape.Replace(sub[2]) {
 			found = append(found, p)
 		}
 	}

@@ -175,7 +175,9 @@ func TestIdempotencyAsStripeDocumentsIt(t *testing.T) {
 				return f.call(t, "POST", "/v1/refunds", key, url.Values{"payment_intent": {f.last(t)}})
 			}, wantThen: 400, executed: 1},
 		{name: "a 401 is not saved",
-			first: func(f *fake, key string) reply { return f.callAs(t, "sk_test_wrong", "POST", "/v1/payment_intents", key, visa) }, wantFirst: 401,
+			first: func(f *fake, key string) reply {
+				return f.callAs(t, "sk_test_wrong", "POST", "/v1/payment_intents", key, visa)
+			}, wantFirst: 401,
 			then: post(visa), wantThen: 200, executed: 1},
 		{name: "a 429 is not saved", faults: []stripefake.Fault{stripefake.FaultRateLimit},
 			first: post(visa), wantFirst: 429, then: post(visa), wantThen: 200, executed: 1},
