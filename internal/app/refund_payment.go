@@ -177,11 +177,11 @@ type ProviderRefund struct {
 	// how the provider knows the charge (a two-step payment's capture's).
 	ChargeKey string
 	// PaymentKey is the provider key of the payment itself (its charge's
-	// or its authorization's), and PaymentReservedAt when the payment was
-	// reserved: how a provider that knows a payment by its own id, and
-	// lists its records over a window of time, finds it (Stripe refunds a
-	// PaymentIntent, captured or not).
-	PaymentKey        string
+	// or its authorization's): how a provider that knows a payment by its
+	// own id finds it (Stripe refunds a PaymentIntent, captured or not).
+	PaymentKey string
+	// PaymentReservedAt is when the payment was reserved, for a provider
+	// that lists its records over a window of time.
 	PaymentReservedAt time.Time
 	// Refund is what to refund.
 	Refund domain.Refund

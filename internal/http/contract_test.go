@@ -157,6 +157,8 @@ func TestContractOpenAPI(t *testing.T) {
 		{name: "order id zero", method: "GET", path: "/orders/0", wantStatus: 400, specRejects: true},
 		{name: "get order without auth", method: "GET", path: "/orders/1001", noAuth: true, wantStatus: 401, specRejects: true},
 		// The provider's events: the charge c1 made, as its lookup answers.
+		{name: "stripe's webhook, not configured here", method: "POST", path: "/webhooks/stripe", noAuth: true, body: `{"id":"evt_1","type":"payment_intent.succeeded","data":{"object":{}}}`,
+			headers: map[string]string{"Stripe-Signature": "t=1,v1=00"}, wantStatus: 503},
 		{name: "webhook agreeing", method: "POST", path: "/webhooks/sandbox", noAuth: true, body: agreeing, headers: signed(agreeing), wantStatus: 200},
 		{name: "webhook redelivered", method: "POST", path: "/webhooks/sandbox", noAuth: true, body: agreeing, headers: signed(agreeing), wantStatus: 200},
 		{name: "webhook contradicting", method: "POST", path: "/webhooks/sandbox", noAuth: true, body: contradicting, headers: signed(contradicting), wantStatus: 200},

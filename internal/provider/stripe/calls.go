@@ -12,6 +12,8 @@ import (
 // Charge implements app.ChargeProvider: a PaymentIntent created and
 // confirmed at once, captured automatically.
 func (c *Client) Charge(ctx context.Context, req app.ProviderCharge) (app.ProviderDecision, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	return c.create(ctx, req, false)
 }
 
@@ -19,6 +21,8 @@ func (c *Client) Charge(ctx context.Context, req app.ProviderCharge) (app.Provid
 // with capture_method manual, which holds the amount until a capture, a
 // cancel (our void) or Stripe's capture window ends it.
 func (c *Client) Authorize(ctx context.Context, req app.ProviderCharge) (app.ProviderDecision, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	return c.create(ctx, req, true)
 }
 
@@ -143,6 +147,8 @@ func decisionOf(pi *stripego.PaymentIntent, manual bool) (app.ProviderDecision, 
 // longer has (captured, canceled, lapsed) or an amount above it is
 // refused for good (400).
 func (c *Client) Capture(ctx context.Context, req app.ProviderCapture) (app.ProviderDecision, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	amount, currency, err := minorUnits(req.Amount)
 	if err != nil {
 		return "", err
@@ -188,6 +194,8 @@ func (c *Client) capture(ctx context.Context, pi *stripego.PaymentIntent, req ap
 // PaymentIntent. A cancel takes no metadata: the void's key rides in the
 // header only.
 func (c *Client) Void(ctx context.Context, req app.ProviderVoid) (app.ProviderDecision, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	pi, err := c.locate(ctx, req.AuthorizationKey, req.AuthorizationReservedAt)
 	if err != nil {
 		return "", notNow("void", err)
@@ -217,6 +225,8 @@ func (c *Client) cancel(ctx context.Context, pi *stripego.PaymentIntent, req app
 // Stripe refuses a refund beyond what the PaymentIntent has left (400:
 // refused for good).
 func (c *Client) Refund(ctx context.Context, req app.ProviderRefund) (app.ProviderDecision, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	amount, currency, err := minorUnits(req.Refund.Amount)
 	if err != nil {
 		return "", err

@@ -29,12 +29,16 @@ const pageSize = 100
 // API is never asked here: it may not have seen a PaymentIntent made a
 // minute ago.
 func (c *Client) LookupCharge(ctx context.Context, req app.ProviderCharge) (app.ProviderDecision, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	return c.lookup(ctx, req, false)
 }
 
 // LookupAuthorization implements app.AuthorizationProvider, as
 // LookupCharge does for a charge.
 func (c *Client) LookupAuthorization(ctx context.Context, req app.ProviderCharge) (app.ProviderDecision, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	return c.lookup(ctx, req, true)
 }
 
@@ -137,6 +141,8 @@ func searchEscape(s string) string {
 // PaymentIntent that never held the money (declined) is an error that
 // wraps none of the ports' (unknown).
 func (c *Client) Hold(ctx context.Context, req app.ProviderCharge) (app.HoldStatus, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	pi, err := c.locate(ctx, req.IdempotencyKey, req.ReservedAt)
 	switch {
 	case errors.Is(err, errNotFound):
@@ -166,6 +172,8 @@ func (c *Client) Hold(ctx context.Context, req app.ProviderCharge) (app.HoldStat
 // the amount asked. Anything else, the hold still there included, is
 // "nothing under the key"; a PaymentIntent not found now is unknown.
 func (c *Client) LookupCapture(ctx context.Context, req app.ProviderCapture) (app.ProviderDecision, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	pi, err := c.locate(ctx, req.AuthorizationKey, req.AuthorizationReservedAt)
 	if err != nil {
 		return "", fmt.Errorf("%w: the capture's PaymentIntent: %v", app.ErrProviderOutcomeUnknown, err)
@@ -188,6 +196,8 @@ func (c *Client) LookupCapture(ctx context.Context, req app.ProviderCapture) (ap
 // its lapse. A cancel carries no key of ours, so a cancel by someone else
 // (the Dashboard) reads as this void: the hold is released either way.
 func (c *Client) LookupVoid(ctx context.Context, req app.ProviderVoid) (app.ProviderDecision, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	pi, err := c.locate(ctx, req.AuthorizationKey, req.AuthorizationReservedAt)
 	if err != nil {
 		return "", fmt.Errorf("%w: the void's PaymentIntent: %v", app.ErrProviderOutcomeUnknown, err)
@@ -203,6 +213,8 @@ func (c *Client) LookupVoid(ctx context.Context, req app.ProviderVoid) (app.Prov
 // PaymentIntent (the List API, strongly consistent), for the one whose
 // metadata carries the key.
 func (c *Client) LookupRefund(ctx context.Context, req app.ProviderRefund) (app.ProviderDecision, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	pi, err := c.locate(ctx, paymentKey(req), req.PaymentReservedAt)
 	if err != nil {
 		return "", fmt.Errorf("%w: the refund's PaymentIntent: %v", app.ErrProviderOutcomeUnknown, err)

@@ -34,7 +34,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -43,6 +42,7 @@ import (
 
 	"github.com/example/payment-service/internal/app"
 	"github.com/example/payment-service/internal/domain"
+	"github.com/example/payment-service/internal/provider"
 )
 
 // Name is the provider name clients send as paymentProvider.
@@ -79,8 +79,9 @@ type Config struct {
 	// ConnectTimeout bounds establishing a connection; a call that could
 	// not connect sent nothing.
 	ConnectTimeout time.Duration
-	// Timeout bounds one HTTP request, answer included; shorter than the
-	// idempotency lock (internal/config checks it).
+	// Timeout bounds one call, every request it makes and their answers
+	// included; shorter than the idempotency lock (internal/config checks
+	// it).
 	Timeout time.Duration
 	// LookupSkew is how long before the payment's reservation a listing
 	// starts: the margin for our clock against Stripe's. Default 5 min.
@@ -126,14 +127,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	transport := &http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
-		DialContext:         (&net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext,
-		TLSHandshakeTimeout: cfg.ConnectTimeout,
-		MaxIdleConns:        100,
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     90 * time.Second,
-	}
+	transport := provider.NewTransport(cfg.ConnectTimeout)
 	hc := &http.Client{
 		Transport: noResend{transport},
 		Timeout:   cfg.Timeout,
@@ -151,6 +145,16 @@ func New(cfg Config) (*Client, error) {
 	})
 	api := stripego.NewClient(cfg.SecretKey, stripego.WithBackends(&stripego.Backends{API: backend, Connect: backend, Uploads: backend, MeterEvents: backend}))
 	return &Client{api: api, http: hc, cfg: cfg}, nil
+}
+
+// bound is ctx bounded by Config.Timeout: a call that makes more than one
+// request (a capture finds its PaymentIntent first) still ends within the
+// call's bound, before the idempotency lock does.
+func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.cfg.Timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, c.cfg.Timeout)
 }
 
 // noResend sends each request once. stripe-go sets Request.GetBody, and
