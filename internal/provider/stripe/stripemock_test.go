@@ -24,15 +24,21 @@ import (
 	"github.com/example/payment-service/internal/domain"
 )
 
-// startStripeMock runs stripe-mock, the tool dependency in go.mod (go tool
-// stripe-mock), with both its HTTP and HTTPS listeners on loopback ports
-// the system picks (-http-addr alone would open HTTPS on every interface),
-// and returns its HTTP base URL. It stops when t ends. The test does not
-// skip without it: go tool builds it from the module cache.
+// startStripeMock runs stripe-mock, the tool dependency in go.mod, with
+// both its HTTP and HTTPS listeners on loopback ports the system picks
+// (-http-addr alone would open HTTPS on every interface), and returns its
+// HTTP base URL. It stops when t ends. The test does not skip without it:
+// go tool -n builds it from the module cache and names the binary, which
+// the test runs itself, since stopping go tool would leave the tool it
+// started running.
 func startStripeMock(t *testing.T) string {
 	t.Helper()
+	built, err := exec.Command("go", "tool", "-n", "stripe-mock").Output()
+	if err != nil {
+		t.Fatalf("go tool -n stripe-mock: %v", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, "go", "tool", "stripe-mock", "-http-addr", "127.0.0.1:0", "-https-addr", "127.0.0.1:0")
+	cmd := exec.CommandContext(ctx, strings.TrimSpace(string(built)), "-http-addr", "127.0.0.1:0", "-https-addr", "127.0.0.1:0")
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -42,7 +48,7 @@ func startStripeMock(t *testing.T) string {
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		cancel()
-		t.Fatalf("go tool stripe-mock: %v", err)
+		t.Fatalf("stripe-mock: %v", err)
 	}
 	t.Cleanup(func() {
 		cancel()
@@ -65,8 +71,8 @@ func startStripeMock(t *testing.T) string {
 			t.Fatalf("stripe-mock stopped before it listened: %s", stderr.String())
 		}
 		return "http://" + addr
-	case <-time.After(3 * time.Minute): // go tool builds it first on a cold cache
-		t.Fatalf("stripe-mock did not listen within 3 minutes: %s", stderr.String())
+	case <-time.After(time.Minute):
+		t.Fatalf("stripe-mock did not listen within a minute: %s", stderr.String())
 		return ""
 	}
 }
