@@ -154,9 +154,11 @@ lint:
 	@mod=$$($(GO) list -m); bad=$$($(GO) list -f '{{.ImportPath}}: {{join .Imports " "}}' ./internal/... | grep -v -e "^$$mod/internal/service:" -e "^$$mod/internal/servicetest:" | grep " $$mod/internal/service\( \|$$\)" | cut -d: -f1); \
 	  if [ -n "$$bad" ]; then echo "only cmd/ may import internal/service; these do:"; echo "$$bad"; exit 1; fi
 	@# The production binary never links the in-process test broker, nor the
-	@# sandbox provider's server (it talks to a provider over HTTP only).
+	@# sandbox provider's server, nor the Stripe fake (it talks to a provider
+	@# over HTTP only).
 	@if $(GO) list -deps ./cmd/payment-service | grep -q 'pkg/kfake'; then echo "cmd/payment-service links kfake"; exit 1; fi
 	@if $(GO) list -deps ./cmd/payment-service | grep -q 'internal/sandboxprovider'; then echo "cmd/payment-service links the sandbox provider's server"; exit 1; fi
+	@if $(GO) list -deps ./cmd/payment-service | grep -q 'internal/stripefake'; then echo "cmd/payment-service links the Stripe fake"; exit 1; fi
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/payment-service ./cmd/payment-service

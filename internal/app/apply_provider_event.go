@@ -60,7 +60,22 @@ type ProviderEvent struct {
 	Type string
 	// Raw is the delivery's body, byte for byte, kept with a contradiction.
 	Raw []byte
+	// Note, for an event with no Decision, says why it is acknowledged and
+	// not applied (a type the service does not read, an object it did not
+	// make, a lapsed hold the completer asks about).
+	Note string
 }
+
+// Errors of an adapter that reads a provider's deliveries: the delivery is
+// refused, and nothing is stored.
+var (
+	// ErrEventNotAuthentic: the delivery's signature does not verify (none,
+	// malformed, no match, or signed too long ago).
+	ErrEventNotAuthentic = errors.New("the provider's event is not authenticated")
+	// ErrEventInvalid: the body is not an event the service reads as it is
+	// (not JSON, another API version than the one pinned).
+	ErrEventInvalid = errors.New("the provider's event cannot be read")
+)
 
 // ProviderEventResult says what applying an event did.
 type ProviderEventResult string

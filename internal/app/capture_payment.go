@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"time"
 
 	"github.com/example/payment-service/internal/domain"
 )
@@ -46,7 +47,8 @@ func (c captureCall) Call(ctx context.Context, p domain.Payment, t domain.Transi
 // providerCapture is capture t of payment p as the provider is asked for
 // it, under key.
 func providerCapture(p domain.Payment, t domain.Transition, key string) ProviderCapture {
-	return ProviderCapture{IdempotencyKey: key, AuthorizationKey: p.Charge.ProviderIdempotencyKey(), Amount: t.Amount, Reference: t.Reference}
+	return ProviderCapture{IdempotencyKey: key, AuthorizationKey: p.Charge.ProviderIdempotencyKey(), AuthorizationReservedAt: p.CreatedAt,
+		Amount: t.Amount, Reference: t.Reference}
 }
 
 func (c captureCall) Abilities() ProviderAbilities { return c.provider.Abilities() }
@@ -63,6 +65,10 @@ type ProviderCapture struct {
 	// AuthorizationKey is the provider key the payment was authorized
 	// under: how the provider knows the hold.
 	AuthorizationKey string
+	// AuthorizationReservedAt is when the authorized payment was reserved:
+	// no request for it left before, so a provider that lists its records
+	// over a window of time finds the hold from there.
+	AuthorizationReservedAt time.Time
 	// Amount is what to take, at most what is held, in its currency.
 	Amount domain.Money
 	// Reference is the client's id of the capture at the provider.

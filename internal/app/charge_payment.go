@@ -46,8 +46,9 @@ func (c ChargeCommand) IdempotencyKey() IdempotencyScope { return c.Scope }
 // from parsed values, not from the request bytes: reordered JSON keys,
 // whitespace or "100.5" versus "100.50" are the same command.
 //
-// An authorization hashes its capture method too; a one-step charge hashes
-// as it did before there were two, so its stored records stay its own.
+// An authorization hashes its capture method too, and a charge with a
+// payment method its payment method; a charge without either hashes as it
+// did before there were such charges, so its stored records stay its own.
 func (c ChargeCommand) Hash() string {
 	parts := []string{
 		"v1",
@@ -61,6 +62,9 @@ func (c ChargeCommand) Hash() string {
 	}
 	if c.Charge.Manual() {
 		parts = append(parts, string(domain.CaptureManual))
+	}
+	if c.Charge.PaymentMethod != "" {
+		parts = append(parts, "payment_method", c.Charge.PaymentMethod)
 	}
 	return canonicalHash(parts...)
 }
@@ -372,15 +376,17 @@ func (uc *ChargePayment) handle(ctx context.Context, cmd ChargeCommand, read boo
 }
 
 // accepts says whether a charge can be carried out at all: its provider is
-// known, and takes two-step payments if the charge is one.
+// known, takes two-step payments if the charge is one, and can be sent its
+// amount as it is (a provider that counts in minor units).
 func (uc *ChargePayment) accepts(c domain.Charge) error {
-	if _, ok := uc.providers[c.Provider]; !ok {
+	p, ok := uc.providers[c.Provider]
+	if !ok {
 		return ErrUnknownProvider
 	}
 	if _, ok := uc.authorizers[c.Provider]; c.Manual() && !ok {
 		return ErrNoTwoStepPayments
 	}
-	return nil
+	return p.Abilities().takesAmount(c.Amount)
 }
 
 // Resume is the completer's retry of an abandoned charge, rebuilt from its
@@ -474,11 +480,11 @@ func (s *chargeSteps) Claim(ctx context.Context, r Repos, cmd ChargeCommand, k K
 	case !res.Claimed:
 		return Claimed[chargeReservation]{Kind: ClaimKeyHeld, Record: res.Standing}, nil
 	case res.Reserved:
-		return claimedPayment(ClaimFresh, *res.Payment, res.SagaID), nil
+		return claimedPayment(ClaimFresh, withPaymentMethod(*res.Payment, cmd.Charge), res.SagaID), nil
 	case res.Payment != nil && !res.Payment.Status.Final():
 		// A takeover: an earlier attempt crashed, or lost the provider's
 		// answer, after reserving the payment.
-		return claimedPayment(ClaimResumed, *res.Payment, res.SagaID), nil
+		return claimedPayment(ClaimResumed, withPaymentMethod(*res.Payment, cmd.Charge), res.SagaID), nil
 	case res.Payment != nil:
 		// A final payment under a claim still in progress: phase 3 ends
 		// both in one statement, so only a manual repair of the tables
@@ -507,7 +513,7 @@ func (s *chargeSteps) Claim(ctx context.Context, r Repos, cmd ChargeCommand, k K
 	}
 	switch in.Kind {
 	case ChargeReserved:
-		return claimedPayment(ClaimFresh, in.Payment, res.SagaID), nil
+		return claimedPayment(ClaimFresh, withPaymentMethod(in.Payment, cmd.Charge), res.SagaID), nil
 	case ChargeExternalPaymentExists:
 		// The second layer (R-DIST-IDEM-4): the same charge gets the
 		// existing payment, any other charge a conflict; neither reaches
@@ -533,6 +539,15 @@ func (s *chargeSteps) Claim(ctx context.Context, r Repos, cmd ChargeCommand, k K
 	default:
 		return Claimed[chargeReservation]{}, fmt.Errorf("reserve payment: unknown reservation kind %d", in.Kind)
 	}
+}
+
+// withPaymentMethod is payment p, reserved or taken over for charge c,
+// with c's payment method, which the payment's row does not keep: the
+// claim was made under c's command hash, which covers the payment method,
+// so every attempt at p under the key sends the same one.
+func withPaymentMethod(p domain.Payment, c domain.Charge) domain.Payment {
+	p.Charge.PaymentMethod = c.PaymentMethod
+	return p
 }
 
 // claimedPayment is a claim with a payment to charge.

@@ -40,6 +40,7 @@ func TestCommandHash(t *testing.T) {
 		{"other amount", command(t, "POST /payments", 1001, "100.51", "RUB", "pi_1"), false},
 		{"other currency", command(t, "POST /payments", 1001, "100.50", "EUR", "pi_1"), false},
 		{"other external id", command(t, "POST /payments", 1001, "100.50", "RUB", "pi_2"), false},
+		{"a payment method", withPaymentMethod(command(t, "POST /payments", 1001, "100.50", "RUB", "pi_1"), "pm_card_visa"), false},
 	}
 	for _, tc := range tests {
 		if got := tc.cmd.Hash() == base; got != tc.same {
@@ -52,4 +53,15 @@ func TestCommandHash(t *testing.T) {
 	if other.Hash() != base {
 		t.Error("scope changed the command hash")
 	}
+	// Two payment methods are two commands; the same one is one.
+	visa := withPaymentMethod(command(t, "POST /payments", 1001, "100.50", "RUB", "pi_1"), "pm_card_visa")
+	if visa.Hash() != withPaymentMethod(command(t, "POST /payments", 1001, "100.50", "RUB", "pi_1"), "pm_card_visa").Hash() ||
+		visa.Hash() == withPaymentMethod(command(t, "POST /payments", 1001, "100.50", "RUB", "pi_1"), "pm_card_mastercard").Hash() {
+		t.Error("the payment method is not hashed as part of the command")
+	}
+}
+
+func withPaymentMethod(c app.ChargeCommand, pm string) app.ChargeCommand {
+	c.Charge.PaymentMethod = pm
+	return c
 }

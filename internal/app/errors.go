@@ -15,6 +15,11 @@ var (
 	// ErrNoTwoStepPayments: the provider takes no authorizations
 	// (captureMethod manual).
 	ErrNoTwoStepPayments = errors.New("the payment provider takes no two-step payments")
+	// ErrAmountNotInMinorUnits: the provider counts in minor units
+	// (ProviderAbilities.MinorUnits) and the amount has more fraction
+	// digits than its currency (10.505 EUR, 500.5 JPY): refused before
+	// anything is stored or sent, never rounded.
+	ErrAmountNotInMinorUnits = errors.New("the amount cannot be written in its currency's minor units")
 	// ErrProviderUnavailable: the provider did not act (it said so, or the
 	// request never reached it); the key was released, so a retry with the
 	// same key runs the command again.

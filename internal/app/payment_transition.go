@@ -315,6 +315,9 @@ func (s *transitionSteps) transitionOf(cmd TransitionCommand, p domain.Payment) 
 	if err != nil {
 		return domain.Transition{}, err
 	}
+	if err := s.call.Abilities().takesAmount(amount); err != nil {
+		return domain.Transition{}, err
+	}
 	return domain.NewCapture(p, amount, cmd.Reference)
 }
 

@@ -3,6 +3,8 @@ package app
 import (
 	"fmt"
 	"time"
+
+	"github.com/example/payment-service/internal/domain"
 )
 
 // What a provider can do and tell differs from one provider to the next,
@@ -116,4 +118,17 @@ func (a ProviderAbilities) Recovery() Recovery {
 type Provider interface {
 	// Abilities says what the provider can do and tell.
 	Abilities() ProviderAbilities
+}
+
+// takesAmount reports whether a provider of abilities a can be sent m as
+// it is: one that counts in minor units takes only an amount they write
+// exactly (domain.Money.InMinorUnits).
+func (a ProviderAbilities) takesAmount(m domain.Money) error {
+	if !a.MinorUnits {
+		return nil
+	}
+	if _, ok := m.InMinorUnits(); !ok {
+		return fmt.Errorf("%w: %s %s", ErrAmountNotInMinorUnits, m.AmountString(), m.Currency())
+	}
+	return nil
 }

@@ -174,8 +174,15 @@ type ProviderRefund struct {
 	// (domain.Refund.ProviderIdempotencyKey).
 	IdempotencyKey string
 	// ChargeKey is the provider key the refunded payment was charged under:
-	// how the provider knows the charge.
+	// how the provider knows the charge (a two-step payment's capture's).
 	ChargeKey string
+	// PaymentKey is the provider key of the payment itself (its charge's
+	// or its authorization's): how a provider that knows a payment by its
+	// own id finds it (Stripe refunds a PaymentIntent, captured or not).
+	PaymentKey string
+	// PaymentReservedAt is when the payment was reserved, for a provider
+	// that lists its records over a window of time.
+	PaymentReservedAt time.Time
 	// Refund is what to refund.
 	Refund domain.Refund
 }
@@ -350,8 +357,12 @@ func (uc *ListRefunds) Handle(ctx context.Context, client domain.ClientID, id do
 type refundReservation struct {
 	refund    domain.Refund
 	chargeKey string // the payment's provider key: how the provider knows the charge
-	orderID   domain.OrderID
-	saga      uuid.NullUUID
+	// paymentKey and paymentReservedAt are the payment's own provider key
+	// and reservation time (ProviderRefund.PaymentKey).
+	paymentKey        string
+	paymentReservedAt time.Time
+	orderID           domain.OrderID
+	saga              uuid.NullUUID
 }
 
 // LogValue names the reservation in log lines.
@@ -386,6 +397,9 @@ func (s *refundSteps) Claim(ctx context.Context, r Repos, cmd RefundCommand, k K
 	}
 	want, err := refundOf(cmd, p)
 	if err != nil {
+		return Claimed[refundReservation]{}, err
+	}
+	if err := s.provider.Abilities().takesAmount(want.Amount); err != nil {
 		return Claimed[refundReservation]{}, err
 	}
 	if p.Charge.Manual() {
@@ -477,7 +491,8 @@ func claimedRefund(kind ClaimKind, p domain.Payment, refund domain.Refund, saga 
 		chargeKey = p.CaptureKey
 	}
 	return Claimed[refundReservation]{Kind: kind, Reservation: refundReservation{
-		refund: refund, chargeKey: chargeKey, orderID: p.Charge.OrderID, saga: saga,
+		refund: refund, chargeKey: chargeKey, paymentKey: p.Charge.ProviderIdempotencyKey(), paymentReservedAt: p.CreatedAt,
+		orderID: p.Charge.OrderID, saga: saga,
 	}}
 }
 
@@ -515,7 +530,8 @@ func (s *refundSteps) Call(ctx context.Context, t refundReservation) (ProviderDe
 
 // providerRefund is the refund as the provider is asked for it.
 func (t refundReservation) providerRefund() ProviderRefund {
-	return ProviderRefund{IdempotencyKey: t.refund.ProviderIdempotencyKey(), ChargeKey: t.chargeKey, Refund: t.refund}
+	return ProviderRefund{IdempotencyKey: t.refund.ProviderIdempotencyKey(), ChargeKey: t.chargeKey,
+		PaymentKey: t.paymentKey, PaymentReservedAt: t.paymentReservedAt, Refund: t.refund}
 }
 
 // Lookup: what the provider holds under the refund's provider key.

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"time"
 
 	"github.com/example/payment-service/internal/domain"
 )
@@ -45,7 +46,7 @@ func (c voidCall) Call(ctx context.Context, p domain.Payment, _ domain.Transitio
 // providerVoid is the void of payment p as the provider is asked for it,
 // under key.
 func providerVoid(p domain.Payment, key string) ProviderVoid {
-	return ProviderVoid{IdempotencyKey: key, AuthorizationKey: p.Charge.ProviderIdempotencyKey()}
+	return ProviderVoid{IdempotencyKey: key, AuthorizationKey: p.Charge.ProviderIdempotencyKey(), AuthorizationReservedAt: p.CreatedAt}
 }
 
 func (c voidCall) Abilities() ProviderAbilities { return c.provider.Abilities() }
@@ -62,6 +63,8 @@ type ProviderVoid struct {
 	// AuthorizationKey is the provider key the payment was authorized
 	// under.
 	AuthorizationKey string
+	// AuthorizationReservedAt is as ProviderCapture's.
+	AuthorizationReservedAt time.Time
 }
 
 // VoidProvider releases the money an authorization holds. A void the

@@ -38,9 +38,17 @@ type Config struct {
 	// long a claimed key blocks duplicates before a retry may take it over.
 	// It must exceed the slowest provider call.
 	IdempotencyLockTimeout time.Duration
-	// SandboxProviderURL (SANDBOX_PROVIDER_URL, required) is the base URL
-	// of the sandbox payment provider's HTTP API (cmd/sandbox-provider).
+	// PaymentProvider (PAYMENT_PROVIDER, default sandbox) is the provider
+	// the service charges through: sandbox or stripe (ProviderSandbox,
+	// ProviderStripe). A request names it in paymentProvider.
+	PaymentProvider string
+	// SandboxProviderURL (SANDBOX_PROVIDER_URL, required with the sandbox)
+	// is the base URL of the sandbox payment provider's HTTP API
+	// (cmd/sandbox-provider).
 	SandboxProviderURL string
+	// Stripe (STRIPE_*, stripe.go) configures Stripe, with
+	// PAYMENT_PROVIDER=stripe.
+	Stripe Stripe
 	// ProviderTimeout (PROVIDER_TIMEOUT, default 10s) bounds one provider
 	// call, answer included; it must be shorter than the idempotency lock.
 	// ProviderConnectTimeout (PROVIDER_CONNECT_TIMEOUT, default 2s or
@@ -232,7 +240,6 @@ func Load(getenv func(string) string) (Config, error) {
 		APIKeys:                p.apiKeys("API_KEYS"),
 		MigrateOnStart:         p.boolean("MIGRATE_ON_START", false),
 		IdempotencyLockTimeout: p.duration("IDEMPOTENCY_LOCK_TIMEOUT", 30*time.Second, time.Second, time.Hour),
-		SandboxProviderURL:     p.httpURL("SANDBOX_PROVIDER_URL"),
 		ProviderTimeout:        p.duration("PROVIDER_TIMEOUT", 10*time.Second, 100*time.Millisecond, 10*time.Minute),
 		ProviderConnectTimeout: p.duration("PROVIDER_CONNECT_TIMEOUT", 0, 10*time.Millisecond, time.Minute),
 		ProviderMaxRequestAge:  p.duration("PROVIDER_MAX_REQUEST_AGE", 0, 10*time.Millisecond, time.Hour),
@@ -240,6 +247,7 @@ func Load(getenv func(string) string) (Config, error) {
 		LogLevel:               p.level("LOG_LEVEL", slog.LevelInfo),
 		KafkaBrokers:           p.list("KAFKA_BROKERS"),
 	}
+	p.paymentProvider(&cfg)
 	if v := p.str("DEBUG_ADDR", "", false); v != "" {
 		cfg.DebugAddr = p.addr("DEBUG_ADDR", v)
 	}

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -79,7 +80,33 @@ func TestLoadRejectsBadValuesNamingTheVariable(t *testing.T) {
 		{"request bound outlasts what the lock leaves", map[string]string{"PROVIDER_MAX_REQUEST_AGE": "21s"}, "PROVIDER_MAX_REQUEST_AGE"},
 		{"bad level", map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL"},
 		{"bad pool", map[string]string{"DATABASE_MAX_CONNS": "0"}, "DATABASE_MAX_CONNS"},
+		{"unknown provider", map[string]string{"PAYMENT_PROVIDER": "acme"}, "PAYMENT_PROVIDER"},
+		{"stripe without its key", map[string]string{"PAYMENT_PROVIDER": "stripe"}, "STRIPE_SECRET_KEY"},
+		{"stripe's base with /v1", map[string]string{"PAYMENT_PROVIDER": "stripe", "STRIPE_SECRET_KEY": "sk_test_x", "STRIPE_API_BASE": "http://127.0.0.1:12111/v1"}, "STRIPE_API_BASE"},
+		{"stripe's base not a URL", map[string]string{"PAYMENT_PROVIDER": "stripe", "STRIPE_SECRET_KEY": "sk_test_x", "STRIPE_API_BASE": "127.0.0.1:12111"}, "STRIPE_API_BASE"},
+		{"stripe's webhook secret too short", map[string]string{"PAYMENT_PROVIDER": "stripe", "STRIPE_SECRET_KEY": "sk_test_x", "STRIPE_WEBHOOK_SECRET": "whsec_1"}, "STRIPE_WEBHOOK_SECRET"},
 	})
+}
+
+// With PAYMENT_PROVIDER=stripe the sandbox's URL is not needed, Stripe's
+// own API is the default base, and the secrets never print.
+func TestLoadStripe(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Load(env(map[string]string{"PAYMENT_PROVIDER": "stripe", "SANDBOX_PROVIDER_URL": "",
+		"STRIPE_SECRET_KEY": "sk_test_secret_value", "STRIPE_WEBHOOK_SECRET": "whsec_secret_value_long"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.PaymentProvider != config.ProviderStripe || cfg.Stripe.APIBase != "https://api.stripe.com" ||
+		string(cfg.Stripe.SecretKey.Bytes()) != "sk_test_secret_value" || string(cfg.Stripe.WebhookSecret.Bytes()) != "whsec_secret_value_long" {
+		t.Fatalf("cfg = %+v", cfg.Stripe)
+	}
+	if printed := fmt.Sprintf("%v %+v %#v", cfg, cfg, cfg); strings.Contains(printed, "secret_value") {
+		t.Fatal("a Stripe secret prints")
+	}
+	if def, err := config.Load(env(nil)); err != nil || def.PaymentProvider != config.ProviderSandbox {
+		t.Fatalf("the default provider is %q (%v), want the sandbox", def.PaymentProvider, err)
+	}
 }
 
 // Two clients with one key would be one client to the auth middleware:

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/shopspring/decimal"
 )
@@ -31,7 +32,10 @@ func ParseCurrency(code string) (Currency, error) {
 	return Currency(code), nil
 }
 
-// minorUnits lists the ISO 4217 currencies whose minor unit is not 2 digits.
+// minorUnits lists the ISO 4217 currencies whose minor unit (exponent) is
+// not 2 digits: the zero-decimal ones (JPY), the three-decimal ones (KWD)
+// and the four-decimal funds codes. A provider that counts in minor units
+// (Stripe) is sent 500 JPY as 500 and 1.500 KWD as 1500.
 var minorUnits = map[Currency]int32{
 	"BIF": 0, "CLP": 0, "DJF": 0, "GNF": 0, "ISK": 0, "JPY": 0, "KMF": 0, "KRW": 0, "PYG": 0,
 	"RWF": 0, "UGX": 0, "UYI": 0, "VND": 0, "VUV": 0, "XAF": 0, "XOF": 0, "XPF": 0,
@@ -45,6 +49,32 @@ func (c Currency) MinorUnits() int32 {
 		return n
 	}
 	return 2
+}
+
+// InMinorUnits is the amount in the currency's minor units, as a provider
+// that counts in them takes it: 10.50 EUR is 1050, 500 JPY is 500, 1.5
+// KWD is 1500. ok is false when that cannot be written exactly, so nothing
+// is rounded on its way to a provider: 10.505 EUR, 500.5 JPY, or an amount
+// beyond an int64 in minor units.
+func (m Money) InMinorUnits() (units int64, ok bool) {
+	exp := m.currency.MinorUnits()
+	if fractionDigits(m.amount) > exp {
+		return 0, false
+	}
+	scaled := m.amount.Shift(exp)
+	if !scaled.IsInteger() || scaled.GreaterThan(maxMinorUnits) {
+		return 0, false
+	}
+	return scaled.IntPart(), true
+}
+
+// maxMinorUnits is the largest amount in minor units an int64 holds.
+var maxMinorUnits = decimal.NewFromInt(math.MaxInt64)
+
+// MoneyOfMinorUnits is InMinorUnits' inverse: units of currency's minor
+// unit as Money (1050 EUR cents is 10.50 EUR), validated as NewMoney does.
+func MoneyOfMinorUnits(units int64, currency Currency) (Money, error) {
+	return NewMoney(decimal.New(units, -currency.MinorUnits()), currency)
 }
 
 // Money is a positive amount in one currency. It is never a float.

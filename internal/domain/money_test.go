@@ -125,3 +125,53 @@ func BenchmarkNewMoneyWorstCase(b *testing.B) {
 		})
 	}
 }
+
+// An amount goes to a provider that counts in minor units only when it
+// can be written there exactly: by each currency's exponent, never
+// rounded.
+func TestMoneyInMinorUnits(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		amount   string
+		currency domain.Currency
+		want     int64
+		ok       bool
+	}{
+		{"10.50", "EUR", 1050, true},
+		{"10.5", "EUR", 1050, true},
+		{"0.01", "USD", 1, true},
+		{"10.505", "EUR", 0, false},
+		{"10.5000", "EUR", 1050, true}, // trailing zeros are not digits of value
+		{"500", "JPY", 500, true},
+		{"500.5", "JPY", 0, false},
+		{"1.5", "KWD", 1500, true},
+		{"1.0005", "KWD", 0, false},
+		{"1.2345", "CLF", 12345, true},
+		{"999999999999999.9999", "CLF", 0, false}, // beyond an int64 in minor units
+		{"92233720368547758.07", "USD", 0, false}, // NewMoney refuses it anyway; InMinorUnits on its own too
+		{"999999999999999.99", "USD", 99999999999999999, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.amount+" "+string(tc.currency), func(t *testing.T) {
+			t.Parallel()
+			m, err := domain.NewMoney(decimal.RequireFromString(tc.amount), tc.currency)
+			if err != nil {
+				if tc.ok {
+					t.Fatal(err)
+				}
+				return
+			}
+			got, ok := m.InMinorUnits()
+			if ok != tc.ok || got != tc.want {
+				t.Fatalf("InMinorUnits = %d, %v; want %d, %v", got, ok, tc.want, tc.ok)
+			}
+			if !ok {
+				return
+			}
+			back, err := domain.MoneyOfMinorUnits(got, tc.currency)
+			if err != nil || !back.Equal(m) {
+				t.Fatalf("MoneyOfMinorUnits(%d) = %v, %v; want %s", got, back.AmountString(), err, m.AmountString())
+			}
+		})
+	}
+}

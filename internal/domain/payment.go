@@ -27,7 +27,15 @@ type Charge struct {
 	// CaptureMethod is CaptureManual for an authorization, which holds the
 	// amount for a later capture or void; anything else is a charge.
 	CaptureMethod CaptureMethod
+	// PaymentMethod, when set, is the provider's id of what the customer
+	// pays with (Stripe's pm_...), sent with the charge. It is part of the
+	// command (its hash) but not stored with the payment: a charge rebuilt
+	// from its row has none (decision 0035).
+	PaymentMethod string
 }
+
+// MaxPaymentMethodLength bounds a payment method's id.
+const MaxPaymentMethodLength = 255
 
 // CaptureMethod says whether a payment takes its money at once or in two
 // steps.

@@ -361,6 +361,8 @@ func fieldMessage(fe validator.FieldError) string {
 			domain.MaxIntegerDigits, domain.MaxFractionDigits)
 	case "provider":
 		return "unknown payment provider"
+	case "paymentmethod":
+		return fmt.Sprintf("must be 1 to %d letters, digits or underscores, such as pm_card_visa", domain.MaxPaymentMethodLength)
 	default:
 		return "is invalid (" + fe.Tag() + ")"
 	}
@@ -384,7 +386,25 @@ func newValidator(providers []domain.ProviderName) *validator.Validate {
 	must(v.RegisterValidation("amount", func(fl validator.FieldLevel) bool {
 		return validAmount(fl.Field().String())
 	}))
+	must(v.RegisterValidation("paymentmethod", func(fl validator.FieldLevel) bool {
+		return validPaymentMethod(fl.Field().String())
+	}))
 	return v
+}
+
+// validPaymentMethod accepts a provider's payment method id as the spec's
+// pattern ^[A-Za-z0-9_]{1,255}$ writes it (Stripe's pm_...).
+func validPaymentMethod(s string) bool {
+	if len(s) == 0 || len(s) > domain.MaxPaymentMethodLength {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // validAmount accepts a plain decimal string ("100.50") as the spec's

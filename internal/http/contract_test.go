@@ -48,6 +48,7 @@ func TestContractOpenAPI(t *testing.T) {
 	s.addOrder(t, 1002, 42, "3.00", "JPY")
 	s.addOrder(t, 1003, 42, "9.99", "EUR")
 	s.addOrder(t, 1005, 42, "5.00", "RUB")
+	s.addOrder(t, 1006, 42, "7.00", "RUB")
 	// As the order-projection consumer writes it: with saga and version.
 	if _, err := s.db.Exec(ctx, `INSERT INTO order_projection (order_id, customer_id, amount, currency, saga_id, last_event_at, last_event_id)
 		VALUES (1004, 42, 100.5, 'RUB', '0193a3c8-7a4e-7cc1-8a1e-3f0e2b6c9d01', '2026-11-29T10:00:00Z', '0193a3c8-7a4e-7cc1-8a1e-3f0e2b6c9d02')`); err != nil {
@@ -119,6 +120,12 @@ func TestContractOpenAPI(t *testing.T) {
 		{name: "amount as number", method: "POST", path: "/payments", key: "c7", body: `{"orderId":1,"customerId":42,"amount":1,"currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"x"}`, wantStatus: 400, specRejects: true},
 		{name: "repeated field name", method: "POST", path: "/payments", key: "c7", body: `{"orderId":1002,` + charge[1:], wantStatus: 400, specBlind: true},
 		{name: "unknown provider", method: "POST", path: "/payments", key: "c7", body: `{"orderId":1,"customerId":42,"amount":"1","currency":"RUB","paymentProvider":"acme","externalPaymentId":"x"}`, wantStatus: 400, specRejects: true},
+		{name: "a payment method, which the sandbox ignores", method: "POST", path: "/payments", key: "c12", body: withPaymentMethod(chargeBody(1006, 42, "7.00", "RUB", "pi_contract_6"), `"pm_card_visa"`), wantStatus: 201},
+		{name: "a payment method with a space", method: "POST", path: "/payments", key: "c7", body: withPaymentMethod(chargeBody(1006, 42, "7.00", "RUB", "pi_contract_7"), `"pm card"`), wantStatus: 400, specRejects: true},
+		{name: "a payment method not a string", method: "POST", path: "/payments", key: "c7", body: withPaymentMethod(chargeBody(1006, 42, "7.00", "RUB", "pi_contract_7"), `7`), wantStatus: 400, specRejects: true},
+		// The spec lists every provider the service offers; this one runs
+		// with the sandbox only.
+		{name: "a provider this service is not configured for", method: "POST", path: "/payments", key: "c7", body: strings.Replace(chargeBody(1006, 42, "7.00", "RUB", "pi_contract_7"), `"sandbox"`, `"stripe"`, 1), wantStatus: 400, specBlind: true},
 		{name: "wrong content type", method: "POST", path: "/payments", key: "c7", contentType: "text/plain", body: charge, wantStatus: 415, specRejects: true},
 		{name: "no auth", method: "POST", path: "/payments", key: "c8", body: charge, noAuth: true, wantStatus: 401, specRejects: true},
 		{name: "get payment", method: "GET", path: "/payments/1", wantStatus: 200},
@@ -150,6 +157,8 @@ func TestContractOpenAPI(t *testing.T) {
 		{name: "order id zero", method: "GET", path: "/orders/0", wantStatus: 400, specRejects: true},
 		{name: "get order without auth", method: "GET", path: "/orders/1001", noAuth: true, wantStatus: 401, specRejects: true},
 		// The provider's events: the charge c1 made, as its lookup answers.
+		{name: "stripe's webhook, not configured here", method: "POST", path: "/webhooks/stripe", noAuth: true, body: `{"id":"evt_1","type":"payment_intent.succeeded","data":{"object":{}}}`,
+			headers: map[string]string{"Stripe-Signature": "t=1,v1=00"}, wantStatus: 503},
 		{name: "webhook agreeing", method: "POST", path: "/webhooks/sandbox", noAuth: true, body: agreeing, headers: signed(agreeing), wantStatus: 200},
 		{name: "webhook redelivered", method: "POST", path: "/webhooks/sandbox", noAuth: true, body: agreeing, headers: signed(agreeing), wantStatus: 200},
 		{name: "webhook contradicting", method: "POST", path: "/webhooks/sandbox", noAuth: true, body: contradicting, headers: signed(contradicting), wantStatus: 200},

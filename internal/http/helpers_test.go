@@ -180,6 +180,12 @@ func (s *testService) providerCalls(t testing.TB) float64 {
 	return total
 }
 
+// withPaymentMethod is a charge body with paymentMethod set to the JSON
+// value pm.
+func withPaymentMethod(body, pm string) string {
+	return strings.TrimSuffix(body, "}") + `,"paymentMethod":` + pm + "}"
+}
+
 func chargeBody(order, customer int64, amount, currency, external string) string {
 	return `{"orderId":` + strconv.FormatInt(order, 10) +
 		`,"customerId":` + strconv.FormatInt(customer, 10) +

@@ -28,6 +28,9 @@ type chargeRequest struct {
 	// CaptureMethod manual authorizes: the provider holds the amount for
 	// a capture or a void; automatic (the default) charges at once.
 	CaptureMethod *string `json:"captureMethod" validate:"omitempty,oneof=automatic manual"`
+	// PaymentMethod is what the customer pays with, as the provider names
+	// it (Stripe's pm_...); the sandbox takes none and ignores it.
+	PaymentMethod *string `json:"paymentMethod" validate:"omitempty,paymentmethod"`
 }
 
 // paymentResponse is a payment as the API shows it.
@@ -154,7 +157,7 @@ func decodeWellFormedCharge(body []byte) (chargeRequest, bool) {
 }
 
 // chargeFields are the member names of a charge body, exactly as sent.
-var chargeFields = [...]string{"orderId", "customerId", "amount", "currency", "paymentProvider", "externalPaymentId", "captureMethod"}
+var chargeFields = [...]string{"orderId", "customerId", "amount", "currency", "paymentProvider", "externalPaymentId", "captureMethod", "paymentMethod"}
 
 // namesKnownAndOnce scans body's top-level object for its member names and
 // reports whether each is one of chargeFields, spelled exactly and without
@@ -231,6 +234,9 @@ func chargeOf(req chargeRequest) (domain.Charge, error) {
 	}
 	if req.CaptureMethod != nil && *req.CaptureMethod == string(domain.CaptureManual) {
 		charge.CaptureMethod = domain.CaptureManual
+	}
+	if req.PaymentMethod != nil {
+		charge.PaymentMethod = *req.PaymentMethod
 	}
 	return charge, nil
 }

@@ -96,6 +96,7 @@ const (
 	codePaymentNotAuthorized    = "payment-not-authorized"
 	codeTransitionInProgress    = "payment-transition-in-progress"
 	codeCaptureMismatch         = "capture-mismatch"
+	codeAmountNotInMinorUnits   = "amount-not-in-minor-units"
 	codeServiceUnavailable      = "service-unavailable"
 	codeWebhooksNotConfigured   = "webhooks-not-configured"
 	codeWebhookSignatureInvalid = "webhook-signature-invalid"
@@ -160,6 +161,10 @@ func problemFor(err error) *Problem {
 	case errors.Is(err, app.ErrRefundExceedsPayment):
 		return newProblem(http.StatusConflict, codeRefundExceedsPayment, "Refund exceeds the payment",
 			"The refund would take the payment's refunds beyond its amount (refunds in progress count). Nothing was stored for this key: a refund in progress may still be declined, and then the same request succeeds.")
+	case errors.Is(err, app.ErrAmountNotInMinorUnits):
+		return newProblem(http.StatusUnprocessableEntity, codeAmountNotInMinorUnits, "Amount not in the currency's minor units",
+			"The payment provider counts in each currency's minor units (cents; none for JPY, three digits for KWD), and "+err.Error()+
+				" has more fraction digits than that: it is never rounded. Nothing was stored or sent; fix the amount and retry with the same key.")
 	case errors.Is(err, app.ErrUnknownProvider):
 		return validationProblem([]FieldError{{Field: "paymentProvider", Message: "unknown payment provider"}})
 	case errors.Is(err, app.ErrNoTwoStepPayments):

@@ -41,11 +41,15 @@ type Deps struct {
 	VoidPayment *app.PaymentTransition
 	// GetOrder serves GET /orders/{orderId}.
 	GetOrder *app.GetOrder
-	// ApplyProviderEvent serves POST /webhooks/sandbox.
+	// ApplyProviderEvent serves POST /webhooks/{provider}, for the
+	// provider among Providers whose deliveries are configured.
 	ApplyProviderEvent *app.ApplyProviderEvent
-	// Webhooks are the secrets and tolerance the deliveries are verified
-	// with (no secrets: 503).
+	// Webhooks are the secrets and tolerance the sandbox's deliveries are
+	// verified with (no secrets: 503).
 	Webhooks config.Webhooks
+	// StripeEvents reads Stripe's deliveries to POST /webhooks/stripe
+	// (internal/provider/stripe); nil: 503.
+	StripeEvents ProviderEventReader
 	// Ready reports whether the payment API can serve: the database
 	// answers. Nothing else: a background component's trouble must not
 	// take the API out of rotation.
@@ -114,8 +118,9 @@ func NewHandler(d Deps) http.Handler {
 	}
 	e.GET("/orders/:orderId", (&orderHandlers{get: d.GetOrder}).getOrder, auth)
 	// Signed by the provider, not called by a client: no API key.
-	webhooks := newWebhookHandlers(d, d.Registry)
-	e.POST(webhookPath(webhooks.provider), webhooks.deliver)
+	for _, webhooks := range newWebhookHandlers(d, d.Registry) {
+		e.POST(webhookPath(webhooks.provider), webhooks.deliver)
+	}
 	m.useRoutes(e) // after the last route, before the first request
 	return withTracing(e, d.Tracing)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -18,13 +19,17 @@ import (
 	"github.com/example/payment-service/internal/webhooksig"
 )
 
-// POST /webhooks/sandbox: the sandbox provider's signed events (decision
-// 0021). No API key: the signature (internal/webhooksig) authenticates the
-// delivery. A refused delivery stores nothing, and its problem says only
-// what a sender can act on: not configured (503), not authenticated (401:
-// no header, a malformed one, no matching signature, or a time outside
-// the tolerance, told apart in the log only), a body that is not an event
-// (400), or too large (413).
+// POST /webhooks/{provider}: a provider's signed events (decision 0021),
+// the sandbox's (signed with internal/webhooksig) and Stripe's
+// (Stripe-Signature, read by internal/provider/stripe). No API key: the
+// signature authenticates the delivery. A refused delivery stores
+// nothing, and its problem says only what a sender can act on: not
+// configured (503), not authenticated (401: no header, a malformed one, no
+// matching signature, or a time outside the tolerance, told apart in the
+// log only), a body that is not an event it reads (400: another API
+// version among them), or too large (413). An event it does not apply (a
+// type it does not read, an object it did not make) is acknowledged, 200,
+// since a provider sends anything else again, for days.
 
 // sandboxEvent is the body the sandbox provider delivers: its event id,
 // the type, when it was made, and the object as its lookup answers it.
@@ -102,18 +107,56 @@ func parseSandboxEvent(provider domain.ProviderName, body []byte) (app.ProviderE
 	}, ""
 }
 
-// sandboxProvider is the provider whose deliveries the service takes, as
-// the API names it (paymentProvider "sandbox").
+// ProviderEventReader authenticates one provider's webhook deliveries and
+// reads each into the event app.ApplyProviderEvent applies: an adapter's
+// (internal/provider/stripe's EventReader), or the sandbox's below.
+type ProviderEventReader interface {
+	// SignatureHeader names the header the delivery's signature comes in.
+	SignatureHeader() string
+	// Read verifies the signature over body and reads the event. Errors
+	// wrap app.ErrEventNotAuthentic (401) or app.ErrEventInvalid (400);
+	// an event without a Decision is acknowledged (200) and not applied,
+	// its Note saying why.
+	Read(body []byte, signature string) (app.ProviderEvent, error)
+}
+
+// sandboxProvider is the sandbox, as the API names it (paymentProvider
+// "sandbox").
 const sandboxProvider domain.ProviderName = "sandbox"
+
+// stripeProvider is Stripe, as the API names it.
+const stripeProvider domain.ProviderName = "stripe"
+
+// sandboxReader reads the sandbox's deliveries, signed with
+// internal/webhooksig under WEBHOOK_SECRETS.
+type sandboxReader struct {
+	secrets   [][]byte
+	tolerance time.Duration
+}
+
+func (sandboxReader) SignatureHeader() string { return webhooksig.Header }
+
+func (r sandboxReader) Read(body []byte, signature string) (app.ProviderEvent, error) {
+	if err := webhooksig.Verify(signature, body, r.secrets, time.Now(), r.tolerance); err != nil {
+		return app.ProviderEvent{}, fmt.Errorf("%w: %v", app.ErrEventNotAuthentic, err)
+	}
+	ev, why := parseSandboxEvent(sandboxProvider, body)
+	if why != "" {
+		return app.ProviderEvent{}, fmt.Errorf("%w: %s", app.ErrEventInvalid, why)
+	}
+	if ev.Decision == "" {
+		ev.Note = "a lapsed hold: the completer asks the provider"
+	}
+	return ev, nil
+}
 
 // webhookHandlers serve one provider's deliveries.
 type webhookHandlers struct {
-	provider  domain.ProviderName
-	apply     *app.ApplyProviderEvent
-	secrets   [][]byte
-	tolerance time.Duration
-	logger    *slog.Logger
-	events    *prometheus.CounterVec
+	provider domain.ProviderName
+	apply    *app.ApplyProviderEvent
+	reader   ProviderEventReader // nil: not configured
+	logger   *slog.Logger
+	events   *prometheus.CounterVec
 }
 
 // The results of a delivery that the handler itself decides, besides the
@@ -141,12 +184,14 @@ var deliveryResults = []struct{ label, note string }{
 	{deliveryTooLarge, ""},
 	{deliveryNotConfigured, ""},
 	{deliveryFailed, ""},
-	{deliveryNoted, "a lapsed hold: the completer asks the provider"},
+	{deliveryNoted, "acknowledged, not applied: a lapsed hold the completer asks about, a type or an object the service does not read"},
 }
 
-// newWebhookHandlers builds the handlers; events counts every delivery
-// by its result (payment_provider_events_total).
-func newWebhookHandlers(d Deps, reg prometheus.Registerer) *webhookHandlers {
+// newWebhookHandlers builds the handlers of every provider's deliveries;
+// events counts every delivery by its provider and result
+// (payment_provider_events_total). A provider's route is configured when
+// the service charges through it and holds its secret.
+func newWebhookHandlers(d Deps, reg prometheus.Registerer) []*webhookHandlers {
 	labels := make([]string, len(deliveryResults))
 	for i, r := range deliveryResults {
 		labels[i] = r.label
@@ -159,19 +204,38 @@ func newWebhookHandlers(d Deps, reg prometheus.Registerer) *webhookHandlers {
 		Help: "Provider event deliveries (webhooks) by result: " + strings.Join(labels, ", ") + ".",
 	}, []string{"provider", "result"})
 	reg.MustRegister(events)
-	// Every series exists from the start at 0, so that increase() sees the
-	// first contradiction (the alert PaymentProviderEventContradictions).
-	for _, r := range deliveryResults {
-		events.WithLabelValues(string(sandboxProvider), r.label)
+	offered := map[domain.ProviderName]bool{}
+	for _, p := range d.Providers {
+		offered[p] = true
 	}
-	secrets := make([][]byte, len(d.Webhooks.Secrets))
-	for i, s := range d.Webhooks.Secrets {
-		secrets[i] = s.Bytes()
+	readers := map[domain.ProviderName]ProviderEventReader{}
+	if len(d.Webhooks.Secrets) > 0 {
+		secrets := make([][]byte, len(d.Webhooks.Secrets))
+		for i, s := range d.Webhooks.Secrets {
+			secrets[i] = s.Bytes()
+		}
+		readers[sandboxProvider] = sandboxReader{secrets: secrets, tolerance: d.Webhooks.Tolerance}
 	}
-	return &webhookHandlers{
-		provider: sandboxProvider, apply: d.ApplyProviderEvent, secrets: secrets,
-		tolerance: d.Webhooks.Tolerance, logger: d.Logger, events: events,
+	if d.StripeEvents != nil {
+		readers[stripeProvider] = d.StripeEvents
 	}
+	var hs []*webhookHandlers
+	for _, p := range []domain.ProviderName{sandboxProvider, stripeProvider} {
+		h := &webhookHandlers{provider: p, apply: d.ApplyProviderEvent, logger: d.Logger, events: events}
+		if offered[p] && d.ApplyProviderEvent != nil {
+			h.reader = readers[p]
+		}
+		if offered[p] {
+			// Every series of the provider the service charges through
+			// exists from the start at 0, so that increase() sees the first
+			// contradiction (the alert PaymentProviderEventContradictions).
+			for _, r := range deliveryResults {
+				events.WithLabelValues(string(p), r.label)
+			}
+		}
+		hs = append(hs, h)
+	}
+	return hs
 }
 
 // deliver is POST /webhooks/{provider}.
@@ -183,9 +247,9 @@ func (h *webhookHandlers) deliver(c echo.Context) error {
 
 func (h *webhookHandlers) handle(c echo.Context) (result string, err error) {
 	ctx := c.Request().Context()
-	if len(h.secrets) == 0 || h.apply == nil {
+	if h.reader == nil {
 		p := newProblem(http.StatusServiceUnavailable, codeWebhooksNotConfigured, "Webhooks not configured",
-			"This service holds no secret to verify deliveries with (WEBHOOK_SECRETS). Nothing was stored; deliver again later.")
+			"This service takes no events from this provider: it does not charge through it, or holds no secret to verify its deliveries with. Nothing was stored; deliver again later.")
 		p.retryAfter = time.Minute
 		return deliveryNotConfigured, p
 	}
@@ -200,16 +264,20 @@ func (h *webhookHandlers) handle(c echo.Context) (result string, err error) {
 	}
 	// Which check failed goes to the log only: a forger learns nothing
 	// from the answer. The error names the check, never a secret.
-	if err := webhooksig.Verify(c.Request().Header.Get(webhooksig.Header), body, h.secrets, time.Now(), h.tolerance); err != nil {
+	ev, err := h.reader.Read(body, c.Request().Header.Get(h.reader.SignatureHeader()))
+	switch {
+	case errors.Is(err, app.ErrEventNotAuthentic):
 		h.logger.WarnContext(ctx, "webhook delivery refused", "provider", h.provider, "reason", err)
 		return deliveryRefused, newProblem(http.StatusUnauthorized, codeWebhookSignatureInvalid, "Webhook signature invalid",
-			"The delivery is not authenticated: send it with a valid, current "+webhooksig.Header+" header over the exact body. Nothing was stored.")
-	}
-	ev, why := parseSandboxEvent(h.provider, body)
-	if why != "" {
+			"The delivery is not authenticated: send it with a valid, current "+h.reader.SignatureHeader()+" header over the exact body. Nothing was stored.")
+	case err != nil:
+		// Another API version than the one pinned among them: logged, for
+		// the operator who must create the endpoint with the pinned one.
+		h.logger.WarnContext(ctx, "webhook delivery unreadable", "provider", h.provider, "reason", err)
+		why := strings.TrimPrefix(err.Error(), app.ErrEventInvalid.Error()+": ")
 		return deliveryInvalid, newProblem(http.StatusBadRequest, codeWebhookEventInvalid, "Webhook event invalid", why+". Nothing was stored.")
-	}
-	if ev.Decision == "" {
+	case ev.Decision == "":
+		h.logger.DebugContext(ctx, "webhook delivery acknowledged, not applied", "provider", h.provider, "event_id", ev.ID, "event_type", ev.Type, "note", ev.Note)
 		return deliveryNoted, c.JSON(http.StatusOK, map[string]string{"result": deliveryNoted})
 	}
 	applied, err := h.apply.Handle(ctx, ev)
@@ -218,7 +286,7 @@ func (h *webhookHandlers) handle(c echo.Context) (result string, err error) {
 		h.logger.WarnContext(ctx, "webhook for an object the service does not hold; the provider will deliver it again",
 			"provider", h.provider, "event_id", ev.ID, "event_type", ev.Type, "provider_key", ev.ProviderKey)
 		return deliveryUnknownObject, newProblem(http.StatusNotFound, codeWebhookObjectUnknown, "Object unknown",
-			"No payment or refund of this service has the event's idempotencyKey. Nothing was stored; deliver it again later.")
+			"No payment or refund of this service has the event's key. Nothing was stored; deliver it again later.")
 	case errors.Is(err, app.ErrReportContended):
 		p := newProblem(http.StatusServiceUnavailable, codeServiceUnavailable, "Service unavailable",
 			"The event's object was changing while the event was applied. Nothing was stored; deliver it again.")

@@ -1,5 +1,5 @@
 // Package provider holds what every payment provider adapter shares; each
-// adapter lives in a subpackage (sandbox is the only one so far).
+// adapter lives in a subpackage (sandbox, stripe).
 package provider
 
 import (

@@ -31,6 +31,7 @@ import (
 	"github.com/example/payment-service/internal/outbox"
 	"github.com/example/payment-service/internal/provider"
 	"github.com/example/payment-service/internal/provider/sandbox"
+	"github.com/example/payment-service/internal/provider/stripe"
 	"github.com/example/payment-service/internal/replaycache"
 	"github.com/example/payment-service/internal/repository"
 	"github.com/example/payment-service/internal/telemetry"
@@ -106,7 +107,12 @@ func databaseTracing(tracing *telemetry.Tracing) []repository.OpenOption {
 // useCases are the application layer over one database: what both `serve`
 // and `cleanup` run.
 type useCases struct {
-	tx            *repository.Transactor
+	tx *repository.Transactor
+	// provider is the one the service charges through (PAYMENT_PROVIDER),
+	// and stripeEvents the reader of Stripe's deliveries, when it is
+	// Stripe and has a webhook secret.
+	provider      domain.ProviderName
+	stripeEvents  httpapi.ProviderEventReader
 	providerNames []domain.ProviderName
 	core          *app.Core // what every money-moving command shares
 	chargePayment *app.ChargePayment
@@ -119,24 +125,56 @@ type useCases struct {
 	outboxWaker *outbox.Waker
 }
 
-// newUseCases builds the providers (each call counted in registry) and the
-// use cases that need them.
-func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer, tracing *telemetry.Tracing, logger *slog.Logger) (useCases, error) {
-	calls := provider.CallsMetric(registry)
-	duration := provider.DurationMetric(registry)
-	sandboxClient, err := sandbox.New(sandbox.Config{
+// providerClient is a provider's adapter: every port, one client.
+type providerClient interface {
+	app.ChargeProvider
+	app.AuthorizationProvider
+	app.CaptureProvider
+	app.VoidProvider
+	app.RefundProvider
+}
+
+// newProvider builds the adapter of the provider PAYMENT_PROVIDER names,
+// and, for Stripe with a webhook secret, the reader of its deliveries.
+func newProvider(cfg config.Config) (domain.ProviderName, providerClient, httpapi.ProviderEventReader, error) {
+	if cfg.PaymentProvider == config.ProviderStripe {
+		c, err := stripe.New(stripe.Config{
+			SecretKey:      string(cfg.Stripe.SecretKey.Bytes()),
+			APIBase:        cfg.Stripe.APIBase,
+			ConnectTimeout: cfg.ProviderConnectTimeout,
+			Timeout:        cfg.ProviderTimeout,
+		})
+		if err != nil {
+			return "", nil, nil, err
+		}
+		var events httpapi.ProviderEventReader
+		if secret := cfg.Stripe.WebhookSecret.Bytes(); len(secret) > 0 {
+			events = stripe.NewEventReader(string(secret))
+		}
+		return stripe.Name, c, events, nil
+	}
+	c, err := sandbox.New(sandbox.Config{
 		BaseURL:        cfg.SandboxProviderURL,
 		ConnectTimeout: cfg.ProviderConnectTimeout,
 		Timeout:        cfg.ProviderTimeout,
 		MaxRequestAge:  cfg.ProviderMaxRequestAge,
 	})
+	return sandbox.Name, c, nil, err
+}
+
+// newUseCases builds the provider (each call counted in registry) and the
+// use cases that need it.
+func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer, tracing *telemetry.Tracing, logger *slog.Logger) (useCases, error) {
+	calls := provider.CallsMetric(registry)
+	duration := provider.DurationMetric(registry)
+	name, client, stripeEvents, err := newProvider(cfg)
 	if err != nil {
 		return useCases{}, err
 	}
 	observe := []provider.Option{provider.WithDuration(duration), provider.WithTracer(tracing.Tracer("github.com/example/payment-service/internal/provider"))}
 	providers := map[domain.ProviderName]app.ChargeProvider{
-		// Charges and authorizations: the sandbox takes two-step payments.
-		sandbox.Name: provider.InstrumentTwoStep(sandbox.Name, sandboxClient, calls, observe...),
+		// Charges and authorizations: both providers take two-step payments.
+		name: provider.InstrumentTwoStep(name, client, calls, observe...),
 	}
 	names := make([]domain.ProviderName, 0, len(providers))
 	for name := range providers {
@@ -168,15 +206,17 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 	}
 	core := app.NewCore(tx, cfg.IdempotencyLockTimeout, logger, coreOpts...)
 	charges := app.NewChargePayment(core, providers, httpapi.ResponseEncoder{})
-	// The sandbox is the one provider, and it refunds too; its refund
-	// calls are counted and traced with its charges.
+	// The one provider refunds too; its refund calls are counted and traced
+	// with its charges.
 	refunds := app.NewRefundPayment(core,
-		provider.InstrumentRefunds(sandbox.Name, sandboxClient, calls, observe...), httpapi.ResponseEncoder{})
+		provider.InstrumentRefunds(name, client, calls, observe...), httpapi.ResponseEncoder{})
 	// A void releases a hold asked over HTTP, or by the compensation of a
 	// saga step that authorized.
-	voids := app.NewVoidPayment(core, provider.InstrumentVoids(sandbox.Name, sandboxClient, calls, observe...), httpapi.ResponseEncoder{})
+	voids := app.NewVoidPayment(core, provider.InstrumentVoids(name, client, calls, observe...), httpapi.ResponseEncoder{})
 	uc := useCases{
 		tx:            tx,
+		provider:      name,
+		stripeEvents:  stripeEvents,
 		providerNames: names,
 		core:          core,
 		chargePayment: charges,
@@ -185,7 +225,7 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 			cfg.Saga.OrderWait, cfg.Saga.Group, logger),
 		outboxWaker: waker,
 	}
-	uc.capturePayment = app.NewCapturePayment(core, provider.InstrumentCaptures(sandbox.Name, sandboxClient, calls, observe...), httpapi.ResponseEncoder{})
+	uc.capturePayment = app.NewCapturePayment(core, provider.InstrumentCaptures(name, client, calls, observe...), httpapi.ResponseEncoder{})
 	uc.voidPayment = voids
 	return uc, nil
 }
@@ -273,10 +313,12 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...Op
 		CapturePayment: uc.capturePayment,
 		VoidPayment:    uc.voidPayment,
 		GetOrder:       app.NewGetOrder(uc.tx),
-		// The sandbox's events are its answers too, recorded by the
-		// commands' own phase 3 (decision 0021).
-		ApplyProviderEvent: app.NewApplyProviderEvent(uc.chargePayment, uc.refundPayment, "webhook:sandbox", logger, uc.transitions()...),
+		// The provider's events are its answers too, recorded by the
+		// commands' own phase 3 (decision 0021), each once under its
+		// provider's consumer name (webhook:sandbox, webhook:stripe).
+		ApplyProviderEvent: app.NewApplyProviderEvent(uc.chargePayment, uc.refundPayment, "webhook:"+string(uc.provider), logger, uc.transitions()...),
 		Webhooks:           cfg.Webhooks,
+		StripeEvents:       uc.stripeEvents,
 		// Readiness is the database only; the background components are
 		// on /health and in metrics (health.go).
 		Ready:      func(ctx context.Context) error { return repository.Ping(ctx, db) },

@@ -1,7 +1,8 @@
 // Package servicetest runs the real service inside a test, as its users run
 // it: service.New and Run on a loopback port, with the configuration read
 // through config.Load from an environment, over a database of the test's
-// own, charging through a sandbox provider on another loopback port. Tests
+// own, charging through a sandbox provider (or a Stripe fake) on another
+// loopback port. Tests
 // talk to it over real HTTP, look at its database, and count charges in the
 // provider's ledger. It stops when the test calls Stop or when the test ends,
 // and the provider it started with it.
@@ -24,6 +25,7 @@ import (
 	"github.com/example/payment-service/internal/config"
 	"github.com/example/payment-service/internal/sandboxprovider"
 	"github.com/example/payment-service/internal/service"
+	"github.com/example/payment-service/internal/stripefake"
 )
 
 // Options says how to run the service. DSN is required.
@@ -38,11 +40,32 @@ type Options struct {
 	// Sandbox, if set, is the provider to charge through instead: one that
 	// outlives this service, for a test that runs several in turn.
 	Sandbox *sandboxprovider.Server
+	// Stripe, if set, makes the service charge through a stateful Stripe
+	// (internal/stripefake) that Start runs instead of the sandbox:
+	// PAYMENT_PROVIDER=stripe, STRIPE_API_BASE at the fake, and the fake's
+	// events delivered to the service's POST /webhooks/stripe, signed
+	// with STRIPE_WEBHOOK_SECRET, unless NoWebhooks.
+	Stripe *StripeOptions
 	// Logs receives the service's JSON log; nil discards it.
 	Logs io.Writer
 	// Service are options of service.New, such as a tracer provider.
 	Service []service.Option
 }
+
+// StripeOptions configure the Stripe fake Start runs.
+type StripeOptions struct {
+	// Fake configures it; its keys are Start's.
+	Fake stripefake.Config
+	// NoWebhooks keeps its events from the service (they are still made,
+	// and Stripe.Events lists them).
+	NoWebhooks bool
+}
+
+// The Stripe fake's keys, as the service is configured with them.
+const (
+	StripeSecretKey     = "sk_test_servicetest"
+	StripeWebhookSecret = "whsec_servicetest_0123456789"
+)
 
 // BaseEnv is what every test service runs with unless Options.Env says
 // otherwise: two API clients, a short shutdown. The shutdown's bound
@@ -66,8 +89,12 @@ type Service struct {
 	URL string
 	// DB is a pool on the service's database, for the test's own reads.
 	DB *pgxpool.Pool
-	// Provider is the sandbox provider the service charges through.
+	// Provider is the sandbox provider the service charges through; nil
+	// with Options.Stripe.
 	Provider *sandboxprovider.Server
+	// Stripe is the Stripe fake the service charges through, with
+	// Options.Stripe.
+	Stripe *stripefake.Server
 	// Env is the environment the service was configured from.
 	Env map[string]string
 
@@ -122,7 +149,22 @@ func Start(t testing.TB, o Options) *Service {
 	}
 	ownGroups(vars, o.DSN)
 	provider, closeProvider := o.Sandbox, func() {}
-	if provider == nil {
+	var fake *stripefake.Server
+	if o.Stripe != nil {
+		cfg := o.Stripe.Fake
+		cfg.SecretKey, cfg.WebhookSecret = StripeSecretKey, StripeWebhookSecret
+		var err error
+		if fake, err = stripefake.Start("127.0.0.1:0", cfg); err != nil {
+			t.Fatal(err)
+		}
+		closeProvider = func() { _ = fake.Close() }
+		for k, v := range map[string]string{"PAYMENT_PROVIDER": "stripe", "STRIPE_SECRET_KEY": StripeSecretKey,
+			"STRIPE_API_BASE": fake.URL, "STRIPE_WEBHOOK_SECRET": StripeWebhookSecret} {
+			if _, set := vars[k]; !set {
+				vars[k] = v
+			}
+		}
+	} else if provider == nil {
 		// The provider keeps the request bound the service relies on.
 		if o.Provider.MaxRequestAge == 0 {
 			bound, err := time.ParseDuration(vars["PROVIDER_MAX_REQUEST_AGE"])
@@ -137,7 +179,7 @@ func Start(t testing.TB, o Options) *Service {
 		}
 		closeProvider = func() { _ = provider.Close() }
 	}
-	if _, set := vars["SANDBOX_PROVIDER_URL"]; !set {
+	if _, set := vars["SANDBOX_PROVIDER_URL"]; !set && provider != nil {
 		vars["SANDBOX_PROVIDER_URL"] = provider.URL
 	}
 	cfg, err := config.Load(func(k string) string { return vars[k] })
@@ -166,7 +208,7 @@ func Start(t testing.TB, o Options) *Service {
 		once   sync.Once
 		runErr error
 	)
-	s := &Service{URL: "http://" + svc.Addr(), DB: pool, Provider: provider, Env: vars, wait: func() error {
+	s := &Service{URL: "http://" + svc.Addr(), DB: pool, Provider: provider, Stripe: fake, Env: vars, wait: func() error {
 		once.Do(func() {
 			cancel()
 			select {
@@ -177,6 +219,9 @@ func Start(t testing.TB, o Options) *Service {
 		})
 		return runErr
 	}}
+	if fake != nil && !o.Stripe.NoWebhooks {
+		fake.SetWebhookURL(s.URL + "/webhooks/stripe")
+	}
 	t.Cleanup(func() {
 		// A Run error the test asked for (by Stop) is the test's to check.
 		if err := s.wait(); err != nil && !s.stoppedByTest {

@@ -19,7 +19,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/example/payment-service/internal/app"
 	"github.com/example/payment-service/internal/domain"
+	"github.com/example/payment-service/internal/provider"
 )
 
 // Name is the provider name clients send as paymentProvider.
@@ -90,14 +90,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("sandbox provider: base URL %q must be http(s)://host[:port]", cfg.BaseURL)
 	}
-	transport := &http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
-		DialContext:         (&net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext,
-		TLSHandshakeTimeout: cfg.ConnectTimeout,
-		MaxIdleConns:        100,
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     90 * time.Second,
-	}
+	transport := provider.NewTransport(cfg.ConnectTimeout)
 	return &Client{
 		charges: operation{noun: "charge", url: u.JoinPath("v1", "charges"), notFound: errTypeChargeNotFound,
 			nothingDone: func(e errorAnswer) *bool { return e.Error.Charged }},
