@@ -92,7 +92,7 @@ func TestLoadRejectsBadValuesNamingTheVariable(t *testing.T) {
 // own API is the default base, and the secrets never print.
 func TestLoadStripe(t *testing.T) {
 	t.Parallel()
-	cfg, err := config.Load(env(map[string]string{"PAYMENT_PROVIDER": "stripe", "SANDBOX_PROVIDER_URL": "",
+	cfg, err := config.Load(env(map[string]string{"PAYMENT_PROVIDER": "stripe", "SANDBOX_PROVIDER_URL": "", //nolint:gosec // G101: the test's own keys
 		"STRIPE_SECRET_KEY": "sk_test_secret_value", "STRIPE_WEBHOOK_SECRET": "whsec_secret_value_long"}))
 	if err != nil {
 		t.Fatal(err)

@@ -138,7 +138,7 @@ func (sandboxReader) SignatureHeader() string { return webhooksig.Header }
 
 func (r sandboxReader) Read(body []byte, signature string) (app.ProviderEvent, error) {
 	if err := webhooksig.Verify(signature, body, r.secrets, time.Now(), r.tolerance); err != nil {
-		return app.ProviderEvent{}, fmt.Errorf("%w: %v", app.ErrEventNotAuthentic, err)
+		return app.ProviderEvent{}, fmt.Errorf("%w: %w", app.ErrEventNotAuthentic, err)
 	}
 	ev, why := parseSandboxEvent(sandboxProvider, body)
 	if why != "" {

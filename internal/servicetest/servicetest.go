@@ -64,7 +64,7 @@ type StripeOptions struct {
 // The Stripe fake's keys, as the service is configured with them.
 const (
 	StripeSecretKey     = "sk_test_servicetest"
-	StripeWebhookSecret = "whsec_servicetest_0123456789"
+	StripeWebhookSecret = "whsec_servicetest_0123456789" //nolint:gosec // G101: the test harness's own secret
 )
 
 // BaseEnv is what every test service runs with unless Options.Env says

@@ -547,7 +547,7 @@ func TestListAndSearch(t *testing.T) {
 // 2xx.
 func TestEventsAreSignedAndDeliveredAtLeastOnce(t *testing.T) {
 	t.Parallel()
-	const secret = "whsec_test_fake"
+	const secret = "whsec_test_fake" //nolint:gosec // G101: the test's own secret
 	var (
 		mu       sync.Mutex
 		received []string

@@ -57,13 +57,13 @@ func sortError(err error, f *sentFlag, what string) error {
 	}
 	switch status := int(f.status.Load()); {
 	case status == 0 && !f.sent.Load():
-		return fmt.Errorf("%w: the %s was not sent: %v", app.ErrProviderNotCharged, what, err)
+		return fmt.Errorf("%w: the %s was not sent: %w", app.ErrProviderNotCharged, what, err)
 	case status == 0:
-		return fmt.Errorf("%w: the %s was sent and no answer came: %v", app.ErrProviderOutcomeUnknown, what, err)
+		return fmt.Errorf("%w: the %s was sent and no answer came: %w", app.ErrProviderOutcomeUnknown, what, err)
 	case status >= 400 && status < 500:
-		return fmt.Errorf("%w: the %s was answered %d by something other than Stripe: %v", app.ErrProviderNotCharged, what, status, err)
+		return fmt.Errorf("%w: the %s was answered %d by something other than Stripe: %w", app.ErrProviderNotCharged, what, status, err)
 	default:
-		return fmt.Errorf("%w: the %s was answered %d, and the answer cannot be read: %v", app.ErrProviderOutcomeUnknown, what, status, err)
+		return fmt.Errorf("%w: the %s was answered %d, and the answer cannot be read: %w", app.ErrProviderOutcomeUnknown, what, status, err)
 	}
 }
 

@@ -301,5 +301,5 @@ func refundDecision(r *stripego.Refund) (app.ProviderDecision, error) {
 // notNow is a modification that could not find its PaymentIntent: nothing
 // was sent, and a later attempt may find it.
 func notNow(what string, err error) error {
-	return fmt.Errorf("%w: the %s was not sent: %v", app.ErrProviderNotCharged, what, err)
+	return fmt.Errorf("%w: the %s was not sent: %w", app.ErrProviderNotCharged, what, err)
 }

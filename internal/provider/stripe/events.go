@@ -71,9 +71,9 @@ func (r *EventReader) Read(body []byte, signature string) (app.ProviderEvent, er
 	switch {
 	case errors.Is(err, webhook.ErrNotSigned), errors.Is(err, webhook.ErrInvalidHeader),
 		errors.Is(err, webhook.ErrNoValidSignature), errors.Is(err, webhook.ErrTooOld):
-		return app.ProviderEvent{}, fmt.Errorf("%w: %v", app.ErrEventNotAuthentic, err)
+		return app.ProviderEvent{}, fmt.Errorf("%w: %w", app.ErrEventNotAuthentic, err)
 	case err != nil:
-		return app.ProviderEvent{}, fmt.Errorf("%w: %v", app.ErrEventInvalid, err)
+		return app.ProviderEvent{}, fmt.Errorf("%w: %w", app.ErrEventInvalid, err)
 	case e.APIVersion != stripego.APIVersion:
 		return app.ProviderEvent{}, fmt.Errorf("%w: event %s is of API version %q; this service reads %q only (create the webhook endpoint with it)",
 			app.ErrEventInvalid, e.ID, e.APIVersion, stripego.APIVersion)
@@ -86,13 +86,13 @@ func (r *EventReader) Read(body []byte, signature string) (app.ProviderEvent, er
 		stripego.EventTypePaymentIntentPaymentFailed, stripego.EventTypePaymentIntentCanceled:
 		var pi stripego.PaymentIntent
 		if err := json.Unmarshal(e.Data.Raw, &pi); err != nil {
-			return app.ProviderEvent{}, fmt.Errorf("%w: event %s's PaymentIntent: %v", app.ErrEventInvalid, e.ID, err)
+			return app.ProviderEvent{}, fmt.Errorf("%w: event %s's PaymentIntent: %w", app.ErrEventInvalid, e.ID, err)
 		}
 		return paymentIntentEvent(ev, e.Type, &pi)
 	case stripego.EventTypeRefundCreated, stripego.EventTypeRefundUpdated, stripego.EventTypeRefundFailed, stripego.EventTypeChargeRefundUpdated:
 		var rf stripego.Refund
 		if err := json.Unmarshal(e.Data.Raw, &rf); err != nil {
-			return app.ProviderEvent{}, fmt.Errorf("%w: event %s's Refund: %v", app.ErrEventInvalid, e.ID, err)
+			return app.ProviderEvent{}, fmt.Errorf("%w: event %s's Refund: %w", app.ErrEventInvalid, e.ID, err)
 		}
 		return refundEvent(ev, &rf)
 	default:
@@ -145,7 +145,7 @@ func paymentIntentEvent(ev app.ProviderEvent, typ stripego.EventType, pi *stripe
 	}
 	m, err := moneyOf(amount, string(pi.Currency))
 	if err != nil {
-		return app.ProviderEvent{}, fmt.Errorf("%w: event %s: %v", app.ErrEventInvalid, ev.ID, err)
+		return app.ProviderEvent{}, fmt.Errorf("%w: event %s: %w", app.ErrEventInvalid, ev.ID, err)
 	}
 	ev.Object, ev.Amount, ev.Currency = object, m.Amount(), string(m.Currency())
 	return ev, nil
@@ -169,7 +169,7 @@ func refundEvent(ev app.ProviderEvent, rf *stripego.Refund) (app.ProviderEvent, 
 	}
 	m, err := moneyOf(rf.Amount, string(rf.Currency))
 	if err != nil {
-		return app.ProviderEvent{}, fmt.Errorf("%w: event %s: %v", app.ErrEventInvalid, ev.ID, err)
+		return app.ProviderEvent{}, fmt.Errorf("%w: event %s: %w", app.ErrEventInvalid, ev.ID, err)
 	}
 	ev.Object, ev.ProviderKey, ev.Amount, ev.Currency = app.ObjectRefund, key, m.Amount(), string(m.Currency())
 	return ev, nil

@@ -13,7 +13,7 @@ import (
 	"github.com/example/payment-service/internal/stripefake"
 )
 
-const webhookSecret = "whsec_test_adapter"
+const webhookSecret = "whsec_test_adapter" //nolint:gosec // G101: the test's own secret
 
 // A delivery is read only when it is signed with the secret, recently, and
 // of the pinned API version; the signature over other bytes, an old one,

@@ -49,7 +49,7 @@ func (c *Client) lookup(ctx context.Context, req app.ProviderCharge, manual bool
 	found, err := c.list(ctx, req.IdempotencyKey, req.ReservedAt.Add(-c.cfg.LookupSkew), time.Time{})
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("%w: lookup: %v", app.ErrProviderOutcomeUnknown, err)
+		return "", fmt.Errorf("%w: lookup: %w", app.ErrProviderOutcomeUnknown, err)
 	case len(found) == 0:
 		return "", fmt.Errorf("%w: no PaymentIntent created since %s carries the key (at Stripe, not a proof that none will)",
 			app.ErrNoProviderCharge, req.ReservedAt.Add(-c.cfg.LookupSkew).UTC().Format(time.RFC3339))
@@ -58,7 +58,7 @@ func (c *Client) lookup(ctx context.Context, req app.ProviderCharge, manual bool
 	}
 	amount, currency, err := minorUnits(req.Charge.Amount)
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", app.ErrProviderOutcomeUnknown, err)
+		return "", fmt.Errorf("%w: %w", app.ErrProviderOutcomeUnknown, err)
 	}
 	if err := describes(found[0], req.IdempotencyKey, amount, currency); err != nil {
 		return "", err
@@ -146,9 +146,9 @@ func (c *Client) Hold(ctx context.Context, req app.ProviderCharge) (app.HoldStat
 	pi, err := c.locate(ctx, req.IdempotencyKey, req.ReservedAt)
 	switch {
 	case errors.Is(err, errNotFound):
-		return "", fmt.Errorf("%w: %v", app.ErrNoProviderCharge, err)
+		return "", fmt.Errorf("%w: %w", app.ErrNoProviderCharge, err)
 	case err != nil:
-		return "", fmt.Errorf("%w: hold: %v", app.ErrProviderOutcomeUnknown, err)
+		return "", fmt.Errorf("%w: hold: %w", app.ErrProviderOutcomeUnknown, err)
 	}
 	held := pi.LatestCharge != nil && pi.LastPaymentError == nil
 	switch {
@@ -176,14 +176,14 @@ func (c *Client) LookupCapture(ctx context.Context, req app.ProviderCapture) (ap
 	defer cancel()
 	pi, err := c.locate(ctx, req.AuthorizationKey, req.AuthorizationReservedAt)
 	if err != nil {
-		return "", fmt.Errorf("%w: the capture's PaymentIntent: %v", app.ErrProviderOutcomeUnknown, err)
+		return "", fmt.Errorf("%w: the capture's PaymentIntent: %w", app.ErrProviderOutcomeUnknown, err)
 	}
 	if pi.Status != stripego.PaymentIntentStatusSucceeded || pi.Metadata[metaCaptureKey] != req.IdempotencyKey {
 		return "", fmt.Errorf("%w: PaymentIntent %s is %s, capture_key %q", app.ErrNoProviderCharge, pi.ID, pi.Status, pi.Metadata[metaCaptureKey])
 	}
 	amount, currency, err := minorUnits(req.Amount)
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", app.ErrProviderOutcomeUnknown, err)
+		return "", fmt.Errorf("%w: %w", app.ErrProviderOutcomeUnknown, err)
 	}
 	if pi.AmountReceived != amount || string(pi.Currency) != currency {
 		return "", fmt.Errorf("%w: PaymentIntent %s received %d %s, the capture asked for %d %s", app.ErrProviderOutcomeUnknown, pi.ID, pi.AmountReceived, pi.Currency, amount, currency)
@@ -200,7 +200,7 @@ func (c *Client) LookupVoid(ctx context.Context, req app.ProviderVoid) (app.Prov
 	defer cancel()
 	pi, err := c.locate(ctx, req.AuthorizationKey, req.AuthorizationReservedAt)
 	if err != nil {
-		return "", fmt.Errorf("%w: the void's PaymentIntent: %v", app.ErrProviderOutcomeUnknown, err)
+		return "", fmt.Errorf("%w: the void's PaymentIntent: %w", app.ErrProviderOutcomeUnknown, err)
 	}
 	held := pi.LatestCharge != nil && pi.LastPaymentError == nil
 	if pi.Status != stripego.PaymentIntentStatusCanceled || !held || pi.CancellationReason == stripego.PaymentIntentCancellationReasonAutomatic {
@@ -217,7 +217,7 @@ func (c *Client) LookupRefund(ctx context.Context, req app.ProviderRefund) (app.
 	defer cancel()
 	pi, err := c.locate(ctx, paymentKey(req), req.PaymentReservedAt)
 	if err != nil {
-		return "", fmt.Errorf("%w: the refund's PaymentIntent: %v", app.ErrProviderOutcomeUnknown, err)
+		return "", fmt.Errorf("%w: the refund's PaymentIntent: %w", app.ErrProviderOutcomeUnknown, err)
 	}
 	return c.refundOf(ctx, pi, req)
 }
@@ -228,7 +228,7 @@ func (c *Client) refundOf(ctx context.Context, pi *stripego.PaymentIntent, req a
 	seen := 0
 	for r, err := range c.api.V1Refunds.List(ctx, params) {
 		if err != nil {
-			return "", fmt.Errorf("%w: refunds of %s: %v", app.ErrProviderOutcomeUnknown, pi.ID, err)
+			return "", fmt.Errorf("%w: refunds of %s: %w", app.ErrProviderOutcomeUnknown, pi.ID, err)
 		}
 		if seen++; seen > c.cfg.MaxLookupPages*pageSize {
 			return "", fmt.Errorf("%w: PaymentIntent %s has more than %d refunds", app.ErrProviderOutcomeUnknown, pi.ID, c.cfg.MaxLookupPages*pageSize)
@@ -238,7 +238,7 @@ func (c *Client) refundOf(ctx context.Context, pi *stripego.PaymentIntent, req a
 		}
 		amount, currency, err := minorUnits(req.Refund.Amount)
 		if err != nil {
-			return "", fmt.Errorf("%w: %v", app.ErrProviderOutcomeUnknown, err)
+			return "", fmt.Errorf("%w: %w", app.ErrProviderOutcomeUnknown, err)
 		}
 		if err := refundDescribes(r, req.IdempotencyKey, pi.ID, amount, currency); err != nil {
 			return "", err

@@ -18,7 +18,7 @@ import (
 	"github.com/example/payment-service/internal/stripefake"
 )
 
-const secretKey = "sk_test_adapter"
+const secretKey = "sk_test_adapter" //nolint:gosec // G101: a test key the fake accepts, no real account
 
 func startFake(t *testing.T, cfg stripefake.Config) *stripefake.Server {
 	t.Helper()
