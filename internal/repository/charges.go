@@ -3,9 +3,9 @@ package repository
 import (
 	"context"
 	"database/sql"
+	_ "embed"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -20,135 +20,38 @@ import (
 // ChargeStore implements app.ChargeStore on the payment table. The hot path
 // of a charge is two statements, one round trip each: claimAndReserveSQL
 // (phase 1, which reads the key first: phase 0's read) and
-// recordOutcomeSQL (phase 3), each atomic on its own; statements/charge.sql
-// shows them whole. Both are data-modifying CTEs, one clause per step,
-// each saying which rule it enforces. pgbench runs the same statements for the benchmark's
-// ceiling (pgbench/*.pgbench, kept in step by
+// recordOutcomeSQL (phase 3), each atomic on its own. Both are
+// data-modifying CTEs, one clause per step, each saying which rule it
+// enforces, in their files in statements/. pgbench runs the same statements
+// for the benchmark's ceiling (pgbench/*.pgbench, kept in step by
 // TestPgbenchScriptsRunTheServicesStatements).
 type ChargeStore struct {
 	conn
 }
 
-// claimAndReserveSQL is phase 1 in one statement. Its answer can be "roll
-// all of it back" (the key is held by another command; the order does not
-// match; a payment in the way), and then nothing of it may stay. So it
-// runs in one of two ways:
+// claimAndReserveSQL is a charge's phase 1: the key's record read, the
+// payment reserved and the key claimed, @atomic on the pool or every
+// answer inside a transaction.
 //
-//   - @atomic, on the pool: the usual answer, a claimed key with a PENDING
-//     payment to charge, commits in one round trip. Any other answer
-//     raises charge_needs_transaction's error, which rolls the whole
-//     statement back;
-//   - inside a transaction, after such an error: it returns every answer,
-//     and the rare ones take further statements before the transaction
-//     commits or rolls back.
-//
-// The payment is reserved before the key is claimed, so that the claim's
-// insert can carry the payment's id: a statement cannot update a row that
-// one of its own clauses inserted, and the recovery point must be written
-// with the claim. The order of the clauses is also the order of the locks
-// every charge takes (payment, then key), so two charges never wait on each
-// other in a cycle.
-var claimAndReserveSQL = chargeClaimSQL("", keyFree, keyStands)
+//go:embed statements/charge_claim.sql
+var claimAndReserveSQL string
 
 // claimStepAndReserveSQL is claimAndReserveSQL for a saga step tried for
-// the first time, @atomic only: the step's saga_step row (what
-// SagaStore.Begin would insert) comes first, and the claim is made only
-// if that row is new. So it commits only the row, the payment and the key
-// together, in the usual answer; for any other (the step's name taken:
-// re-sent, tombstoned or reused; the order not matching; a payment in the
-// way; the key held) it raises, and nothing stays. The lock order is the
-// step's row, then every charge's.
-var claimStepAndReserveSQL = chargeClaimSQL(`-- The step's row, only if its (saga_id, step_name) is free. ON CONFLICT
--- waits for a concurrent insert of the same step (a tombstone) to commit.
-begun AS (
-    INSERT INTO saga_step (saga_id, step_name, kind, content_hash)
-    VALUES (@saga, @step, 'charge', @hash)
-        ON CONFLICT (saga_id, step_name) DO NOTHING
- RETURNING 1
-),
-`, "EXISTS (SELECT 1 FROM begun) AND "+keyFree, "")
+// the first time, its saga_step row first, @atomic only.
+//
+//go:embed statements/charge_step_claim.sql
+var claimStepAndReserveSQL string
 
-// chargeClaimSQL composes a charge's phase 1: the key's record read
-// first (standingClause), then first, clauses that come before the
-// charge's own; gate, the condition that every write of the charge's own
-// clauses is made under; unless, an answer @atomic keeps although it is
-// not the usual one (onlyTheUsualAnswer).
-func chargeClaimSQL(first, gate, unless string) string {
-	return `
-WITH
-` + standingClause(app.CommandCharge) + `,
-` + first + `-- The order the charge must pay exactly: same customer, amount and
--- currency. No row: nothing is reserved, and the application tells an
--- unknown order from a mismatch (422, not stored).
-matching_order AS (
-    SELECT order_id
-      FROM order_projection
-     WHERE order_id = @order AND customer_id = @customer
-       AND amount = @amount AND currency = @currency
-       AND ` + gate + `
-),
--- Reserve the PENDING payment. ON CONFLICT DO NOTHING with no target covers
--- R-DIST-IDEM-4's UNIQUE (payment_provider, external_payment_id) and the
--- third layer's one live payment per order (ux_payment_order_live): under any
--- interleaving the database lets one reservation through, and a conflict
--- waits for the other's commit instead of aborting this transaction.
-reserved AS (
-    INSERT INTO payment (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status, capture_method)
-    SELECT @client, @order, @customer, @provider, @external, @amount, @currency, 'PENDING', @capture_method
-      FROM matching_order
-        ON CONFLICT DO NOTHING
- RETURNING *
-),
-` + claimKeyClause(app.CommandCharge, "payment_id", "", gate) + `,
-` + goesOnWithClause("charged", "payment", "p", "payment_id") + `
-SELECT ` + claimAnswers("payment_id") + `,
-       EXISTS (SELECT 1 FROM matching_order) AS order_matches,
-       (SELECT saga_id FROM order_projection WHERE order_id = @order) AS saga_id,
-       ch.id AS payment_id, ` + paymentColumns("ch") + `,
-       ` + standingAnswers + `
-  FROM (SELECT 1) AS one
-  LEFT JOIN charged ch ON true
-  LEFT JOIN standing st ON st.stops
--- On its own (atomic), keep only a claimed key with a PENDING payment,
--- which is its recovery point, or a record in the claim's way, for which
--- nothing was written; any other answer raises, and the error rolls back
--- everything above. CASE, because only CASE fixes the order in which SQL
--- evaluates; coalesce, because a missing payment makes it NULL.
- WHERE ` + onlyTheUsualAnswer("ch", "payment_id", unless)
-}
+// recordOutcomeSQL is a charge's phase 3: the key's outcome, the payment's
+// final status and its event, all or none.
+//
+//go:embed statements/charge_record.sql
+var recordOutcomeSQL string
 
-// recordOutcomeSQL is phase 3 in one statement, atomic without a
-// transaction around it: the key's outcome, the payment's final status and
-// the event that announces it, all or none.
-var recordOutcomeSQL = `
-WITH
-` + completeKeyClause("EXISTS (SELECT 1 FROM payment WHERE id = @payment_id AND status = 'PENDING')") + `,
--- The provider's decision, only with the key's completion.
-decided AS (
-    UPDATE payment
-       SET status = @final_status, updated_at = now()
-     WHERE id = @payment_id AND status = 'PENDING'
-       AND EXISTS (SELECT 1 FROM completed)
- RETURNING id
-),
-` + announceClause("decided") + `,
-` + replyClause("announced") + `
-SELECT ` + recordedAndLockHeld + `,
-       (SELECT status FROM payment WHERE id = @payment_id) AS payment_status`
-
-// releaseChargeSQL gives a claim and its PENDING payment back, in one
-// statement: the key first (the charge's claim locks no row before it),
-// then the payment its recovery point names, only if the key was still
-// this token's.
-var releaseChargeSQL = `
-WITH
-` + releaseKeyClause("payment_id", "true") + `,
-given_back AS (
-    DELETE FROM payment
-     WHERE id = @payment AND status = 'PENDING'
-       AND id IN (SELECT payment_id FROM released)
-)
-SELECT EXISTS (SELECT 1 FROM released)`
+// releaseChargeSQL gives a claim and its PENDING payment back.
+//
+//go:embed statements/charge_release.sql
+var releaseChargeSQL string
 
 // reserveSQL is phase 1's rare path: the PENDING payment inserted unless a
 // unique index says no (the second layer's UNIQUE (payment_provider,
@@ -405,14 +308,6 @@ type paymentRow struct {
 
 func (paymentRow) TableName() string { return "payment" }
 
-// paymentColumns are the payment columns every statement that reads a
-// payment for the application selects, of the table aliased alias, in the
-// order of nullablePaymentRow.targets (the id first, selected apart).
-func paymentColumns(alias string) string {
-	return strings.NewReplacer("p.", alias+".").Replace(`p.client_id, p.order_id, p.customer_id, p.payment_provider,
-       p.external_payment_id, p.amount, p.currency, p.status, p.created_at, p.capture_method, p.captured_amount`)
-}
-
 func (row paymentRow) toDomain() (domain.Payment, error) {
 	money, err := domain.NewMoney(row.Amount, domain.Currency(row.Currency))
 	if err != nil {
@@ -458,7 +353,8 @@ type nullablePaymentRow struct {
 }
 
 // targets are the row's scan targets, in the order of its columns in every
-// query that reads one (the payment table's).
+// query that reads one: the payment table's, and the clause
+// payment_columns of the statement files.
 func (p *nullablePaymentRow) targets() []any {
 	return []any{&p.ID, &p.ClientID, &p.OrderID, &p.CustomerID, &p.PaymentProvider,
 		&p.ExternalPaymentID, &p.Amount, &p.Currency, &p.Status, &p.CreatedAt, &p.CaptureMethod, &p.CapturedAmount}
