@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/shopspring/decimal"
 	"gorm.io/gorm"
 
@@ -53,78 +52,34 @@ var recordOutcomeSQL string
 //go:embed statements/charge_release.sql
 var releaseChargeSQL string
 
-// reserveSQL is phase 1's rare path: the PENDING payment inserted unless a
-// unique index says no (the second layer's UNIQUE (payment_provider,
-// external_payment_id), or the third's ux_payment_order_live). ON CONFLICT
-// DO NOTHING with no target covers both: a violation would abort the
-// transaction (and the key's claim with it), while DO NOTHING waits for a
-// concurrent insert of the same pair or order to commit and then yields no
-// row.
-const reserveSQL = `
-INSERT INTO payment (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status, capture_method)
-VALUES (?, ?, ?, ?, ?, ?, ?, 'PENDING', ?)
-ON CONFLICT DO NOTHING
-RETURNING *`
+// reserveSQL is phase 1's rare path: the PENDING payment inserted on its
+// own, unless a unique index says no; externalPaymentSQL and
+// livePaymentOfOrderSQL read the row in the way, of the second layer or
+// the third.
+var (
+	//go:embed statements/charge_reserve.sql
+	reserveSQL string
+	//go:embed statements/payment_by_external.sql
+	externalPaymentSQL string
+	//go:embed statements/payment_live_of_order.sql
+	livePaymentOfOrderSQL string
+)
 
-// externalPaymentSQL reads the row the second layer stopped on.
-const externalPaymentSQL = `
-SELECT * FROM payment WHERE payment_provider = ? AND external_payment_id = ?`
-
-// livePaymentOfOrderSQL reads the row the third layer stopped on: the
-// order's one PENDING, SUCCEEDED or AUTHORIZED payment (holds_order).
-const livePaymentOfOrderSQL = `
-SELECT * FROM payment WHERE order_id = ? AND holds_order`
+// getPaymentSQL reads a payment by its id.
+//
+//go:embed statements/payment_get.sql
+var getPaymentSQL string
 
 var (
 	claimAndReserveStmt     = compileNamed(claimAndReserveSQL)
 	claimStepAndReserveStmt = compileNamed(claimStepAndReserveSQL)
 	recordOutcomeStmt       = compileNamed(recordOutcomeSQL)
 	releaseChargeStmt       = compileNamed(releaseChargeSQL)
+	reserveStmt             = compileNamed(reserveSQL)
+	externalPaymentStmt     = compileNamed(externalPaymentSQL)
+	livePaymentOfOrderStmt  = compileNamed(livePaymentOfOrderSQL)
+	getPaymentStmt          = compileNamed(getPaymentSQL)
 )
-
-// row is the one row of a statement's answer: *sql.Row in a transaction,
-// pgxRow outside one.
-type row interface{ Scan(dest ...any) error }
-
-// queryRow runs one of the compiled statements on db's connection: the
-// transaction's inside Transact. Outside one it hands the statement to pgx
-// on a connection of the pool (pgxRow). Both end the statement when ctx
-// ends, but database/sql starts a goroutine a statement to watch ctx where
-// pgx registers a callback: measured on the hot path's two statements a
-// charge, pgx's way takes about 5 % less of the service's CPU a charge
-// (decision 0033; docs/benchmarks.md, "The hot path per statement").
-func queryRow(ctx context.Context, db *gorm.DB, q namedSQL, values map[string]any) (row, error) {
-	args, err := q.args(values)
-	if err != nil {
-		return nil, err
-	}
-	if pool, ok := db.Statement.ConnPool.(*sql.DB); ok {
-		return pgxRow{ctx: ctx, pool: pool, text: q.text, args: args}, nil
-	}
-	return db.Statement.ConnPool.QueryRowContext(ctx, q.text, args...), nil
-}
-
-// pgxRow runs its statement when it is scanned, on a connection of pool
-// taken for the statement alone. database/sql still keeps the pool: it
-// checks the connection before handing it out (a broken one is replaced,
-// as for its own statements) and discards it when pgx has closed it.
-type pgxRow struct {
-	ctx  context.Context
-	pool *sql.DB
-	text string
-	args []any
-}
-
-func (r pgxRow) Scan(dest ...any) error {
-	c, err := r.pool.Conn(r.ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return c.Raw(func(driverConn any) error {
-		return driverConn.(*stdlib.Conn).Conn().QueryRow(r.ctx, r.text, r.args...).Scan(dest...)
-	})
-}
 
 // chargeNeedsTransactionCode is the SQLSTATE of charge_needs_transaction's
 // error; mapError turns it into app.ErrClaimNeedsTransaction.
@@ -196,57 +151,71 @@ func (s *ChargeStore) Reserve(ctx context.Context, k app.KeyClaim, c domain.Char
 	var res app.ChargeReservation
 	err := s.run(ctx, func(db *gorm.DB) error {
 		var err error
-		res, err = reserve(db.WithContext(ctx), k.Scope.ClientID, c)
+		res, err = reserve(ctx, db, k.Scope.ClientID, c)
 		return err
 	})
 	if err != nil || res.Kind != app.ChargeReserved {
 		return res, err
 	}
 	// The reservation is the claim's recovery point.
-	return res, s.updateOwned(ctx, k.Scope, k.Token, map[string]any{
-		"payment_id": int64(res.Payment.ID),
-		"updated_at": gorm.Expr("now()"),
-	})
+	return res, s.updateOwned(ctx, k, setPaymentRecoveryPointStmt, map[string]any{"payment": int64(res.Payment.ID)})
 }
 
-func reserve(db *gorm.DB, client domain.ClientID, c domain.Charge) (app.ChargeReservation, error) {
+func reserve(ctx context.Context, db *gorm.DB, client domain.ClientID, c domain.Charge) (app.ChargeReservation, error) {
 	for range reserveAttempts {
-		var inserted, byExternal, liveOfOrder []paymentRow
-		err := db.Raw(reserveSQL,
-			string(client), int64(c.OrderID), int64(c.CustomerID), string(c.Provider), string(c.ExternalPaymentID),
-			c.Amount.Amount(), string(c.Amount.Currency()), captureMethod(c),
-		).Scan(&inserted).Error
+		inserted, err := readPayment(ctx, db, reserveStmt, map[string]any{
+			"client": string(client), "order": int64(c.OrderID), "customer": int64(c.CustomerID),
+			"provider": string(c.Provider), "external": string(c.ExternalPaymentID),
+			"amount": c.Amount.Amount(), "currency": string(c.Amount.Currency()), "capture_method": captureMethod(c),
+		})
 		if err != nil {
 			return app.ChargeReservation{}, fmt.Errorf("reserve payment: %w", err)
 		}
-		if len(inserted) == 1 {
-			return reservation(app.ChargeReserved, inserted[0])
+		if inserted != nil {
+			return app.ChargeReservation{Kind: app.ChargeReserved, Payment: *inserted}, nil
 		}
 		if afterReserveConflict != nil {
 			afterReserveConflict()
 		}
 		// The second layer first: the same external payment under a new key
 		// is answered by that payment, whatever else the order has.
-		if err := db.Raw(externalPaymentSQL, string(c.Provider), string(c.ExternalPaymentID)).Scan(&byExternal).Error; err != nil {
+		byExternal, err := readPayment(ctx, db, externalPaymentStmt, map[string]any{
+			"provider": string(c.Provider), "external": string(c.ExternalPaymentID)})
+		if err != nil {
 			return app.ChargeReservation{}, fmt.Errorf("read payment by external id: %w", err)
 		}
-		if len(byExternal) == 1 {
-			return reservation(app.ChargeExternalPaymentExists, byExternal[0])
+		if byExternal != nil {
+			return app.ChargeReservation{Kind: app.ChargeExternalPaymentExists, Payment: *byExternal}, nil
 		}
-		if err := db.Raw(livePaymentOfOrderSQL, int64(c.OrderID)).Scan(&liveOfOrder).Error; err != nil {
+		liveOfOrder, err := readPayment(ctx, db, livePaymentOfOrderStmt, map[string]any{"order": int64(c.OrderID)})
+		if err != nil {
 			return app.ChargeReservation{}, fmt.Errorf("read live payment of order: %w", err)
 		}
-		if len(liveOfOrder) == 1 {
-			return reservation(app.ChargeOrderHasLivePayment, liveOfOrder[0])
+		if liveOfOrder != nil {
+			return app.ChargeReservation{Kind: app.ChargeOrderHasLivePayment, Payment: *liveOfOrder}, nil
 		}
 		// The row in the way went away between the statements: try again.
 	}
 	return app.ChargeReservation{}, app.ErrReserveContended
 }
 
-func reservation(kind app.ChargeReservationKind, row paymentRow) (app.ChargeReservation, error) {
-	p, err := row.toDomain()
-	return app.ChargeReservation{Kind: kind, Payment: p}, err
+// readPayment runs q, which answers at most one payment (its clause
+// payment_columns), and returns it, or nil for none.
+func readPayment(ctx context.Context, db *gorm.DB, q namedSQL, values map[string]any) (*domain.Payment, error) {
+	r, err := queryRow(ctx, db, q, values)
+	if err != nil {
+		return nil, err
+	}
+	var p nullablePaymentRow
+	err = r.Scan(p.targets()...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	payment, err := p.toDomain()
+	return &payment, err
 }
 
 // Record implements app.ChargeStore: recordOutcomeSQL.
@@ -272,12 +241,9 @@ func (s *ChargeStore) Release(ctx context.Context, k app.KeyClaim, payment domai
 }
 
 func (s *ChargeStore) Get(ctx context.Context, id domain.PaymentID) (domain.Payment, error) {
-	var row paymentRow
-	err := s.run(ctx, func(db *gorm.DB) error {
-		err := db.WithContext(ctx).Take(&row, int64(id)).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return domain.ErrPaymentNotFound
-		}
+	var p *domain.Payment
+	err := s.run(ctx, func(db *gorm.DB) (err error) {
+		p, err = readPayment(ctx, db, getPaymentStmt, map[string]any{"id": int64(id)})
 		if err != nil {
 			return fmt.Errorf("get payment: %w", err)
 		}
@@ -286,12 +252,15 @@ func (s *ChargeStore) Get(ctx context.Context, id domain.PaymentID) (domain.Paym
 	if err != nil {
 		return domain.Payment{}, err
 	}
-	return row.toDomain()
+	if p == nil {
+		return domain.Payment{}, domain.ErrPaymentNotFound
+	}
+	return *p, nil
 }
 
-// paymentRow is a row of payment.
+// paymentRow is a row of payment, as the domain reads it.
 type paymentRow struct {
-	ID                int64 `gorm:"primaryKey"`
+	ID                int64
 	ClientID          string
 	OrderID           int64
 	CustomerID        int64
@@ -301,12 +270,9 @@ type paymentRow struct {
 	Currency          string
 	Status            string
 	CreatedAt         time.Time
-	UpdatedAt         time.Time
 	CaptureMethod     string
 	CapturedAmount    decimal.NullDecimal
 }
-
-func (paymentRow) TableName() string { return "payment" }
 
 func (row paymentRow) toDomain() (domain.Payment, error) {
 	money, err := domain.NewMoney(row.Amount, domain.Currency(row.Currency))

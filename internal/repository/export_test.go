@@ -32,7 +32,7 @@ func InTransaction(tx *gorm.DB) app.Repos {
 // ReservePayment runs phase 1's rare-path reservation of a charge alone,
 // without a key.
 func ReservePayment(ctx context.Context, db *gorm.DB, client domain.ClientID, c domain.Charge) (app.ChargeReservation, error) {
-	return reserve(db.WithContext(ctx), client, c)
+	return reserve(ctx, db, client, c)
 }
 
 // ReserveRefund runs reserveRefundSQL.

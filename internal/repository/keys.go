@@ -194,58 +194,69 @@ func (c conn) replyValues(values map[string]any, resp app.StoredResponse) {
 	values["reply_type"] = pub.EventType
 }
 
-// ExpireLock implements app.KeyStore. The lock ends by the database clock,
-// the clock the claim's takeover condition reads, so the very next claim
-// for the key can take it over.
+// ExpireLock implements app.KeyStore: expireLockSQL.
 func (s *Keys) ExpireLock(ctx context.Context, scope app.IdempotencyScope, token uuid.UUID) error {
-	return s.updateOwned(ctx, scope, token, map[string]any{
-		"locked_until": gorm.Expr("clock_timestamp()"),
-		"updated_at":   gorm.Expr("now()"),
-	})
+	return s.updateOwned(ctx, app.KeyClaim{Scope: scope, Token: token}, expireLockStmt, map[string]any{})
 }
 
-// updateOwned updates the record only while token owns its claim: the
-// fence that keeps a request whose lock was taken over from writing.
-func (c conn) updateOwned(ctx context.Context, scope app.IdempotencyScope, token uuid.UUID, set map[string]any) error {
+// The statements that update a claimed record, each only while the
+// claim's token owns it: the fence that keeps a request whose lock was
+// taken over from writing.
+var (
+	// expireLockSQL ends a claim's lock now.
+	//
+	//go:embed statements/key_expire_lock.sql
+	expireLockSQL string
+	// setPaymentRecoveryPointSQL and setRefundRecoveryPointSQL make the
+	// reservation of phase 1's rare path the claim's recovery point.
+	//
+	//go:embed statements/charge_reserve_recovery_point.sql
+	setPaymentRecoveryPointSQL string
+	//go:embed statements/refund_reserve_recovery_point.sql
+	setRefundRecoveryPointSQL string
+)
+
+var (
+	expireLockStmt              = compileNamed(expireLockSQL)
+	setPaymentRecoveryPointStmt = compileNamed(setPaymentRecoveryPointSQL)
+	setRefundRecoveryPointStmt  = compileNamed(setRefundRecoveryPointSQL)
+)
+
+// updateOwned runs q, one of the statements above, with values and the
+// key's: app.ErrLockLost when the token no longer owns the claim.
+func (c conn) updateOwned(ctx context.Context, k app.KeyClaim, q namedSQL, values map[string]any) error {
+	values["client"] = string(k.Scope.ClientID)
+	values["key"] = k.Scope.Key
+	values["token"] = k.Token
 	return c.run(ctx, func(db *gorm.DB) error {
-		res := ownedRecord(db.WithContext(ctx), scope, token).Updates(set)
-		if res.Error != nil {
-			return res.Error
+		updated, err := exec(ctx, db, q, values)
+		if err != nil {
+			return err
 		}
-		if res.RowsAffected == 0 {
+		if updated == 0 {
 			return app.ErrLockLost
 		}
 		return nil
 	})
 }
 
-// ownedRecord is updateOwned's record on db, apart from updating it: the
-// plan tests explain what it sends (claim_index_plan_test.go).
-func ownedRecord(db *gorm.DB, scope app.IdempotencyScope, token uuid.UUID) *gorm.DB {
-	return db.Model(&idempotencyRecordRow{}).Where(
-		"client_id = ? AND idempotency_key = ? AND status = 'IN_PROGRESS' AND lock_token = ?",
-		string(scope.ClientID), scope.Key, token)
-}
-
-// idempotencyRecordRow is a record read whole, for the jobs.
+// idempotencyRecordRow is a record read whole, for the jobs
+// (listAbandonedSQL).
 type idempotencyRecordRow struct {
-	ClientID       string
-	IdempotencyKey string
-	CommandHash    string
-	Command        string
-	Status         string
-	Response       []byte
-	HTTPStatus     *int `gorm:"column:http_status"`
-	PaymentID      *int64
-	RefundID       *int64
-	TransitionID   *int64
-	LockToken      *uuid.UUID
-	LockedUntil    *time.Time
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	ClientID, IdempotencyKey, CommandHash, Command, Status string
+	Response                                               []byte
+	HTTPStatus                                             sql.NullInt32
+	PaymentID, RefundID, TransitionID                      sql.NullInt64
+	LockToken                                              uuid.NullUUID
+	LockedUntil                                            sql.NullTime
+	CreatedAt                                              time.Time
 }
 
-func (idempotencyRecordRow) TableName() string { return "idempotency_record" }
+// targets are the row's fields in the order listAbandonedSQL selects them.
+func (row *idempotencyRecordRow) targets() []any {
+	return []any{&row.ClientID, &row.IdempotencyKey, &row.CommandHash, &row.Command, &row.Status, &row.Response, &row.HTTPStatus,
+		&row.PaymentID, &row.RefundID, &row.TransitionID, &row.LockToken, &row.LockedUntil, &row.CreatedAt}
+}
 
 func (row idempotencyRecordRow) toApp() app.IdempotencyRecord {
 	rec := app.IdempotencyRecord{
@@ -253,28 +264,24 @@ func (row idempotencyRecordRow) toApp() app.IdempotencyRecord {
 		CommandHash: row.CommandHash,
 		Command:     app.CommandName(row.Command),
 		Status:      app.RecordStatus(row.Status),
+		LockToken:   row.LockToken.UUID,
+		LockedUntil: row.LockedUntil.Time,
 		CreatedAt:   row.CreatedAt,
 	}
-	if row.HTTPStatus != nil {
-		rec.Response = app.StoredResponse{StatusCode: *row.HTTPStatus, Body: row.Response}
+	if row.HTTPStatus.Valid {
+		rec.Response = app.StoredResponse{StatusCode: int(row.HTTPStatus.Int32), Body: row.Response}
 	}
-	if row.PaymentID != nil {
-		id := domain.PaymentID(*row.PaymentID)
+	if row.PaymentID.Valid {
+		id := domain.PaymentID(row.PaymentID.Int64)
 		rec.PaymentID = &id
 	}
-	if row.RefundID != nil {
-		id := domain.RefundID(*row.RefundID)
+	if row.RefundID.Valid {
+		id := domain.RefundID(row.RefundID.Int64)
 		rec.RefundID = &id
 	}
-	if row.TransitionID != nil {
-		id := domain.TransitionID(*row.TransitionID)
+	if row.TransitionID.Valid {
+		id := domain.TransitionID(row.TransitionID.Int64)
 		rec.TransitionID = &id
-	}
-	if row.LockToken != nil {
-		rec.LockToken = *row.LockToken
-	}
-	if row.LockedUntil != nil {
-		rec.LockedUntil = *row.LockedUntil
 	}
 	return rec
 }

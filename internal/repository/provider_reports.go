@@ -148,20 +148,17 @@ func (s *ProviderReports) Transition(ctx context.Context, providerKey string) (a
 }
 
 func (s *ProviderReports) KeepContradiction(ctx context.Context, c app.Contradiction) error {
-	args, err := keepContradictionSQL.args(map[string]any{
-		"consumer":        c.Consumer,
-		"event_id":        c.Event.ID,
-		"event_type":      c.Event.Type,
-		"provider_key":    c.Event.ProviderKey,
-		"recorded_status": string(c.RecordedStatus),
-		"reason":          c.Reason,
-		"event":           string(c.Event.Raw),
-	})
-	if err != nil {
-		return err
-	}
 	return s.run(ctx, func(db *gorm.DB) error {
-		if _, err := db.Statement.ConnPool.ExecContext(ctx, keepContradictionSQL.text, args...); err != nil {
+		_, err := exec(ctx, db, keepContradictionSQL, map[string]any{
+			"consumer":        c.Consumer,
+			"event_id":        c.Event.ID,
+			"event_type":      c.Event.Type,
+			"provider_key":    c.Event.ProviderKey,
+			"recorded_status": string(c.RecordedStatus),
+			"reason":          c.Reason,
+			"event":           string(c.Event.Raw),
+		})
+		if err != nil {
 			return fmt.Errorf("keep a contradicting event: %w", err)
 		}
 		return nil

@@ -109,10 +109,8 @@ func (s *RefundStore) Reserve(ctx context.Context, k app.KeyClaim, want domain.R
 		return res, err
 	}
 	// The record names the refund's payment too, as the claim does.
-	return res, s.updateOwned(ctx, k.Scope, k.Token, map[string]any{
-		"refund_id":  int64(res.Refund.ID),
-		"payment_id": int64(res.Refund.PaymentID),
-		"updated_at": gorm.Expr("now()"),
+	return res, s.updateOwned(ctx, k, setRefundRecoveryPointStmt, map[string]any{
+		"refund": int64(res.Refund.ID), "payment": int64(res.Refund.PaymentID),
 	})
 }
 
@@ -205,8 +203,27 @@ func (s *RefundStore) Release(ctx context.Context, k app.KeyClaim, refund domain
 	return s.releaseKey(ctx, releaseRefundStmt, k, map[string]any{"refund": int64(refund)})
 }
 
+// getRefundSQL reads a refund by its id, listRefundsSQL a payment's
+// refunds, oldest first; each row in nullableRefundRow's columns.
+const (
+	getRefundSQL = `
+SELECT id, payment_id, client_id, payment_provider, external_refund_id, amount, currency, status
+  FROM refund
+ WHERE id = @id`
+	listRefundsSQL = `
+SELECT id, payment_id, client_id, payment_provider, external_refund_id, amount, currency, status
+  FROM refund
+ WHERE payment_id = @payment
+ ORDER BY id`
+)
+
+var (
+	getRefundStmt   = compileNamed(getRefundSQL)
+	listRefundsStmt = compileNamed(listRefundsSQL)
+)
+
 func (s *RefundStore) Get(ctx context.Context, id domain.RefundID) (domain.Refund, error) {
-	refunds, err := s.list(ctx, "id = ?", int64(id))
+	refunds, err := s.list(ctx, getRefundStmt, map[string]any{"id": int64(id)})
 	if err != nil {
 		return domain.Refund{}, err
 	}
@@ -217,24 +234,25 @@ func (s *RefundStore) Get(ctx context.Context, id domain.RefundID) (domain.Refun
 }
 
 func (s *RefundStore) List(ctx context.Context, payment domain.PaymentID) ([]domain.Refund, error) {
-	return s.list(ctx, "payment_id = ?", int64(payment))
+	return s.list(ctx, listRefundsStmt, map[string]any{"payment": int64(payment)})
 }
 
-func (s *RefundStore) list(ctx context.Context, where string, arg any) ([]domain.Refund, error) {
-	var rows []nullableRefundRow
+// list runs q, which reads refunds.
+func (s *RefundStore) list(ctx context.Context, q namedSQL, values map[string]any) ([]domain.Refund, error) {
+	var refunds []domain.Refund
 	err := s.run(ctx, func(db *gorm.DB) error {
-		return db.WithContext(ctx).Table("refund").
-			Select("id, payment_id, client_id, payment_provider, external_refund_id, amount, currency, status").
-			Where(where, arg).Order("id").Scan(&rows).Error
+		return queryRows(ctx, db, q, values, func(r row) error {
+			var ref nullableRefundRow
+			if err := r.Scan(ref.targets()...); err != nil {
+				return err
+			}
+			refund, _, err := ref.toDomain()
+			refunds = append(refunds, refund)
+			return err
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read refunds: %w", err)
-	}
-	refunds := make([]domain.Refund, len(rows))
-	for i, row := range rows {
-		if refunds[i], _, err = row.toDomain(); err != nil {
-			return nil, err
-		}
 	}
 	return refunds, nil
 }

@@ -25,10 +25,6 @@ type TransitionStore struct {
 	conn
 }
 
-// transitionColumns are a transition's columns, in the order of
-// nullableTransitionRow.targets.
-const transitionColumns = `id, payment_id, kind, amount, currency, reference, status`
-
 // claimCaptureSQL and claimVoidSQL are a capture's and a void's phase 1:
 // the transition reserved on its AUTHORIZED payment, one winner per
 // payment, and the key claimed, @atomic on the pool or every answer inside
@@ -47,7 +43,14 @@ const blockingTransitionSQL = `
 SELECT p.status, t.id, t.payment_id, t.kind, t.amount, t.currency, t.reference, t.status
   FROM payment p
   LEFT JOIN payment_transition t ON t.payment_id = p.id AND t.status IN ('PENDING', 'SUCCEEDED')
- WHERE p.id = ?`
+ WHERE p.id = @payment`
+
+// getTransitionSQL reads a transition by its id, in
+// nullableTransitionRow's columns.
+const getTransitionSQL = `
+SELECT id, payment_id, kind, amount, currency, reference, status
+  FROM payment_transition
+ WHERE id = @id`
 
 // recordTransitionSQL is a capture's or a void's phase 3: the key
 // completed, the transition's final status, on an approval the payment's,
@@ -66,8 +69,10 @@ var (
 		app.CommandCapture: compileNamed(claimCaptureSQL),
 		app.CommandVoid:    compileNamed(claimVoidSQL),
 	}
-	recordTransitionStmt  = compileNamed(recordTransitionSQL)
-	releaseTransitionStmt = compileNamed(releaseTransitionSQL)
+	recordTransitionStmt   = compileNamed(recordTransitionSQL)
+	releaseTransitionStmt  = compileNamed(releaseTransitionSQL)
+	blockingTransitionStmt = compileNamed(blockingTransitionSQL)
+	getTransitionStmt      = compileNamed(getTransitionSQL)
 )
 
 func (s *TransitionStore) Claim(ctx context.Context, k app.KeyClaim, command app.CommandName, want domain.Transition, providerKey string) (res app.TransitionClaimed, err error) {
@@ -105,7 +110,11 @@ func (s *TransitionStore) Blocking(ctx context.Context, payment domain.PaymentID
 	err = s.run(ctx, func(db *gorm.DB) error {
 		var ps string
 		var t nullableTransitionRow
-		if err := db.WithContext(ctx).Raw(blockingTransitionSQL, int64(payment)).Row().Scan(append([]any{&ps}, t.targets()...)...); err != nil {
+		r, err := queryRow(ctx, db, blockingTransitionStmt, map[string]any{"payment": int64(payment)})
+		if err == nil {
+			err = r.Scan(append([]any{&ps}, t.targets()...)...)
+		}
+		if err != nil {
 			return fmt.Errorf("read what blocks a transition of payment %d: %w", payment, err)
 		}
 		status = domain.PaymentStatus(ps)
@@ -145,7 +154,10 @@ func (s *TransitionStore) Release(ctx context.Context, k app.KeyClaim, t domain.
 func (s *TransitionStore) Get(ctx context.Context, id domain.TransitionID) (domain.Transition, error) {
 	var t nullableTransitionRow
 	err := s.run(ctx, func(db *gorm.DB) error {
-		err := db.WithContext(ctx).Raw(`SELECT `+transitionColumns+` FROM payment_transition WHERE id = ?`, int64(id)).Row().Scan(t.targets()...)
+		r, err := queryRow(ctx, db, getTransitionStmt, map[string]any{"id": int64(id)})
+		if err == nil {
+			err = r.Scan(t.targets()...)
+		}
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("transition %d: %w", id, gorm.ErrRecordNotFound)
 		}
@@ -175,27 +187,15 @@ var (
 func (s *TransitionStore) ListAuthorized(ctx context.Context, olderThan time.Duration, limit int) ([]domain.Payment, error) {
 	var out []domain.Payment
 	err := s.run(ctx, func(db *gorm.DB) error {
-		args, err := listAuthorizedStmt.args(map[string]any{"micros": olderThan.Microseconds(), "limit": limit})
-		if err != nil {
-			return err
-		}
-		rows, err := db.Statement.ConnPool.QueryContext(ctx, listAuthorizedStmt.text, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
+		return queryRows(ctx, db, listAuthorizedStmt, map[string]any{"micros": olderThan.Microseconds(), "limit": limit}, func(r row) error {
 			var p nullablePaymentRow
-			if err := rows.Scan(p.targets()...); err != nil {
+			if err := r.Scan(p.targets()...); err != nil {
 				return err
 			}
 			payment, err := p.toDomain()
-			if err != nil {
-				return err
-			}
 			out = append(out, payment)
-		}
-		return rows.Err()
+			return err
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list authorized payments: %w", err)
@@ -238,7 +238,8 @@ type nullableTransitionRow struct {
 	Status    sql.NullString
 }
 
-// targets are the row's fields in transitionColumns' order.
+// targets are the row's fields in the order every statement that reads a
+// transition selects them.
 func (t *nullableTransitionRow) targets() []any {
 	return []any{&t.ID, &t.PaymentID, &t.Kind, &t.Amount, &t.Currency, &t.Reference, &t.Status}
 }
