@@ -22,8 +22,8 @@ import (
 // statistics within 10 s (PGSTAT_IDLE_INTERVAL) of its last transaction.
 const statsFlush = 11 * time.Second
 
-// hotStatements name the hot path's statements by their text (the
-// generated copies are in internal/repository/statements).
+// hotStatements name the hot path's statements by their text (their files
+// are in internal/repository/statements).
 var hotStatements = []struct{ label, contains string }{
 	{"a new saga step's claim (claimStepAndReserveSQL)", "begun AS ("},
 	{"claim (claimAndReserveSQL)", "matching_order AS ("},

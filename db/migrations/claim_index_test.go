@@ -42,8 +42,9 @@ func TestAClaimEntersOnlyItsOwnIndexes(t *testing.T) {
 	run(`INSERT INTO payment_transition (id, payment_id, client_id, kind, provider_key, status)
 		OVERRIDING SYSTEM VALUE VALUES (1, 2, 'c', 'void', 'void_2', 'PENDING')`)
 
-	// The claims, as each command's statement inserts them (keys.go,
-	// claimKeyClause): a charge names its payment; a refund its refund and
+	// The claims, as each command's statement inserts them (the clause
+	// claimed of internal/repository/statements/*_claim.sql): a charge
+	// names its payment; a refund its refund and
 	// its payment (00017); a capture or void its transition and its payment.
 	claims := []struct {
 		name   string

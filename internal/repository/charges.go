@@ -3,13 +3,12 @@ package repository
 import (
 	"context"
 	"database/sql"
+	_ "embed"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/shopspring/decimal"
 	"gorm.io/gorm"
 
@@ -20,208 +19,67 @@ import (
 // ChargeStore implements app.ChargeStore on the payment table. The hot path
 // of a charge is two statements, one round trip each: claimAndReserveSQL
 // (phase 1, which reads the key first: phase 0's read) and
-// recordOutcomeSQL (phase 3), each atomic on its own; statements/charge.sql
-// shows them whole. Both are data-modifying CTEs, one clause per step,
-// each saying which rule it enforces. pgbench runs the same statements for the benchmark's
-// ceiling (pgbench/*.pgbench, kept in step by
+// recordOutcomeSQL (phase 3), each atomic on its own. Both are
+// data-modifying CTEs, one clause per step, each saying which rule it
+// enforces, in their files in statements/. pgbench runs the same statements
+// for the benchmark's ceiling (pgbench/*.pgbench, kept in step by
 // TestPgbenchScriptsRunTheServicesStatements).
 type ChargeStore struct {
 	conn
 }
 
-// claimAndReserveSQL is phase 1 in one statement. Its answer can be "roll
-// all of it back" (the key is held by another command; the order does not
-// match; a payment in the way), and then nothing of it may stay. So it
-// runs in one of two ways:
+// claimAndReserveSQL is a charge's phase 1: the key's record read, the
+// payment reserved and the key claimed, @atomic on the pool or every
+// answer inside a transaction.
 //
-//   - @atomic, on the pool: the usual answer, a claimed key with a PENDING
-//     payment to charge, commits in one round trip. Any other answer
-//     raises charge_needs_transaction's error, which rolls the whole
-//     statement back;
-//   - inside a transaction, after such an error: it returns every answer,
-//     and the rare ones take further statements before the transaction
-//     commits or rolls back.
-//
-// The payment is reserved before the key is claimed, so that the claim's
-// insert can carry the payment's id: a statement cannot update a row that
-// one of its own clauses inserted, and the recovery point must be written
-// with the claim. The order of the clauses is also the order of the locks
-// every charge takes (payment, then key), so two charges never wait on each
-// other in a cycle.
-var claimAndReserveSQL = chargeClaimSQL("", keyFree, keyStands)
+//go:embed statements/charge_claim.sql
+var claimAndReserveSQL string
 
 // claimStepAndReserveSQL is claimAndReserveSQL for a saga step tried for
-// the first time, @atomic only: the step's saga_step row (what
-// SagaStore.Begin would insert) comes first, and the claim is made only
-// if that row is new. So it commits only the row, the payment and the key
-// together, in the usual answer; for any other (the step's name taken:
-// re-sent, tombstoned or reused; the order not matching; a payment in the
-// way; the key held) it raises, and nothing stays. The lock order is the
-// step's row, then every charge's.
-var claimStepAndReserveSQL = chargeClaimSQL(`-- The step's row, only if its (saga_id, step_name) is free. ON CONFLICT
--- waits for a concurrent insert of the same step (a tombstone) to commit.
-begun AS (
-    INSERT INTO saga_step (saga_id, step_name, kind, content_hash)
-    VALUES (@saga, @step, 'charge', @hash)
-        ON CONFLICT (saga_id, step_name) DO NOTHING
- RETURNING 1
-),
-`, "EXISTS (SELECT 1 FROM begun) AND "+keyFree, "")
+// the first time, its saga_step row first, @atomic only.
+//
+//go:embed statements/charge_step_claim.sql
+var claimStepAndReserveSQL string
 
-// chargeClaimSQL composes a charge's phase 1: the key's record read
-// first (standingClause), then first, clauses that come before the
-// charge's own; gate, the condition that every write of the charge's own
-// clauses is made under; unless, an answer @atomic keeps although it is
-// not the usual one (onlyTheUsualAnswer).
-func chargeClaimSQL(first, gate, unless string) string {
-	return `
-WITH
-` + standingClause(app.CommandCharge) + `,
-` + first + `-- The order the charge must pay exactly: same customer, amount and
--- currency. No row: nothing is reserved, and the application tells an
--- unknown order from a mismatch (422, not stored).
-matching_order AS (
-    SELECT order_id
-      FROM order_projection
-     WHERE order_id = @order AND customer_id = @customer
-       AND amount = @amount AND currency = @currency
-       AND ` + gate + `
-),
--- Reserve the PENDING payment. ON CONFLICT DO NOTHING with no target covers
--- R-DIST-IDEM-4's UNIQUE (payment_provider, external_payment_id) and the
--- third layer's one live payment per order (ux_payment_order_live): under any
--- interleaving the database lets one reservation through, and a conflict
--- waits for the other's commit instead of aborting this transaction.
-reserved AS (
-    INSERT INTO payment (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status, capture_method)
-    SELECT @client, @order, @customer, @provider, @external, @amount, @currency, 'PENDING', @capture_method
-      FROM matching_order
-        ON CONFLICT DO NOTHING
- RETURNING *
-),
-` + claimKeyClause(app.CommandCharge, "payment_id", "", gate) + `,
-` + goesOnWithClause("charged", "payment", "p", "payment_id") + `
-SELECT ` + claimAnswers("payment_id") + `,
-       EXISTS (SELECT 1 FROM matching_order) AS order_matches,
-       (SELECT saga_id FROM order_projection WHERE order_id = @order) AS saga_id,
-       ch.id AS payment_id, ` + paymentColumns("ch") + `,
-       ` + standingAnswers + `
-  FROM (SELECT 1) AS one
-  LEFT JOIN charged ch ON true
-  LEFT JOIN standing st ON st.stops
--- On its own (atomic), keep only a claimed key with a PENDING payment,
--- which is its recovery point, or a record in the claim's way, for which
--- nothing was written; any other answer raises, and the error rolls back
--- everything above. CASE, because only CASE fixes the order in which SQL
--- evaluates; coalesce, because a missing payment makes it NULL.
- WHERE ` + onlyTheUsualAnswer("ch", "payment_id", unless)
-}
+// recordOutcomeSQL is a charge's phase 3: the key's outcome, the payment's
+// final status and its event, all or none.
+//
+//go:embed statements/charge_record.sql
+var recordOutcomeSQL string
 
-// recordOutcomeSQL is phase 3 in one statement, atomic without a
-// transaction around it: the key's outcome, the payment's final status and
-// the event that announces it, all or none.
-var recordOutcomeSQL = `
-WITH
-` + completeKeyClause("EXISTS (SELECT 1 FROM payment WHERE id = @payment_id AND status = 'PENDING')") + `,
--- The provider's decision, only with the key's completion.
-decided AS (
-    UPDATE payment
-       SET status = @final_status, updated_at = now()
-     WHERE id = @payment_id AND status = 'PENDING'
-       AND EXISTS (SELECT 1 FROM completed)
- RETURNING id
-),
-` + announceClause("decided") + `,
-` + replyClause("announced") + `
-SELECT ` + recordedAndLockHeld + `,
-       (SELECT status FROM payment WHERE id = @payment_id) AS payment_status`
+// releaseChargeSQL gives a claim and its PENDING payment back.
+//
+//go:embed statements/charge_release.sql
+var releaseChargeSQL string
 
-// releaseChargeSQL gives a claim and its PENDING payment back, in one
-// statement: the key first (the charge's claim locks no row before it),
-// then the payment its recovery point names, only if the key was still
-// this token's.
-var releaseChargeSQL = `
-WITH
-` + releaseKeyClause("payment_id", "true") + `,
-given_back AS (
-    DELETE FROM payment
-     WHERE id = @payment AND status = 'PENDING'
-       AND id IN (SELECT payment_id FROM released)
+// reserveSQL is phase 1's rare path: the PENDING payment inserted on its
+// own, unless a unique index says no; externalPaymentSQL and
+// livePaymentOfOrderSQL read the row in the way, of the second layer or
+// the third.
+var (
+	//go:embed statements/charge_reserve.sql
+	reserveSQL string
+	//go:embed statements/payment_by_external.sql
+	externalPaymentSQL string
+	//go:embed statements/payment_live_of_order.sql
+	livePaymentOfOrderSQL string
 )
-SELECT EXISTS (SELECT 1 FROM released)`
 
-// reserveSQL is phase 1's rare path: the PENDING payment inserted unless a
-// unique index says no (the second layer's UNIQUE (payment_provider,
-// external_payment_id), or the third's ux_payment_order_live). ON CONFLICT
-// DO NOTHING with no target covers both: a violation would abort the
-// transaction (and the key's claim with it), while DO NOTHING waits for a
-// concurrent insert of the same pair or order to commit and then yields no
-// row.
-const reserveSQL = `
-INSERT INTO payment (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status, capture_method)
-VALUES (?, ?, ?, ?, ?, ?, ?, 'PENDING', ?)
-ON CONFLICT DO NOTHING
-RETURNING *`
-
-// externalPaymentSQL reads the row the second layer stopped on.
-const externalPaymentSQL = `
-SELECT * FROM payment WHERE payment_provider = ? AND external_payment_id = ?`
-
-// livePaymentOfOrderSQL reads the row the third layer stopped on: the
-// order's one PENDING, SUCCEEDED or AUTHORIZED payment (holds_order).
-const livePaymentOfOrderSQL = `
-SELECT * FROM payment WHERE order_id = ? AND holds_order`
+// getPaymentSQL reads a payment by its id.
+//
+//go:embed statements/payment_get.sql
+var getPaymentSQL string
 
 var (
 	claimAndReserveStmt     = compileNamed(claimAndReserveSQL)
 	claimStepAndReserveStmt = compileNamed(claimStepAndReserveSQL)
 	recordOutcomeStmt       = compileNamed(recordOutcomeSQL)
 	releaseChargeStmt       = compileNamed(releaseChargeSQL)
+	reserveStmt             = compileNamed(reserveSQL)
+	externalPaymentStmt     = compileNamed(externalPaymentSQL)
+	livePaymentOfOrderStmt  = compileNamed(livePaymentOfOrderSQL)
+	getPaymentStmt          = compileNamed(getPaymentSQL)
 )
-
-// row is the one row of a statement's answer: *sql.Row in a transaction,
-// pgxRow outside one.
-type row interface{ Scan(dest ...any) error }
-
-// queryRow runs one of the compiled statements on db's connection: the
-// transaction's inside Transact. Outside one it hands the statement to pgx
-// on a connection of the pool (pgxRow). Both end the statement when ctx
-// ends, but database/sql starts a goroutine a statement to watch ctx where
-// pgx registers a callback: measured on the hot path's two statements a
-// charge, pgx's way takes about 5 % less of the service's CPU a charge
-// (decision 0033; docs/benchmarks.md, "The hot path per statement").
-func queryRow(ctx context.Context, db *gorm.DB, q namedSQL, values map[string]any) (row, error) {
-	args, err := q.args(values)
-	if err != nil {
-		return nil, err
-	}
-	if pool, ok := db.Statement.ConnPool.(*sql.DB); ok {
-		return pgxRow{ctx: ctx, pool: pool, text: q.text, args: args}, nil
-	}
-	return db.Statement.ConnPool.QueryRowContext(ctx, q.text, args...), nil
-}
-
-// pgxRow runs its statement when it is scanned, on a connection of pool
-// taken for the statement alone. database/sql still keeps the pool: it
-// checks the connection before handing it out (a broken one is replaced,
-// as for its own statements) and discards it when pgx has closed it.
-type pgxRow struct {
-	ctx  context.Context
-	pool *sql.DB
-	text string
-	args []any
-}
-
-func (r pgxRow) Scan(dest ...any) error {
-	c, err := r.pool.Conn(r.ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return c.Raw(func(driverConn any) error {
-		return driverConn.(*stdlib.Conn).Conn().QueryRow(r.ctx, r.text, r.args...).Scan(dest...)
-	})
-}
 
 // chargeNeedsTransactionCode is the SQLSTATE of charge_needs_transaction's
 // error; mapError turns it into app.ErrClaimNeedsTransaction.
@@ -293,57 +151,71 @@ func (s *ChargeStore) Reserve(ctx context.Context, k app.KeyClaim, c domain.Char
 	var res app.ChargeReservation
 	err := s.run(ctx, func(db *gorm.DB) error {
 		var err error
-		res, err = reserve(db.WithContext(ctx), k.Scope.ClientID, c)
+		res, err = reserve(ctx, db, k.Scope.ClientID, c)
 		return err
 	})
 	if err != nil || res.Kind != app.ChargeReserved {
 		return res, err
 	}
 	// The reservation is the claim's recovery point.
-	return res, s.updateOwned(ctx, k.Scope, k.Token, map[string]any{
-		"payment_id": int64(res.Payment.ID),
-		"updated_at": gorm.Expr("now()"),
-	})
+	return res, s.updateOwned(ctx, k, setPaymentRecoveryPointStmt, map[string]any{"payment": int64(res.Payment.ID)})
 }
 
-func reserve(db *gorm.DB, client domain.ClientID, c domain.Charge) (app.ChargeReservation, error) {
+func reserve(ctx context.Context, db *gorm.DB, client domain.ClientID, c domain.Charge) (app.ChargeReservation, error) {
 	for range reserveAttempts {
-		var inserted, byExternal, liveOfOrder []paymentRow
-		err := db.Raw(reserveSQL,
-			string(client), int64(c.OrderID), int64(c.CustomerID), string(c.Provider), string(c.ExternalPaymentID),
-			c.Amount.Amount(), string(c.Amount.Currency()), captureMethod(c),
-		).Scan(&inserted).Error
+		inserted, err := readPayment(ctx, db, reserveStmt, map[string]any{
+			"client": string(client), "order": int64(c.OrderID), "customer": int64(c.CustomerID),
+			"provider": string(c.Provider), "external": string(c.ExternalPaymentID),
+			"amount": c.Amount.Amount(), "currency": string(c.Amount.Currency()), "capture_method": captureMethod(c),
+		})
 		if err != nil {
 			return app.ChargeReservation{}, fmt.Errorf("reserve payment: %w", err)
 		}
-		if len(inserted) == 1 {
-			return reservation(app.ChargeReserved, inserted[0])
+		if inserted != nil {
+			return app.ChargeReservation{Kind: app.ChargeReserved, Payment: *inserted}, nil
 		}
 		if afterReserveConflict != nil {
 			afterReserveConflict()
 		}
 		// The second layer first: the same external payment under a new key
 		// is answered by that payment, whatever else the order has.
-		if err := db.Raw(externalPaymentSQL, string(c.Provider), string(c.ExternalPaymentID)).Scan(&byExternal).Error; err != nil {
+		byExternal, err := readPayment(ctx, db, externalPaymentStmt, map[string]any{
+			"provider": string(c.Provider), "external": string(c.ExternalPaymentID)})
+		if err != nil {
 			return app.ChargeReservation{}, fmt.Errorf("read payment by external id: %w", err)
 		}
-		if len(byExternal) == 1 {
-			return reservation(app.ChargeExternalPaymentExists, byExternal[0])
+		if byExternal != nil {
+			return app.ChargeReservation{Kind: app.ChargeExternalPaymentExists, Payment: *byExternal}, nil
 		}
-		if err := db.Raw(livePaymentOfOrderSQL, int64(c.OrderID)).Scan(&liveOfOrder).Error; err != nil {
+		liveOfOrder, err := readPayment(ctx, db, livePaymentOfOrderStmt, map[string]any{"order": int64(c.OrderID)})
+		if err != nil {
 			return app.ChargeReservation{}, fmt.Errorf("read live payment of order: %w", err)
 		}
-		if len(liveOfOrder) == 1 {
-			return reservation(app.ChargeOrderHasLivePayment, liveOfOrder[0])
+		if liveOfOrder != nil {
+			return app.ChargeReservation{Kind: app.ChargeOrderHasLivePayment, Payment: *liveOfOrder}, nil
 		}
 		// The row in the way went away between the statements: try again.
 	}
 	return app.ChargeReservation{}, app.ErrReserveContended
 }
 
-func reservation(kind app.ChargeReservationKind, row paymentRow) (app.ChargeReservation, error) {
-	p, err := row.toDomain()
-	return app.ChargeReservation{Kind: kind, Payment: p}, err
+// readPayment runs q, which answers at most one payment (its clause
+// payment_columns), and returns it, or nil for none.
+func readPayment(ctx context.Context, db *gorm.DB, q namedSQL, values map[string]any) (*domain.Payment, error) {
+	r, err := queryRow(ctx, db, q, values)
+	if err != nil {
+		return nil, err
+	}
+	var p nullablePaymentRow
+	err = r.Scan(p.targets()...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	payment, err := p.toDomain()
+	return &payment, err
 }
 
 // Record implements app.ChargeStore: recordOutcomeSQL.
@@ -369,12 +241,9 @@ func (s *ChargeStore) Release(ctx context.Context, k app.KeyClaim, payment domai
 }
 
 func (s *ChargeStore) Get(ctx context.Context, id domain.PaymentID) (domain.Payment, error) {
-	var row paymentRow
-	err := s.run(ctx, func(db *gorm.DB) error {
-		err := db.WithContext(ctx).Take(&row, int64(id)).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return domain.ErrPaymentNotFound
-		}
+	var p *domain.Payment
+	err := s.run(ctx, func(db *gorm.DB) (err error) {
+		p, err = readPayment(ctx, db, getPaymentStmt, map[string]any{"id": int64(id)})
 		if err != nil {
 			return fmt.Errorf("get payment: %w", err)
 		}
@@ -383,12 +252,15 @@ func (s *ChargeStore) Get(ctx context.Context, id domain.PaymentID) (domain.Paym
 	if err != nil {
 		return domain.Payment{}, err
 	}
-	return row.toDomain()
+	if p == nil {
+		return domain.Payment{}, domain.ErrPaymentNotFound
+	}
+	return *p, nil
 }
 
-// paymentRow is a row of payment.
+// paymentRow is a row of payment, as the domain reads it.
 type paymentRow struct {
-	ID                int64 `gorm:"primaryKey"`
+	ID                int64
 	ClientID          string
 	OrderID           int64
 	CustomerID        int64
@@ -398,19 +270,8 @@ type paymentRow struct {
 	Currency          string
 	Status            string
 	CreatedAt         time.Time
-	UpdatedAt         time.Time
 	CaptureMethod     string
 	CapturedAmount    decimal.NullDecimal
-}
-
-func (paymentRow) TableName() string { return "payment" }
-
-// paymentColumns are the payment columns every statement that reads a
-// payment for the application selects, of the table aliased alias, in the
-// order of nullablePaymentRow.targets (the id first, selected apart).
-func paymentColumns(alias string) string {
-	return strings.NewReplacer("p.", alias+".").Replace(`p.client_id, p.order_id, p.customer_id, p.payment_provider,
-       p.external_payment_id, p.amount, p.currency, p.status, p.created_at, p.capture_method, p.captured_amount`)
 }
 
 func (row paymentRow) toDomain() (domain.Payment, error) {
@@ -458,7 +319,8 @@ type nullablePaymentRow struct {
 }
 
 // targets are the row's scan targets, in the order of its columns in every
-// query that reads one (the payment table's).
+// query that reads one: the payment table's, and the clause
+// payment_columns of the statement files.
 func (p *nullablePaymentRow) targets() []any {
 	return []any{&p.ID, &p.ClientID, &p.OrderID, &p.CustomerID, &p.PaymentProvider,
 		&p.ExternalPaymentID, &p.Amount, &p.Currency, &p.Status, &p.CreatedAt, &p.CaptureMethod, &p.CapturedAmount}

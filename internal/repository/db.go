@@ -1,7 +1,29 @@
 // Package repository is the PostgreSQL adapter: it implements the ports of
-// internal/app with GORM. It is the only package that sees *gorm.DB; its row
-// structs map to and from domain types here, and database errors are mapped
-// to domain and app errors here, once.
+// internal/app. It is the only package that sees *gorm.DB; its row structs
+// map to and from domain types here, and database errors are mapped to
+// domain and app errors here, once.
+//
+// GORM, with its postgres driver over pgx, owns the connection pool and
+// opens every transaction (Transactor.Transact, the one way to open one).
+// It builds no statement: every statement is hand-written SQL with @name
+// parameters (namedSQL: a file in statements/ or a constant beside its Go)
+// and runs in one way, queryRow, queryRows or exec (namedsql.go), on a
+// conn's *gorm.DB:
+//
+//   - on the pool (Transactor.AutoCommit, and the jobs' Retention): each
+//     statement is its own transaction, committed by PostgreSQL when it
+//     ends, on a connection of the pool taken for it alone and spoken to
+//     by pgx directly. Phase 1's claim and phase 3's record of every
+//     command run so, each atomic as one statement; a conn's statements
+//     wait their turn at the gate first;
+//   - inside Transact: on the transaction's connection (database/sql's
+//     *sql.Tx), READ COMMITTED: phase 1's rare answers, a provider's event,
+//     a batch of order events, a saga step's answer stored with no claim,
+//     and reads that must agree (a payment and its refunds).
+//
+// Two sessions are held apart from the pool, each for a session-level
+// advisory lock: the outbox relay's own pgx connection, which also LISTENs
+// (outbox_relay.go), and the jobs' leader lock (leader.go).
 package repository
 
 import (
@@ -85,8 +107,9 @@ func Open(dsn string, pool PoolConfig, log *slog.Logger, opts ...OpenOption) (*g
 	}
 	dialector := postgres.New(postgres.Config{Conn: stdlib.OpenDB(*connConfig)})
 	db, err := gorm.Open(dialector, &gorm.Config{
-		// Every write here runs inside an explicit Transact; GORM's implicit
-		// per-statement transaction would only add round trips.
+		// GORM runs no statement of its own here (package doc); should one
+		// ever be added, it must not be wrapped in a transaction of GORM's,
+		// which would only add round trips.
 		SkipDefaultTransaction: true,
 		// Start even when the database is down: /readyz reports it, and
 		// requests fail closed with 503 until it is back.
@@ -157,9 +180,11 @@ func (t *Transactor) AutoCommit() app.Repos {
 	return t.pool
 }
 
-// Transact runs fn in one READ COMMITTED transaction. The statements that
-// need more than that (the key claim, the payment reservation) are single
-// INSERT ... ON CONFLICT statements, atomic on their own.
+// Transact runs fn in one READ COMMITTED transaction, the only way the
+// repository opens one: the repositories fn gets run every statement on the
+// transaction's connection. The statements that need more than READ
+// COMMITTED (the key claim, the reservations) are single INSERT ... ON
+// CONFLICT statements, atomic on their own.
 func (t *Transactor) Transact(ctx context.Context, fn func(ctx context.Context, r app.Repos) error) error {
 	if err := t.gate.enter(ctx); err != nil {
 		return err

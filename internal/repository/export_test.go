@@ -3,6 +3,7 @@ package repository
 import (
 	"context"
 	"database/sql"
+	_ "embed"
 	"fmt"
 
 	"gorm.io/gorm"
@@ -12,8 +13,9 @@ import (
 )
 
 // Refunds runs a refund's clauses alone, without a key, so that the tests
-// prove what each clause does on its own. The service composes them into
-// its phases (refunds.go).
+// prove what each clause does on its own (testdata/*.sql); the service's
+// phases have the same clauses (statements/refund_*.sql), kept the same by
+// TestSharedClausesAreTheSame.
 type Refunds struct {
 	db *gorm.DB
 }
@@ -30,7 +32,7 @@ func InTransaction(tx *gorm.DB) app.Repos {
 // ReservePayment runs phase 1's rare-path reservation of a charge alone,
 // without a key.
 func ReservePayment(ctx context.Context, db *gorm.DB, client domain.ClientID, c domain.Charge) (app.ChargeReservation, error) {
-	return reserve(db.WithContext(ctx), client, c)
+	return reserve(ctx, db, client, c)
 }
 
 // ReserveRefund runs reserveRefundSQL.
@@ -39,38 +41,17 @@ func (s *Refunds) ReserveRefund(ctx context.Context, client domain.ClientID, r d
 }
 
 // settleRefundSQL sets a PENDING refund's final status and, for DECLINED
-// or FAILED, gives its amount back to the payment's refund total, in one
-// statement: a refund the provider did not make stops counting exactly
-// when it is recorded so. SUCCEEDED keeps its amount reserved for good.
-// The core composes the key's completion and the event with it.
-var settleRefundSQL = `
-WITH` + lockRefundPaymentClause + `,
-` + settleRefundClauses("payment_id IN (SELECT id FROM refund_payment)") + `
-SELECT EXISTS (SELECT 1 FROM settled) AS done,
-       (SELECT status FROM refund WHERE id = @refund) AS status_before`
+// or FAILED, gives its amount back, in one statement: refund_record.sql's
+// settling clause without the key, which the tests run on its own.
+//
+//go:embed testdata/refund_settle_alone.sql
+var settleRefundSQL string
 
 // releaseRefundAloneSQL gives a PENDING refund's reservation back when the
-// provider did not act on it, for now (the core's GiveBack, in the
-// transaction that releases the key): the row goes, so a retry reserves the
-// external refund anew, and its amount stops counting, in one statement.
-const releaseRefundAloneSQL = `
-WITH` + lockRefundPaymentClause + `,
--- Only a PENDING refund: a decided one is never undone.
-released AS (
-    DELETE FROM refund
-     WHERE id = @refund AND status = 'PENDING'
-       AND payment_id IN (SELECT id FROM refund_payment)
- RETURNING payment_id, amount
-),
-given_back AS (
-    UPDATE payment p
-       SET refund_reserved = p.refund_reserved - r.amount
-      FROM released r
-     WHERE p.id = r.payment_id
- RETURNING p.refund_reserved
-)
-SELECT EXISTS (SELECT 1 FROM released) AS done,
-       (SELECT status FROM refund WHERE id = @refund) AS status_before`
+// provider did not act on it, without the key.
+//
+//go:embed testdata/refund_release_alone.sql
+var releaseRefundAloneSQL string
 
 var (
 	settleRefundStmt       = compileNamed(settleRefundSQL)

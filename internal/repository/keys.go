@@ -3,9 +3,9 @@ package repository
 import (
 	"context"
 	"database/sql"
+	_ "embed"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,15 +21,11 @@ type Keys struct {
 	conn
 }
 
-// lookupKeySQL is phase 0: a key's record, read with no lock and no
-// transaction. A replay of a completed key, a reused key, or a duplicate
-// meeting a live lock is answered from this one read and writes nothing.
-// Only an absent record, or a claim whose lock has run out, goes on to the
-// command's claim.
-const lookupKeySQL = `
-SELECT command_hash, status, http_status, response::text, payment_id, lock_token, locked_until, created_at
-  FROM idempotency_record
- WHERE client_id = @client AND idempotency_key = @key`
+// lookupKeySQL is phase 0 of every command: a key's record, read with no
+// lock and no transaction.
+//
+//go:embed statements/key_lookup.sql
+var lookupKeySQL string
 
 var lookupKeyStmt = compileNamed(lookupKeySQL)
 
@@ -64,8 +60,9 @@ func lookupKey(ctx context.Context, db *gorm.DB, scope app.IdempotencyScope) (ap
 	return rec, true, nil
 }
 
-// recordRow scans lookupKeySQL's columns, which a claim's standingAnswers
-// are too; all NULL when the claim found no record.
+// recordRow scans lookupKeySQL's columns, which a charge's claim answers
+// too (its clause standing_answers); all NULL when the claim found no
+// record in its way.
 type recordRow struct {
 	hash, status, response sql.NullString
 	httpStatus             sql.NullInt32
@@ -96,7 +93,7 @@ func (r *recordRow) toApp(scope app.IdempotencyScope) (app.IdempotencyRecord, bo
 }
 
 // standing is the record a claim's statement found in its way
-// (standingAnswers), nil when none stood.
+// (its clause standing_answers), nil when none stood.
 func (r *recordRow) standing(scope app.IdempotencyScope) *app.IdempotencyRecord {
 	rec, found := r.toApp(scope)
 	if !found {
@@ -105,27 +102,17 @@ func (r *recordRow) standing(scope app.IdempotencyScope) *app.IdempotencyRecord 
 	return &rec
 }
 
-// completeKeySQL stores an answer that needs no provider call, fenced by
-// the lock token, with the answer's own message when it has one (a saga
-// step's reply): both or neither.
-var completeKeySQL = `
-WITH
-` + completeKeyClause("true") + `,
-` + replyClause("completed") + `
-SELECT EXISTS (SELECT 1 FROM completed)`
+// completeKeySQL stores an answer that needs no provider call under a
+// claimed key, fenced by the lock token, with its message if it has one.
+//
+//go:embed statements/key_complete.sql
+var completeKeySQL string
 
-// answerKeySQL stores an answer under a key that holds no record, with its
-// message when it has one; a record already there is left as it is.
-var answerKeySQL = `
-WITH
-answered AS (
-    INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, response, http_status)
-    VALUES (@client, @key, @command, @hash, 'COMPLETED', CAST(@response AS json), @http_status)
-        ON CONFLICT (client_id, idempotency_key) DO NOTHING
- RETURNING 1
-),
-` + replyClause("answered") + `
-SELECT EXISTS (SELECT 1 FROM answered)`
+// answerKeySQL stores an answer, with its message if it has one, under a
+// key that holds no record.
+//
+//go:embed statements/key_answer.sql
+var answerKeySQL string
 
 var (
 	completeKeyStmt = compileNamed(completeKeySQL)
@@ -176,7 +163,7 @@ func (s *Keys) answerWith(ctx context.Context, q namedSQL, resp app.StoredRespon
 }
 
 // responseValues are the parameters of a statement that stores resp as
-// scope's answer, its message's included (replyClause).
+// scope's answer, its message's included (the clause replied).
 func (c conn) responseValues(ctx context.Context, scope app.IdempotencyScope, resp app.StoredResponse) (map[string]any, error) {
 	traceContext, err := traceContextJSON(ctx)
 	if err != nil {
@@ -193,7 +180,8 @@ func (c conn) responseValues(ctx context.Context, scope app.IdempotencyScope, re
 	return values, nil
 }
 
-// replyValues are replyClause's parameters: resp's message, if it has one.
+// replyValues are the parameters of the clause replied: resp's message,
+// if it has one.
 func (c conn) replyValues(values map[string]any, resp app.StoredResponse) {
 	pub := resp.Publish
 	values["reply"] = pub != nil
@@ -206,58 +194,69 @@ func (c conn) replyValues(values map[string]any, resp app.StoredResponse) {
 	values["reply_type"] = pub.EventType
 }
 
-// ExpireLock implements app.KeyStore. The lock ends by the database clock,
-// the clock the claim's takeover condition reads, so the very next claim
-// for the key can take it over.
+// ExpireLock implements app.KeyStore: expireLockSQL.
 func (s *Keys) ExpireLock(ctx context.Context, scope app.IdempotencyScope, token uuid.UUID) error {
-	return s.updateOwned(ctx, scope, token, map[string]any{
-		"locked_until": gorm.Expr("clock_timestamp()"),
-		"updated_at":   gorm.Expr("now()"),
-	})
+	return s.updateOwned(ctx, app.KeyClaim{Scope: scope, Token: token}, expireLockStmt, map[string]any{})
 }
 
-// updateOwned updates the record only while token owns its claim: the
-// fence that keeps a request whose lock was taken over from writing.
-func (c conn) updateOwned(ctx context.Context, scope app.IdempotencyScope, token uuid.UUID, set map[string]any) error {
+// The statements that update a claimed record, each only while the
+// claim's token owns it: the fence that keeps a request whose lock was
+// taken over from writing.
+var (
+	// expireLockSQL ends a claim's lock now.
+	//
+	//go:embed statements/key_expire_lock.sql
+	expireLockSQL string
+	// setPaymentRecoveryPointSQL and setRefundRecoveryPointSQL make the
+	// reservation of phase 1's rare path the claim's recovery point.
+	//
+	//go:embed statements/charge_reserve_recovery_point.sql
+	setPaymentRecoveryPointSQL string
+	//go:embed statements/refund_reserve_recovery_point.sql
+	setRefundRecoveryPointSQL string
+)
+
+var (
+	expireLockStmt              = compileNamed(expireLockSQL)
+	setPaymentRecoveryPointStmt = compileNamed(setPaymentRecoveryPointSQL)
+	setRefundRecoveryPointStmt  = compileNamed(setRefundRecoveryPointSQL)
+)
+
+// updateOwned runs q, one of the statements above, with values and the
+// key's: app.ErrLockLost when the token no longer owns the claim.
+func (c conn) updateOwned(ctx context.Context, k app.KeyClaim, q namedSQL, values map[string]any) error {
+	values["client"] = string(k.Scope.ClientID)
+	values["key"] = k.Scope.Key
+	values["token"] = k.Token
 	return c.run(ctx, func(db *gorm.DB) error {
-		res := ownedRecord(db.WithContext(ctx), scope, token).Updates(set)
-		if res.Error != nil {
-			return res.Error
+		updated, err := exec(ctx, db, q, values)
+		if err != nil {
+			return err
 		}
-		if res.RowsAffected == 0 {
+		if updated == 0 {
 			return app.ErrLockLost
 		}
 		return nil
 	})
 }
 
-// ownedRecord is updateOwned's record on db, apart from updating it: the
-// plan tests explain what it sends (claim_index_plan_test.go).
-func ownedRecord(db *gorm.DB, scope app.IdempotencyScope, token uuid.UUID) *gorm.DB {
-	return db.Model(&idempotencyRecordRow{}).Where(
-		"client_id = ? AND idempotency_key = ? AND status = 'IN_PROGRESS' AND lock_token = ?",
-		string(scope.ClientID), scope.Key, token)
-}
-
-// idempotencyRecordRow is a record read whole, for the jobs.
+// idempotencyRecordRow is a record read whole, for the jobs
+// (listAbandonedSQL).
 type idempotencyRecordRow struct {
-	ClientID       string
-	IdempotencyKey string
-	CommandHash    string
-	Command        string
-	Status         string
-	Response       []byte
-	HTTPStatus     *int `gorm:"column:http_status"`
-	PaymentID      *int64
-	RefundID       *int64
-	TransitionID   *int64
-	LockToken      *uuid.UUID
-	LockedUntil    *time.Time
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	ClientID, IdempotencyKey, CommandHash, Command, Status string
+	Response                                               []byte
+	HTTPStatus                                             sql.NullInt32
+	PaymentID, RefundID, TransitionID                      sql.NullInt64
+	LockToken                                              uuid.NullUUID
+	LockedUntil                                            sql.NullTime
+	CreatedAt                                              time.Time
 }
 
-func (idempotencyRecordRow) TableName() string { return "idempotency_record" }
+// targets are the row's fields in the order listAbandonedSQL selects them.
+func (row *idempotencyRecordRow) targets() []any {
+	return []any{&row.ClientID, &row.IdempotencyKey, &row.CommandHash, &row.Command, &row.Status, &row.Response, &row.HTTPStatus,
+		&row.PaymentID, &row.RefundID, &row.TransitionID, &row.LockToken, &row.LockedUntil, &row.CreatedAt}
+}
 
 func (row idempotencyRecordRow) toApp() app.IdempotencyRecord {
 	rec := app.IdempotencyRecord{
@@ -265,266 +264,45 @@ func (row idempotencyRecordRow) toApp() app.IdempotencyRecord {
 		CommandHash: row.CommandHash,
 		Command:     app.CommandName(row.Command),
 		Status:      app.RecordStatus(row.Status),
+		LockToken:   row.LockToken.UUID,
+		LockedUntil: row.LockedUntil.Time,
 		CreatedAt:   row.CreatedAt,
 	}
-	if row.HTTPStatus != nil {
-		rec.Response = app.StoredResponse{StatusCode: *row.HTTPStatus, Body: row.Response}
+	if row.HTTPStatus.Valid {
+		rec.Response = app.StoredResponse{StatusCode: int(row.HTTPStatus.Int32), Body: row.Response}
 	}
-	if row.PaymentID != nil {
-		id := domain.PaymentID(*row.PaymentID)
+	if row.PaymentID.Valid {
+		id := domain.PaymentID(row.PaymentID.Int64)
 		rec.PaymentID = &id
 	}
-	if row.RefundID != nil {
-		id := domain.RefundID(*row.RefundID)
+	if row.RefundID.Valid {
+		id := domain.RefundID(row.RefundID.Int64)
 		rec.RefundID = &id
 	}
-	if row.TransitionID != nil {
-		id := domain.TransitionID(*row.TransitionID)
+	if row.TransitionID.Valid {
+		id := domain.TransitionID(row.TransitionID.Int64)
 		rec.TransitionID = &id
-	}
-	if row.LockToken != nil {
-		rec.LockToken = *row.LockToken
-	}
-	if row.LockedUntil != nil {
-		rec.LockedUntil = *row.LockedUntil
 	}
 	return rec
 }
 
 var _ app.KeyStore = (*Keys)(nil)
 
-// The key in every command's statements: its claim, phase 1's
-// usual-answer guard, its fenced completion and release, and the outbox
-// row, as SQL clauses; and the Go that runs phase 3 (recordOutcome) and the
-// release (releaseKey). Each command composes them with its own
-// reservation clauses into one statement at start-up (charges.go,
-// refunds.go), so a phase stays one statement and one round trip.
-// statements/*.sql shows each composed statement whole, as PostgreSQL
-// receives it.
+// The key's clauses (its claim, phase 1's usual-answer guard, its fenced
+// completion and release, the outbox row) are written out whole in every
+// statement that has them, in statements/, so that a phase stays one
+// statement and one round trip and reads top to bottom where it runs;
+// TestSharedClausesAreTheSame keeps the copies the same. Here is the Go
+// that runs phase 3 (recordOutcome) and the release (releaseKey) of every
+// command.
 
-// claimKeyClause is the clause "claimed" for command, whose recovery point
-// is the column recoveryPoint, set from the id of the row its statement's
-// "reserved" clause inserted (which comes first: the key's lock is the last
-// every command takes). It returns the recovery point.
+// lockStillHeldSQL asks the record's lock_held clause again, in a snapshot
+// of its own: see recordOutcome.
 //
-// Insert-if-absent, never find-then-save (R-DIST-IDEM-3). The record names
-// its command: the jobs read a recovery point only in records of the
-// command whose it is. The DO UPDATE branch is the takeover
-// of a crashed or answer-lost claim: only an IN_PROGRESS record of the same
-// command and command hash whose lock has run out (the hash covers the
-// operation too, but how a command hashes is its own affair; the name is
-// checked as well), and the new lock_token fences the old owner out. A
-// takeover keeps the recovery point it finds.
-//
-// paymentLink, when not empty, also writes the reservation's payment (the
-// column of that name in "reserved") into the record's payment_id, kept on
-// a takeover like the recovery point. A refund names it: a release older
-// than the record's command column reads payment_id NULL on any
-// unfinished record as "a charge that reserved nothing" and deletes it, so
-// during a rolling deploy from one a refund's record must not look like
-// one (docs/decisions/0022). A charge passes "": its payment_id is its
-// recovery point already.
-//
-// gate, when not empty, is a condition the claim is made under: false, the
-// insert writes nothing, and takes no lock on a record that stands (a
-// conflict's DO UPDATE locks the row even when its WHERE says no).
-func claimKeyClause(command app.CommandName, recoveryPoint, paymentLink, gate string) string {
-	var linkColumn, linkValue, linkKept string
-	if paymentLink != "" {
-		linkColumn = ", payment_id"
-		linkValue = ", (SELECT " + paymentLink + " FROM reserved)"
-		linkKept = "\n           payment_id = coalesce(r.payment_id, EXCLUDED.payment_id),"
-	}
-	row := `@client, @key, '{command}', @hash, 'IN_PROGRESS', @token, clock_timestamp() + @lock_micros * interval '1 microsecond', (SELECT id FROM reserved){link_value}`
-	insert := "VALUES (" + row + ")"
-	if gate != "" {
-		insert = "SELECT " + row + "\n     WHERE " + gate
-	}
-	return strings.NewReplacer("{command}", string(command), "{recovery_point}", recoveryPoint,
-		"{link_column}", linkColumn, "{link_value}", linkValue, "{link_kept}", linkKept).Replace(`claimed AS (
-    INSERT INTO idempotency_record AS r (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, {recovery_point}{link_column})
-    ` + insert + `
-        ON CONFLICT (client_id, idempotency_key) DO UPDATE
-       SET lock_token = EXCLUDED.lock_token,
-           locked_until = EXCLUDED.locked_until,
-           {recovery_point} = coalesce(r.{recovery_point}, EXCLUDED.{recovery_point}),{link_kept}
-           updated_at = now()
-     WHERE ` + takeoverAllowed("r.", "EXCLUDED.command", "EXCLUDED.command_hash") + `
- RETURNING r.{recovery_point}
-)`)
-}
+//go:embed statements/key_lock_still_held.sql
+var lockStillHeldSQL string
 
-// takeoverAllowed is the one condition under which a claim takes a record
-// over, the columns prefixed by record: an IN_PROGRESS claim of the same
-// command (command) and command hash (hash) whose lock has run out, by the
-// database's clock. claimKeyClause takes over under it; standingClause
-// lets the claim go ahead under it.
-func takeoverAllowed(record, command, hash string) string {
-	return strings.NewReplacer("{r}", record, "{command}", command, "{hash}", hash).Replace(`{r}status = 'IN_PROGRESS'
-       AND {r}locked_until < clock_timestamp()
-       AND {r}command = {command}
-       AND {r}command_hash = {hash}`)
-}
-
-// standingClause is the clause "standing": the key's record as the
-// statement's snapshot sees it, read before anything is written, so that
-// phase 1's statement is phase 0's read too. stops: the record is one
-// the claim cannot take over (anything but an IN_PROGRESS claim of the
-// same command and hash whose lock has run out). Every write of the
-// command's claim is made under keyFree; so a replay, a reused key or a
-// live claim is answered from this read, in the one round trip of the
-// read it replaces, having written and locked nothing.
-func standingClause(command app.CommandName) string {
-	return `-- The key's record, read first: a record in the claim's way stops every
--- write below, and is the answer.
-standing AS (
-    SELECT command_hash, status, http_status, response::text AS response, payment_id, lock_token, locked_until, created_at,
-           NOT (` + strings.ReplaceAll(takeoverAllowed("", "'"+string(command)+"'", "@hash"), "\n", "\n         ") + `) AS stops
-      FROM idempotency_record
-     WHERE client_id = @client AND idempotency_key = @key
-)`
-}
-
-// keyStands: a record stands in the claim's way (standingClause).
-const keyStands = `EXISTS (SELECT 1 FROM standing WHERE stops)`
-
-// keyFree: no record stands in the claim's way.
-const keyFree = `NOT ` + keyStands
-
-// standingAnswers are the answers of a record in the claim's way, the
-// columns of lookupKeySQL (recordRow), NULL when none stands: "standing
-// st" joined ON st.stops. Each is named apart from the claim's own
-// answers (payment_id, status), which a reader by name, such as the
-// pgbench ceiling's \gset, would otherwise take from the wrong one.
-const standingAnswers = `st.command_hash AS standing_command_hash, st.status AS standing_status,
-       st.http_status AS standing_http_status, st.response AS standing_response,
-       st.payment_id AS standing_payment_id, st.lock_token AS standing_lock_token,
-       st.locked_until AS standing_locked_until, st.created_at AS standing_created_at`
-
-// goesOnWithClause is the clause name, the reservation a command's phase
-// 1 goes on with: the one its "reserved" clause just inserted or, after a
-// takeover, the recovery point (recoveryPoint) of table (as alias) that
-// "claimed" returned.
-func goesOnWithClause(name, table, alias, recoveryPoint string) string {
-	return `-- The reservation this command goes on with: the one just reserved, or,
--- after a takeover, the recovery point.
-` + name + ` AS (
-    SELECT * FROM reserved
-     UNION ALL
-    SELECT ` + alias + `.* FROM ` + table + ` ` + alias + ` JOIN claimed c ON ` + alias + `.id = c.` + recoveryPoint + `
-     WHERE NOT EXISTS (SELECT 1 FROM reserved)
-)`
-}
-
-// claimAnswers are phase 1's first three answers: the key claimed, the
-// reservation made, and the recovery point the claim holds.
-func claimAnswers(recoveryPoint string) string {
-	return `EXISTS (SELECT 1 FROM claimed) AS claimed,
-       EXISTS (SELECT 1 FROM reserved) AS reserved,
-       (SELECT ` + recoveryPoint + ` FROM claimed) AS recovery_point`
-}
-
-// onlyTheUsualAnswer is phase 1's final WHERE condition: run @atomic (on
-// its own), the statement keeps only a claimed key whose reservation, the
-// row alias reservation, is PENDING and is the claim's recovery point
-// recoveryPoint; any other answer calls charge_needs_transaction() (one
-// function for every command's phase 1), whose error rolls back everything
-// the statement wrote. CASE, because only CASE fixes the
-// order in which SQL evaluates; coalesce, because a missing reservation
-// makes it NULL.
-//
-// unless, when not empty, is an answer that is kept although it is not
-// the usual one, because nothing was written for it: a record in the
-// claim's way (NOT keyFree).
-func onlyTheUsualAnswer(reservation, recoveryPoint, unless string) string {
-	if unless != "" {
-		unless = " AND NOT " + unless
-	}
-	return strings.NewReplacer("{r}", reservation, "{recovery_point}", recoveryPoint).Replace(`CASE WHEN @atomic` + unless + ` AND NOT coalesce(
-                 EXISTS (SELECT 1 FROM claimed)
-             AND {r}.status = 'PENDING'
-             AND {r}.id = (SELECT {recovery_point} FROM claimed), false)
-            THEN charge_needs_transaction()
-            ELSE true
-       END`)
-}
-
-// completeKeyClause is the clause "completed": the key completed with the
-// response, fenced by the lock token, only when guard (the reservation is
-// still PENDING) holds. A request whose lock was taken over matches nothing
-// here, and so writes nothing anywhere: every other write of phase 3 hangs
-// on this clause.
-func completeKeyClause(guard string) string {
-	return `completed AS (
-    UPDATE idempotency_record
-       SET status = 'COMPLETED', response = CAST(@response AS json), http_status = @http_status,
-           lock_token = NULL, locked_until = NULL, updated_at = now()
-     WHERE client_id = @client AND idempotency_key = @key
-       AND status = 'IN_PROGRESS' AND lock_token = @token
-       AND ` + guard + `
- RETURNING 1
-)`
-}
-
-// announceClause is the clause "announced", the outbox row (R-DIST-IDEM-1):
-// one event per decided reservation, one row of from, written with the
-// decision; the relay publishes it after the commit.
-func announceClause(from string) string {
-	return `announced AS (
-    INSERT INTO outbox_event (event_id, topic, message_key, event_type, payload, trace_context)
-    SELECT @event_id, @topic, @message_key, @event_type, CAST(@payload AS json),
-           CAST(NULLIF(@trace_context, '') AS json) -- '': the request was not traced
-      FROM ` + from + `
- RETURNING 1
-)`
-}
-
-// replyClause is the clause "replied": the stored response's own message
-// (app.Publication), when @reply: a saga step's reply, whose payload is the
-// response stored (@response), appended to the outbox with the answer it
-// carries and hanging on from, the clause that stored that answer. A
-// reply's message is its answer, byte for byte: a re-sent step gets it
-// again with the same eventId (OutboxStore.Republish).
-func replyClause(from string) string {
-	return `replied AS (
-    INSERT INTO outbox_event (event_id, topic, message_key, event_type, payload, trace_context)
-    SELECT @reply_event_id, @reply_topic, @reply_key, @reply_type, CAST(@response AS json),
-           CAST(NULLIF(@trace_context, '') AS json)
-      FROM ` + from + `
-     WHERE @reply
- RETURNING 1
-)`
-}
-
-// lockHeldByToken: the token @token still owns the key, as the
-// statement's snapshot sees it.
-const lockHeldByToken = `EXISTS (SELECT 1 FROM idempotency_record
-                WHERE client_id = @client AND idempotency_key = @key
-                  AND status = 'IN_PROGRESS' AND lock_token = @token)`
-
-// recordedAndLockHeld are phase 3's first two answers: the event was
-// appended (so everything was written), and the token still owns the key
-// (if not, ErrLockLost).
-const recordedAndLockHeld = `EXISTS (SELECT 1 FROM announced) AS recorded,
-       ` + lockHeldByToken + ` AS lock_held`
-
-// lockStillHeldStmt asks lockHeldByToken again, in a snapshot of its own:
-// see recordOutcome.
-var lockStillHeldStmt = compileNamed(`SELECT ` + lockHeldByToken)
-
-// releaseKeyClause is the clause "released": the claim deleted, fenced by
-// the lock token, when guard holds; it returns the record's recovery point
-// recoveryPoint. A request whose lock was taken over matches nothing here,
-// and every other write of the release hangs on this clause.
-func releaseKeyClause(recoveryPoint, guard string) string {
-	return `released AS (
-    DELETE FROM idempotency_record
-     WHERE client_id = @client AND idempotency_key = @key
-       AND status = 'IN_PROGRESS' AND lock_token = @token
-       AND ` + guard + `
- RETURNING ` + recoveryPoint + `
-)`
-}
+var lockStillHeldStmt = compileNamed(lockStillHeldSQL)
 
 // releaseKey runs a command's release statement q, which answers whether
 // the clause "released" deleted the claim: app.ErrLockLost when it did not.
@@ -564,9 +342,10 @@ func (c conn) claimValues(k app.KeyClaim, values map[string]any) map[string]any 
 // the reservation is no longer PENDING.
 var errNotPending = errors.New("the reservation is not PENDING")
 
-// recordOutcome runs a command's phase 3 statement q, built of
-// completeKeyClause, the command's own settling and announceClause, and
-// answering recordedAndLockHeld and the reservation's status. values are the
+// recordOutcome runs a command's phase 3 statement q, made of the clause
+// completed, the command's own settling and the clause announced, and
+// answering recorded, lock_held and the reservation's status (as
+// statements/charge_record.sql does). values are the
 // command's own parameters; the key's, the response's and the event row's
 // are added here. It returns nil when everything was written (and tells
 // the outbox's waker, OutboxConfig.wrote), app.ErrLockLost when the token

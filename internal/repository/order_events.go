@@ -14,12 +14,11 @@ import (
 )
 
 // The order-projection consumer writes a whole batch with one statement per
-// table. Each statement takes its rows as PostgreSQL arrays ($1::uuid[]) and
-// unnests them, so a batch of 500 events is two statements with a fixed SQL
-// text (prepared once per connection), not 1,000 round trips or a SQL text
-// that changes with the batch size. GORM would expand a Go slice into a
-// "(?, ?, ...)" list, so these run on the transaction's database/sql
-// connection directly, where pgx encodes the slices as arrays.
+// table. Each statement takes its rows as PostgreSQL arrays (@ids::uuid[])
+// and unnests them, so a batch of 500 events is two statements with a
+// fixed SQL text (prepared once per connection), not 1,000 round trips or
+// a SQL text that changes with the batch size: pgx encodes the Go slices
+// as arrays.
 
 // ProcessedEvents implements app.ProcessedEvents on processed_event.
 type ProcessedEvents struct {
@@ -36,9 +35,14 @@ type ProcessedEvents struct {
 // group never both apply an event.
 const markProcessedSQL = `
 INSERT INTO processed_event (event_id, consumer_name)
-SELECT id, $2 FROM unnest($1::uuid[]) WITH ORDINALITY AS t (id, n) ORDER BY n
+SELECT id, @consumer FROM unnest(@ids::uuid[]) WITH ORDINALITY AS t (id, n) ORDER BY n
 ON CONFLICT (event_id, consumer_name) DO NOTHING
 RETURNING event_id`
+
+var (
+	markProcessedStmt = compileNamed(markProcessedSQL)
+	upsertNewerStmt   = compileNamed(upsertNewerSQL)
+)
 
 func (s *ProcessedEvents) MarkProcessed(ctx context.Context, consumer string, ids []uuid.UUID) (map[uuid.UUID]bool, error) {
 	fresh := make(map[uuid.UUID]bool, len(ids))
@@ -50,19 +54,15 @@ func (s *ProcessedEvents) MarkProcessed(ctx context.Context, consumer string, id
 		arg[i] = pgtype.UUID{Bytes: id, Valid: true}
 	}
 	err := s.run(ctx, func(db *gorm.DB) error {
-		rows, err := db.Statement.ConnPool.QueryContext(ctx, markProcessedSQL, arg, consumer)
-		if err != nil {
-			return fmt.Errorf("mark events processed: %w", err)
-		}
-		defer rows.Close()
-		for rows.Next() {
+		err := queryRows(ctx, db, markProcessedStmt, map[string]any{"ids": arg, "consumer": consumer}, func(r row) error {
 			var id pgtype.UUID
-			if err := rows.Scan(&id); err != nil {
-				return fmt.Errorf("mark events processed: %w", err)
+			if err := r.Scan(&id); err != nil {
+				return err
 			}
 			fresh[uuid.UUID(id.Bytes)] = true
-		}
-		if err := rows.Err(); err != nil {
+			return nil
+		})
+		if err != nil {
 			return fmt.Errorf("mark events processed: %w", err)
 		}
 		return nil
@@ -78,7 +78,7 @@ const upsertNewerSQL = `
 INSERT INTO order_projection AS p
        (order_id, customer_id, amount, currency, saga_id, last_event_at, last_event_id, updated_at)
 SELECT o, c, a, cur, s, at, e, now()
-  FROM unnest($1::bigint[], $2::bigint[], $3::numeric[], $4::text[], $5::uuid[], $6::timestamptz[], $7::uuid[])
+  FROM unnest(@orders::bigint[], @customers::bigint[], @amounts::numeric[], @currencies::text[], @sagas::uuid[], @at::timestamptz[], @event_ids::uuid[])
        AS t (o, c, a, cur, s, at, e)
 ORDER BY o
 ON CONFLICT (order_id) DO UPDATE SET
@@ -112,28 +112,23 @@ func (s *OrderStore) UpsertNewer(ctx context.Context, events []app.OrderCreated)
 	}
 	var written int64
 	err := s.run(ctx, func(db *gorm.DB) error {
-		res, err := db.Statement.ConnPool.ExecContext(ctx, upsertNewerSQL,
-			orders, customers, amounts, currencies, sagas, at, eventIDs)
+		var err error
+		written, err = exec(ctx, db, upsertNewerStmt, map[string]any{
+			"orders": orders, "customers": customers, "amounts": amounts, "currencies": currencies,
+			"sagas": sagas, "at": at, "event_ids": eventIDs,
+		})
 		if err != nil {
 			return fmt.Errorf("upsert order projection: %w", err)
 		}
-		written, err = res.RowsAffected()
-		return err
+		return nil
 	})
 	return int(written), err
 }
 
-// visibleToClientSQL is GetOrder's visibility rule: the client has a
-// payment for the order. The index ix_payment_order_client serves it.
-const visibleToClientSQL = `EXISTS (
-    SELECT 1 FROM payment p
-     WHERE p.order_id = order_projection.order_id
-       AND p.client_id = ?)`
-
 func (s *OrderStore) GetVisibleTo(ctx context.Context, id domain.OrderID, client domain.ClientID) (app.OrderProjection, error) {
 	var row orderProjectionRow
 	err := s.run(ctx, func(db *gorm.DB) (err error) {
-		row, err = getOrderRow(ctx, db.Where(visibleToClientSQL, string(client)), id)
+		row, err = getOrderRow(ctx, db, getOrderVisibleToStmt, map[string]any{"order": int64(id), "client": string(client)})
 		return err
 	})
 	if err != nil {
@@ -144,8 +139,8 @@ func (s *OrderStore) GetVisibleTo(ctx context.Context, id domain.OrderID, client
 		return app.OrderProjection{}, err
 	}
 	p := app.OrderProjection{Order: order, SagaID: row.SagaID, UpdatedAt: row.UpdatedAt.UTC()}
-	if row.LastEventAt != nil && row.LastEventID.Valid {
-		p.LastEvent = &app.EventVersion{OccurredAt: row.LastEventAt.UTC(), EventID: row.LastEventID.UUID}
+	if row.LastEventAt.Valid && row.LastEventID.Valid {
+		p.LastEvent = &app.EventVersion{OccurredAt: row.LastEventAt.Time.UTC(), EventID: row.LastEventID.UUID}
 	}
 	return p, nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -56,24 +55,19 @@ func (c OutboxConfig) wrote() {
 	}
 }
 
-// outboxEventRow is a row of outbox_event (db/migrations/00004_outbox.sql),
-// published by internal/outbox.
+// outboxEventRow is the row of outbox_event (db/migrations/00004_outbox.sql)
+// a statement writes (the clause announced), published by internal/outbox.
 type outboxEventRow struct {
-	ID          int64 `gorm:"primaryKey;->"` // GENERATED ALWAYS: never written
-	EventID     uuid.UUID
-	Topic       string
-	MessageKey  string
-	EventType   string
-	Payload     string     // json column: the exact bytes the relay publishes
-	CreatedAt   time.Time  `gorm:"->"`
-	PublishedAt *time.Time `gorm:"->"`
+	EventID    uuid.UUID
+	Topic      string
+	MessageKey string
+	EventType  string
+	Payload    string // json column: the exact bytes the relay publishes
 
 	// TraceContext (json, NULL when not traced) is the recording span's W3C
 	// trace context; the relay sends it as record headers.
 	TraceContext *string
 }
-
-func (outboxEventRow) TableName() string { return "outbox_event" }
 
 // sagaIDField is an event's optional sagaId: omitted when the order came
 // without one.

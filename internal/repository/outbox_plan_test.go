@@ -43,7 +43,7 @@ func TestOutboxScansUseTheirPartialIndexes(t *testing.T) {
 		args  []any
 		index string
 	}{
-		{"retention purge", retentionTargets[app.TableOutboxEvent].sql(), []any{time.Now().Add(-24 * time.Hour), 5000}, "ix_outbox_event_published_at"},
+		{"retention purge", retentionStmts[app.TableOutboxEvent].text, []any{time.Now().Add(-24 * time.Hour), 5000}, "ix_outbox_event_published_at"},
 		{"relay's pending rows", pendingSQL, []any{100}, "ix_outbox_event_unpublished"},
 	}
 	for _, tc := range tests {

@@ -59,6 +59,8 @@ const notifyChannel = "outbox_event"
 // an event.
 const notifyOutboxSQL = `SELECT set_config('synchronous_commit', 'off', true), pg_notify('` + notifyChannel + `', '')`
 
+var notifyOutboxStmt = compileNamed(notifyOutboxSQL)
+
 // OutboxNotifier returns the notify of the service's outbox.Waker: one
 // statement on the pool, waiting its turn at gate.
 func OutboxNotifier(db *gorm.DB, gate *Gate) func(context.Context) error {
@@ -67,7 +69,8 @@ func OutboxNotifier(db *gorm.DB, gate *Gate) func(context.Context) error {
 			return err
 		}
 		defer gate.leave()
-		return mapError(db.WithContext(ctx).Exec(notifyOutboxSQL).Error)
+		_, err := exec(ctx, db, notifyOutboxStmt, nil)
+		return mapError(err)
 	}
 }
 

@@ -12,8 +12,9 @@ import (
 var updatePgbench = flag.Bool("update-pgbench", false, "rewrite pgbench/*.pgbench from the service's SQL")
 
 // The benchmark's ceiling (cmd/bench-api) is pgbench running the service's
-// own statements. The scripts are generated from the SQL constants, and
-// this test fails when a statement changes and its script does not:
+// own statements. The scripts are generated from the statement files the
+// service embeds, and this test fails when a statement changes and its
+// script does not:
 //
 //	go test ./internal/repository -run TestPgbenchScripts -update-pgbench
 func TestPgbenchScriptsRunTheServicesStatements(t *testing.T) {
@@ -51,7 +52,7 @@ func pgbenchSQL(sql string) string {
 	return strings.TrimSpace(namedParam.ReplaceAllString(sql, ":$1"))
 }
 
-const pgbenchHeader = `-- Generated from internal/repository/charges.go by
+const pgbenchHeader = `-- Generated from internal/repository/statements/*.sql by
 --   go test ./internal/repository -run TestPgbenchScripts -update-pgbench
 -- Do not edit: the test fails when these differ from the service's SQL.
 -- cmd/bench-api runs it with -M prepared and the -D variables it sets.

@@ -3,6 +3,7 @@ package repository
 import (
 	"context"
 	"database/sql"
+	_ "embed"
 	"errors"
 	"fmt"
 
@@ -19,67 +20,31 @@ type ProviderReports struct {
 	conn
 }
 
-// reportedClaimColumns are the claim an event about a PENDING object
-// records under: its IN_PROGRESS record, found by its recovery point
-// (the partial indexes ix_idempotency_record_payment_in_progress,
-// ..._refund_in_progress and ..._transition_in_progress). NULL when the key
-// is completed.
-//
-// Each index holds only the claims whose recovery point its column is
-// (migration 00023), and PostgreSQL reads it only for a query that implies
-// its predicate: the join's "r.<column> = <id>" implies "<column> IS NOT
-// NULL", and the charge's 'charge', a literal, its command, in generic
-// plans too. A parameter in its place, or a join that no longer compares
-// the column, would leave the index unread (TestClaimReadersUseTheirIndexes).
-const reportedClaimColumns = `r.client_id, r.idempotency_key, r.command_hash, r.lock_token`
+// The statements that read what a provider's event names, each with the
+// claim in progress it records under (the clause reported_claim).
+var (
+	//go:embed statements/provider_event_charge.sql
+	reportedChargeText string
+	//go:embed statements/provider_event_refund.sql
+	reportedRefundText string
+	//go:embed statements/provider_event_transition.sql
+	reportedTransitionText string
+	//go:embed statements/provider_event_contradiction.sql
+	keepContradictionText string
+)
 
-// reportedChargeSQL reads the payment an event names by its provider key
-// (the UNIQUE pair of R-DIST-IDEM-4), its order's saga, and its claim: the
-// charge's own, as a refund's record names its payment too.
-var reportedChargeSQL = compileNamed(`
-SELECT p.id, ` + paymentColumns("p") + `,
-       o.saga_id, ` + reportedClaimColumns + `
-  FROM payment p
-  LEFT JOIN order_projection o ON o.order_id = p.order_id
-  LEFT JOIN idempotency_record r ON r.payment_id = p.id AND r.status = 'IN_PROGRESS' AND r.command = '` + string(app.CommandCharge) + `'
- WHERE p.payment_provider = @provider AND p.external_payment_id = @external`)
+// reportedChargeSQL reads the payment an event names, reportedRefundSQL
+// the refund, reportedTransitionSQL the capture or void; each with its
+// payment, its order's saga and its claim in progress. keepContradictionSQL
+// keeps an event that contradicts the record, once.
+var (
+	reportedChargeSQL     = compileNamed(reportedChargeText)
+	reportedRefundSQL     = compileNamed(reportedRefundText)
+	reportedTransitionSQL = compileNamed(reportedTransitionText)
+	keepContradictionSQL  = compileNamed(keepContradictionText)
+)
 
-// reportedRefundSQL reads the refund an event names by its provider key
-// (refund_provider_external_refund_id_key), its payment, the order's saga,
-// and its claim.
-var reportedRefundSQL = compileNamed(`
-SELECT f.id, f.payment_id, f.client_id, f.payment_provider, f.external_refund_id, f.amount, f.currency, f.status,
-       p.id, ` + paymentColumns("p") + `,
-       o.saga_id, ` + reportedClaimColumns + `
-  FROM refund f
-  JOIN payment p ON p.id = f.payment_id
-  LEFT JOIN order_projection o ON o.order_id = p.order_id
-  LEFT JOIN idempotency_record r ON r.refund_id = f.id AND r.status = 'IN_PROGRESS'
- WHERE f.payment_provider = @provider AND f.external_refund_id = @external`)
-
-// reportedTransitionSQL reads the capture or void an event names by the
-// provider key it was sent under: the PENDING one if any (a declined void
-// and the next void of a payment share a key), else the latest; its
-// payment, the order's saga, and its claim.
-var reportedTransitionSQL = compileNamed(`
-SELECT t.id, t.payment_id, t.kind, t.amount, t.currency, t.reference, t.status,
-       p.id, ` + paymentColumns("p") + `,
-       o.saga_id, ` + reportedClaimColumns + `
-  FROM payment_transition t
-  JOIN payment p ON p.id = t.payment_id
-  LEFT JOIN order_projection o ON o.order_id = p.order_id
-  LEFT JOIN idempotency_record r ON r.transition_id = t.id AND r.status = 'IN_PROGRESS'
- WHERE t.provider_key = @key
- ORDER BY t.status = 'PENDING' DESC, t.id DESC
- LIMIT 1`)
-
-// keepContradictionSQL keeps an event that contradicts the record, once.
-var keepContradictionSQL = compileNamed(`
-INSERT INTO provider_event_contradiction (consumer_name, event_id, event_type, provider_key, recorded_status, reason, event)
-VALUES (@consumer, @event_id, @event_type, @provider_key, @recorded_status, @reason, CAST(@event AS json))
-    ON CONFLICT (consumer_name, event_id) DO NOTHING`)
-
-// reportedClaim is reportedClaimColumns as scanned.
+// reportedClaim is the clause reported_claim's columns as scanned.
 type reportedClaim struct {
 	clientID, key, hash sql.NullString
 	token               uuid.NullUUID
@@ -183,20 +148,17 @@ func (s *ProviderReports) Transition(ctx context.Context, providerKey string) (a
 }
 
 func (s *ProviderReports) KeepContradiction(ctx context.Context, c app.Contradiction) error {
-	args, err := keepContradictionSQL.args(map[string]any{
-		"consumer":        c.Consumer,
-		"event_id":        c.Event.ID,
-		"event_type":      c.Event.Type,
-		"provider_key":    c.Event.ProviderKey,
-		"recorded_status": string(c.RecordedStatus),
-		"reason":          c.Reason,
-		"event":           string(c.Event.Raw),
-	})
-	if err != nil {
-		return err
-	}
 	return s.run(ctx, func(db *gorm.DB) error {
-		if _, err := db.Statement.ConnPool.ExecContext(ctx, keepContradictionSQL.text, args...); err != nil {
+		_, err := exec(ctx, db, keepContradictionSQL, map[string]any{
+			"consumer":        c.Consumer,
+			"event_id":        c.Event.ID,
+			"event_type":      c.Event.Type,
+			"provider_key":    c.Event.ProviderKey,
+			"recorded_status": string(c.RecordedStatus),
+			"reason":          c.Reason,
+			"event":           string(c.Event.Raw),
+		})
+		if err != nil {
 			return fmt.Errorf("keep a contradicting event: %w", err)
 		}
 		return nil

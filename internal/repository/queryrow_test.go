@@ -4,18 +4,22 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
 	"gorm.io/gorm"
 )
 
-// A statement answers alike on the pool (pgxRow) and in a transaction
-// (*sql.Row): its row, sql.ErrNoRows, and an end when its context ends,
-// after which the pool's next statement runs.
-func TestQueryRowOnThePoolAndInATransaction(t *testing.T) {
+// A statement answers alike on the pool (pgx) and in a transaction
+// (*sql.Tx), whichever of the three ways it runs: queryRow its row,
+// sql.ErrNoRows, and an end when its context ends, after which the pool's
+// next statement runs; queryRows each row in order, and an error of the
+// caller's ends it; exec the rows it touched.
+func TestStatementsOnThePoolAndInATransaction(t *testing.T) {
 	pool, _ := openInternal(t, 1)
 	next, none, sleep := compileNamed(`SELECT @n::int + 1`), compileNamed(`SELECT 1 WHERE false`), compileNamed(`SELECT pg_sleep(@seconds)::text`)
+	series := compileNamed(`SELECT g FROM generate_series(1, @n::int) g`)
 
 	for _, where := range []struct {
 		name  string
@@ -56,6 +60,35 @@ func TestQueryRowOnThePoolAndInATransaction(t *testing.T) {
 			var slept string
 			if err := scan(short, sleep, map[string]any{"seconds": 30}, &slept); err == nil || time.Since(start) > 10*time.Second {
 				t.Fatalf("pg_sleep(30) with 200 ms to run: %v after %s; want an error within seconds", err, time.Since(start))
+			}
+
+			var each []int
+			err := where.run(func(db *gorm.DB) error {
+				return queryRows(ctx, db, series, map[string]any{"n": 3}, func(r row) error {
+					var v int
+					err := r.Scan(&v)
+					each = append(each, v)
+					return err
+				})
+			})
+			if err != nil || !slices.Equal(each, []int{1, 2, 3}) {
+				t.Fatalf("queryRows of 1 to 3: %v, %v", each, err)
+			}
+			stop := errors.New("enough")
+			err = where.run(func(db *gorm.DB) error {
+				return queryRows(ctx, db, series, map[string]any{"n": 3}, func(row) error { return stop })
+			})
+			if !errors.Is(err, stop) {
+				t.Fatalf("queryRows whose caller stops: %v, want its error", err)
+			}
+
+			var touched int64
+			err = where.run(func(db *gorm.DB) (err error) {
+				touched, err = exec(ctx, db, series, map[string]any{"n": 4})
+				return err
+			})
+			if err != nil || touched != 4 {
+				t.Fatalf("exec of 1 to 4: %d rows, %v; want 4", touched, err)
 			}
 
 			got = 0

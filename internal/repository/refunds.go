@@ -3,6 +3,7 @@ package repository
 import (
 	"context"
 	"database/sql"
+	_ "embed"
 	"errors"
 	"fmt"
 	"time"
@@ -16,9 +17,8 @@ import (
 )
 
 // RefundStore implements app.RefundStore on the refund table. A refund's
-// phase 1 and phase 3 are each one statement, composed of the refund's own
-// clauses below and the key's clauses every command shares (keys.go);
-// statements/refund.sql shows them whole.
+// phase 1 and phase 3 are each one statement, of the refund's own clauses
+// and the key's that every command has (statements/refund_*.sql).
 //
 // The refund total is payment.refund_reserved: PENDING and SUCCEEDED
 // refunds count, and its CHECK keeps it within 0 and the payment's amount
@@ -27,223 +27,37 @@ type RefundStore struct {
 	conn
 }
 
-// reserveRefundClauses are the reservation's CTE clauses, to be composed
-// after WITH (and before the key's claim, which takes its lock last). They
-// take @client, @payment, @provider, @currency, @amount and @external, and
-// expose:
+// claimAndReserveRefundSQL is a refund's phase 1: the refund reserved
+// against its payment and the key claimed, @atomic on the pool or every
+// answer inside a transaction, as a charge's claim.
 //
-//   - refund_target: the payment (id, amount, refund_reserved) if it is the
-//     client's, locked; with refundable (SUCCEEDED, in the refund's currency
-//     and provider) and fits (the refund total stays within what the
-//     payment took: a two-step payment's capture, else its amount),
-//     both read from the payment as it is once locked;
-//   - reserved: the PENDING refund row inserted (all refund columns), or no
-//     row: the claim's recovery point, as charges.go's reserved is;
-//   - refund_counted: the payment's refund_reserved after the reservation,
-//     one row exactly when reserved has one;
-//   - refund_existing: the refund already recorded under the external refund
-//     id, as the statement's snapshot sees it. When reserved is empty
-//     although refund_target is refundable and fits, the insert met a row
-//     committed after the snapshot, which only a new statement sees
-//     (ReserveRefund reads it with externalRefundSQL).
-const reserveRefundClauses = `
--- The payment to refund, if it is the calling client's, locked before
--- anything else is written (the lock order of every command: payment
--- first). Under READ COMMITTED a lock that had to wait returns the row as
--- the previous holder committed it, so refundable and fits are computed on
--- the current refund total: concurrent refunds of one payment queue here,
--- and each sees what those before it reserved. NO KEY UPDATE is the lock
--- the UPDATE below takes anyway; it leaves foreign-key checks (KEY SHARE)
--- of rows that reference the payment free to go on.
-refund_target AS MATERIALIZED (
-    SELECT id, amount, refund_reserved,
-           status = 'SUCCEEDED' AND currency = @currency AND payment_provider = @provider AS refundable,
-           refund_reserved + @amount <= coalesce(captured_amount, amount) AS fits
-      FROM payment
-     WHERE id = @payment AND client_id = @client
-       FOR NO KEY UPDATE
-),
--- Insert the PENDING refund, only for a refundable payment whose refund
--- total has room for it. DO NOTHING on a conflict with the refund's second
--- layer, UNIQUE (payment_provider, external_refund_id): a concurrent insert
--- of the same external refund is waited for, never a second row, and no
--- error aborts a transaction the statement runs in.
-reserved AS (
-    INSERT INTO refund (payment_id, client_id, payment_provider, external_refund_id, amount, currency, status)
-    SELECT id, @client, @provider, @external, @amount, @currency, 'PENDING'
-      FROM refund_target
-     WHERE refundable AND fits
-        ON CONFLICT (payment_provider, external_refund_id) DO NOTHING
- RETURNING *
-),
--- Add the refund to the payment's total only for a refund row actually
--- inserted: an external refund that exists reserves nothing. The row is
--- the one refund_target locked; the CHECK on refund_reserved is the
--- backstop should fits ever be wrong. The new total is the locked row's
--- (t), the one fits was computed on. This UPDATE's own scan of payment
--- reads the statement's snapshot, which after a wait for the lock is older
--- than the row; PostgreSQL checks the CHECK on the new row computed from
--- it before it meets the concurrent update and recomputes, so a
--- reservation that waited while a decline gave 100.00 back failed with
--- 100.00 + 100.00 > amount (TestRefundReservedAfterWaitingForADecline;
--- after a release or a decline: TestReservationAfterAWaitedGiveBack).
-refund_counted AS (
-    UPDATE payment p
-       SET refund_reserved = t.refund_reserved + r.amount
-      FROM reserved r, refund_target t
-     WHERE p.id = r.payment_id AND t.id = r.payment_id
- RETURNING p.refund_reserved
-),
--- The external refund as already recorded, whoever's it is: the caller
--- answers a retry of the same refund with it, and anything else as a
--- conflict that reveals nothing.
-refund_existing AS (
-    SELECT * FROM refund
-     WHERE payment_provider = @provider AND external_refund_id = @external
-)`
+//go:embed statements/refund_claim.sql
+var claimAndReserveRefundSQL string
 
-// reserveRefundSQL runs the reservation alone, one row whatever happened.
-const reserveRefundSQL = `
-WITH` + reserveRefundClauses + `,
-refund_row AS (
-    SELECT * FROM reserved
-     UNION ALL
-    SELECT * FROM refund_existing
-     WHERE NOT EXISTS (SELECT 1 FROM reserved)
-)
-SELECT EXISTS (SELECT 1 FROM reserved) AS reserved,
-       EXISTS (SELECT 1 FROM refund_target) AS payment_found,
-       coalesce((SELECT refundable FROM refund_target), false) AS refundable,
-       coalesce((SELECT fits FROM refund_target), false) AS fits,
-       coalesce((SELECT refund_reserved FROM refund_counted), (SELECT refund_reserved FROM refund_target)) AS refund_reserved,
-       r.id, r.payment_id, r.client_id, r.payment_provider, r.external_refund_id, r.amount, r.currency, r.status
-  FROM (SELECT 1) AS one
-  LEFT JOIN refund_row r ON true`
-
-// externalRefundSQL reads an external refund by its second layer's key:
-// the row that a reservation's insert met after its snapshot was taken.
-const externalRefundSQL = `
-SELECT id, payment_id, client_id, payment_provider, external_refund_id, amount, currency, status
-  FROM refund
- WHERE payment_provider = @provider AND external_refund_id = @external`
-
-// lockRefundPaymentClause locks the payment of refund @refund first, as
-// the reservation locks it: every statement that writes a refund takes the
-// payment's lock before the refund's. It exposes refund_payment (id).
-const lockRefundPaymentClause = `
-refund_payment AS MATERIALIZED (
-    SELECT p.id
-      FROM payment p
-      JOIN refund r ON r.payment_id = p.id
-     WHERE r.id = @refund
-       FOR NO KEY UPDATE OF p
-)`
-
-// settleRefundClauses are the clauses "settled" and "given_back": refund
-// @refund's decision, @status, once: only a PENDING refund, only to a final
-// status, and only when guard holds (its payment is locked first; in phase
-// 3, the key is completed too). Two settlings of one refund queue on the
-// payment's lock, and the second finds it no longer PENDING. A refund not
-// made gives its amount back, with its status. The payment's updated_at
-// stays: it says when the payment's own status changed.
-func settleRefundClauses(guard string) string {
-	return `settled AS (
-    UPDATE refund
-       SET status = @status, updated_at = now()
-     WHERE id = @refund AND status = 'PENDING'
-       AND @status IN ('SUCCEEDED', 'DECLINED', 'FAILED')
-       AND ` + guard + `
- RETURNING payment_id, amount, status
-),
-given_back AS (
-    UPDATE payment p
-       SET refund_reserved = p.refund_reserved - s.amount
-      FROM settled s
-     WHERE p.id = s.payment_id AND s.status IN ('DECLINED', 'FAILED')
- RETURNING p.refund_reserved
-)`
-}
-
-// claimAndReserveRefundSQL is a refund's phase 1 in one statement, run as
-// claimAndReserveSQL is: @atomic on the pool, committing only a claimed key
-// with a PENDING refund to make, and raising charge_needs_transaction's
-// error (one function for every command's phase 1) for any other answer;
-// or in a transaction, returning every answer.
+// reserveRefundSQL is phase 1's rare path: the reservation alone, one row
+// whatever happened.
 //
-// Lock order (docs/adding-a-command.md): the payment (refund_target), then
-// the refund row it inserts (reserved), then the key (claimed), whose
-// recovery point is the refund (refund_id). The record names the refund's
-// payment too (payment_id), so that an older release's jobs never take it
-// for a charge that reserved nothing (docs/decisions/0022).
-var claimAndReserveRefundSQL = `
-WITH` + reserveRefundClauses + `,
-` + claimKeyClause(app.CommandRefund, "refund_id", "payment_id", "") + `,
-` + goesOnWithClause("refund_row", "refund", "f", "refund_id") + `
-SELECT ` + claimAnswers("refund_id") + `,
-       (SELECT o.saga_id FROM order_projection o JOIN payment p ON p.order_id = o.order_id
-         WHERE p.id = @payment) AS saga_id,
-       f.id, f.payment_id, f.client_id, f.payment_provider, f.external_refund_id, f.amount, f.currency, f.status
-  FROM (SELECT 1) AS one
-  LEFT JOIN refund_row f ON true
--- On its own (atomic), keep only a claimed key with a PENDING refund, which
--- is its recovery point; any other answer raises, and the error rolls back
--- everything above (the refund total's increase too).
- WHERE ` + onlyTheUsualAnswer("f", "refund_id", "")
+//go:embed statements/refund_reserve.sql
+var reserveRefundSQL string
 
-// recordRefundOutcomeSQL is a refund's phase 3 in one statement: the key's
-// outcome, the refund's final status (a DECLINED or FAILED refund gives its
-// amount back to the payment's refund total) and the event, all or none.
-// Lock order: the payment first (refund_payment), then the refund
-// (refund_locked), then the key (completed, whose guard reads
-// refund_locked): a takeover's phase 1 takes the same order, so the old
-// owner's phase 3 and a new owner's phase 1 never wait on each other in a
-// cycle.
-var recordRefundOutcomeSQL = `
-WITH` + lockRefundPaymentClause + `,
-refund_locked AS MATERIALIZED (
-    SELECT id
-      FROM refund
-     WHERE id = @refund AND status = 'PENDING'
-       AND payment_id IN (SELECT id FROM refund_payment)
-       FOR NO KEY UPDATE
-),
-` + completeKeyClause("EXISTS (SELECT 1 FROM refund_locked)") + `,
-` + settleRefundClauses("EXISTS (SELECT 1 FROM completed)") + `,
-` + announceClause("settled") + `,
-` + replyClause("announced") + `
-SELECT ` + recordedAndLockHeld + `,
-       (SELECT status FROM refund WHERE id = @refund) AS refund_status`
+// externalRefundSQL reads the refund a reservation's insert met after its
+// snapshot was taken.
+//
+//go:embed statements/refund_external.sql
+var externalRefundSQL string
 
-// releaseRefundSQL gives a claim and its PENDING refund back, in one
-// statement, in the lock order of the claim: the payment first (locked,
-// with its refund total as the lock returns it), then the key (released,
-// fenced by the token), then the refund, whose amount stops counting.
-var releaseRefundSQL = `
-WITH
-refund_payment AS MATERIALIZED (
-    SELECT p.id, p.refund_reserved
-      FROM payment p
-      JOIN refund r ON r.payment_id = p.id
-     WHERE r.id = @refund
-       FOR NO KEY UPDATE OF p
-),
-` + releaseKeyClause("refund_id", "EXISTS (SELECT 1 FROM refund_payment)") + `,
--- Only a PENDING refund, and only the one the released key names.
-removed AS (
-    DELETE FROM refund
-     WHERE id = @refund AND status = 'PENDING'
-       AND id IN (SELECT refund_id FROM released)
- RETURNING payment_id, amount
-),
--- The new total is the locked row's: a statement that waited for the
--- lock reads its other rows as they were before the wait.
-given_back AS (
-    UPDATE payment p
-       SET refund_reserved = t.refund_reserved - r.amount
-      FROM removed r, refund_payment t
-     WHERE p.id = r.payment_id AND t.id = r.payment_id
-)
-SELECT EXISTS (SELECT 1 FROM released)`
+// recordRefundOutcomeSQL is a refund's phase 3: the key's outcome, the
+// refund's final status (a DECLINED or FAILED refund's amount given back)
+// and its event, all or none.
+//
+//go:embed statements/refund_record.sql
+var recordRefundOutcomeSQL string
+
+// releaseRefundSQL gives a claim and its PENDING refund back, the refund's
+// amount with it.
+//
+//go:embed statements/refund_release.sql
+var releaseRefundSQL string
 
 var (
 	claimAndReserveRefundStmt = compileNamed(claimAndReserveRefundSQL)
@@ -295,15 +109,13 @@ func (s *RefundStore) Reserve(ctx context.Context, k app.KeyClaim, want domain.R
 		return res, err
 	}
 	// The record names the refund's payment too, as the claim does.
-	return res, s.updateOwned(ctx, k.Scope, k.Token, map[string]any{
-		"refund_id":  int64(res.Refund.ID),
-		"payment_id": int64(res.Refund.PaymentID),
-		"updated_at": gorm.Expr("now()"),
+	return res, s.updateOwned(ctx, k, setRefundRecoveryPointStmt, map[string]any{
+		"refund": int64(res.Refund.ID), "payment": int64(res.Refund.PaymentID),
 	})
 }
 
-// reserveRefund reserves r for client's payment r.PaymentID (see
-// reserveRefundClauses), or says why not.
+// reserveRefund reserves r for client's payment r.PaymentID
+// (reserveRefundSQL), or says why not.
 func reserveRefund(ctx context.Context, db *gorm.DB, client domain.ClientID, r domain.Refund) (app.RefundReservation, error) {
 	row, err := queryRow(ctx, db, reserveRefundStmt, refundValues(client, r))
 	if err != nil {
@@ -391,8 +203,27 @@ func (s *RefundStore) Release(ctx context.Context, k app.KeyClaim, refund domain
 	return s.releaseKey(ctx, releaseRefundStmt, k, map[string]any{"refund": int64(refund)})
 }
 
+// getRefundSQL reads a refund by its id, listRefundsSQL a payment's
+// refunds, oldest first; each row in nullableRefundRow's columns.
+const (
+	getRefundSQL = `
+SELECT id, payment_id, client_id, payment_provider, external_refund_id, amount, currency, status
+  FROM refund
+ WHERE id = @id`
+	listRefundsSQL = `
+SELECT id, payment_id, client_id, payment_provider, external_refund_id, amount, currency, status
+  FROM refund
+ WHERE payment_id = @payment
+ ORDER BY id`
+)
+
+var (
+	getRefundStmt   = compileNamed(getRefundSQL)
+	listRefundsStmt = compileNamed(listRefundsSQL)
+)
+
 func (s *RefundStore) Get(ctx context.Context, id domain.RefundID) (domain.Refund, error) {
-	refunds, err := s.list(ctx, "id = ?", int64(id))
+	refunds, err := s.list(ctx, getRefundStmt, map[string]any{"id": int64(id)})
 	if err != nil {
 		return domain.Refund{}, err
 	}
@@ -403,29 +234,31 @@ func (s *RefundStore) Get(ctx context.Context, id domain.RefundID) (domain.Refun
 }
 
 func (s *RefundStore) List(ctx context.Context, payment domain.PaymentID) ([]domain.Refund, error) {
-	return s.list(ctx, "payment_id = ?", int64(payment))
+	return s.list(ctx, listRefundsStmt, map[string]any{"payment": int64(payment)})
 }
 
-func (s *RefundStore) list(ctx context.Context, where string, arg any) ([]domain.Refund, error) {
-	var rows []nullableRefundRow
+// list runs q, which reads refunds.
+func (s *RefundStore) list(ctx context.Context, q namedSQL, values map[string]any) ([]domain.Refund, error) {
+	var refunds []domain.Refund
 	err := s.run(ctx, func(db *gorm.DB) error {
-		return db.WithContext(ctx).Table("refund").
-			Select("id, payment_id, client_id, payment_provider, external_refund_id, amount, currency, status").
-			Where(where, arg).Order("id").Scan(&rows).Error
+		return queryRows(ctx, db, q, values, func(r row) error {
+			var ref nullableRefundRow
+			if err := r.Scan(ref.targets()...); err != nil {
+				return err
+			}
+			refund, _, err := ref.toDomain()
+			refunds = append(refunds, refund)
+			return err
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read refunds: %w", err)
 	}
-	refunds := make([]domain.Refund, len(rows))
-	for i, row := range rows {
-		if refunds[i], _, err = row.toDomain(); err != nil {
-			return nil, err
-		}
-	}
 	return refunds, nil
 }
 
-// refundValues are reserveRefundClauses' parameters for client's refund r.
+// refundValues are the parameters of the clause refund_reservation for
+// client's refund r.
 func refundValues(client domain.ClientID, r domain.Refund) map[string]any {
 	return map[string]any{
 		"client":   string(client),

@@ -52,7 +52,7 @@ func TestReserveRetriesWhenTheRowInTheWayVanishes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := reserve(db.WithContext(ctx), "c", charge)
+			res, err := reserve(ctx, db, "c", charge)
 			if err != nil || res.Kind != app.ChargeReserved || vanished != 1 {
 				t.Fatalf("reserve: %+v, %v (the row vanished %d times); want a new reservation", res, err, vanished)
 			}

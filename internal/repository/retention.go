@@ -83,7 +83,7 @@ var retentionTargets = map[app.RetentionTable]retentionTarget{
 // condition before it is locked. The CTE runs once; the DELETE then removes
 // exactly the locked rows.
 func (t retentionTarget) sql() string {
-	cond := t.age + " < $1"
+	cond := t.age + " < @cutoff"
 	if t.also != "" {
 		cond += " AND " + t.also
 	}
@@ -92,10 +92,22 @@ WITH batch AS (
     SELECT %[2]s FROM %[1]s
      WHERE %[3]s
      ORDER BY %[4]s
-     LIMIT $2
+     LIMIT @limit
        FOR UPDATE SKIP LOCKED)
 DELETE FROM %[1]s WHERE (%[2]s) IN (SELECT %[2]s FROM batch)`, t.table, t.key, cond, t.age)
 }
+
+// retentionStmts are the batch deletes, compiled once.
+var retentionStmts = func() map[app.RetentionTable]namedSQL {
+	stmts := make(map[app.RetentionTable]namedSQL, len(retentionTargets))
+	for table, t := range retentionTargets {
+		stmts[table] = compileNamed(t.sql())
+	}
+	return stmts
+}()
+
+// tableExistsStmt: the table is in this database.
+var tableExistsStmt = compileNamed(`SELECT to_regclass(@table) IS NOT NULL`)
 
 // Retention is what the jobs delete and resume: the rows past their
 // retention (app.Retention) and the abandoned claims (app.AbandonedCharges).
@@ -113,21 +125,24 @@ func (s *Retention) DeleteExpiredBatch(ctx context.Context, table app.RetentionT
 	if !ok {
 		return 0, fmt.Errorf("no retention declared for table %q", table)
 	}
-	db := s.db.WithContext(ctx)
 	if t.mayBeAbsent {
 		var exists bool
-		if err := db.Raw("SELECT to_regclass(?) IS NOT NULL", t.table).Scan(&exists).Error; err != nil {
+		r, err := queryRow(ctx, s.db, tableExistsStmt, map[string]any{"table": t.table})
+		if err == nil {
+			err = r.Scan(&exists)
+		}
+		if err != nil {
 			return 0, mapError(fmt.Errorf("look up table %s: %w", t.table, err))
 		}
 		if !exists {
 			return 0, app.ErrRetentionTableAbsent
 		}
 	}
-	res := db.Exec(t.sql(), cutoff, limit)
-	if res.Error != nil {
-		return 0, mapError(fmt.Errorf("delete expired %s: %w", t.table, res.Error))
+	deleted, err := exec(ctx, s.db, retentionStmts[table], map[string]any{"cutoff": cutoff, "limit": limit})
+	if err != nil {
+		return 0, mapError(fmt.Errorf("delete expired %s: %w", t.table, err))
 	}
-	return int(res.RowsAffected), nil
+	return int(deleted), nil
 }
 
 // ListAbandoned implements app.AbandonedCharges. The partial index
@@ -137,14 +152,19 @@ func (s *Retention) DeleteExpiredBatch(ctx context.Context, table app.RetentionT
 // of other commands are filtered out here, not after the LIMIT, so however
 // many of them wait, they never crowd the caller's records out of a page.
 func (s *Retention) ListAbandoned(ctx context.Context, commands []app.CommandName, expiredFor time.Duration, limit int) ([]app.IdempotencyRecord, error) {
-	var rows []idempotencyRecordRow
-	err := listAbandoned(s.db.WithContext(ctx), commands, expiredFor, limit).Find(&rows).Error
+	var out []app.IdempotencyRecord
+	err := queryRows(ctx, s.db, listAbandonedStmt, map[string]any{
+		"micros": expiredFor.Microseconds(), "commands": commandNames(commands), "limit": limit,
+	}, func(r row) error {
+		var rec idempotencyRecordRow
+		if err := r.Scan(rec.targets()...); err != nil {
+			return err
+		}
+		out = append(out, rec.toApp())
+		return nil
+	})
 	if err != nil {
 		return nil, mapError(fmt.Errorf("list abandoned idempotency records: %w", err))
-	}
-	out := make([]app.IdempotencyRecord, len(rows))
-	for i, row := range rows {
-		out[i] = row.toApp()
 	}
 	return out, nil
 }
@@ -156,16 +176,17 @@ func (s *Retention) ListAbandoned(ctx context.Context, commands []app.CommandNam
 // point of any command (payment_id, refund_id) is never released: its
 // reservation may have reached the provider.
 func (s *Retention) ReleaseAbandoned(ctx context.Context, commands []app.CommandName, scope app.IdempotencyScope) (bool, error) {
-	res := releaseAbandoned(s.db.WithContext(ctx), commands, scope).Delete(&idempotencyRecordRow{})
-	if res.Error != nil {
-		return false, mapError(fmt.Errorf("release abandoned idempotency record: %w", res.Error))
+	released, err := exec(ctx, s.db, releaseAbandonedStmt, map[string]any{
+		"client": string(scope.ClientID), "key": scope.Key, "commands": commandNames(commands),
+	})
+	if err != nil {
+		return false, mapError(fmt.Errorf("release abandoned idempotency record: %w", err))
 	}
-	return res.RowsAffected == 1, nil
+	return released == 1, nil
 }
 
-// listAbandoned is ListAbandoned's query on db, and releaseAbandoned
-// ReleaseAbandoned's, apart from running them: the plan tests explain what
-// they send (claim_index_plan_test.go).
+// listAbandonedSQL is ListAbandoned's query, releaseAbandonedSQL
+// ReleaseAbandoned's.
 //
 // The list reads ix_idempotency_record_abandoned, whose predicate is
 // locked_until IS NOT NULL (00023): "locked_until < ..." implies it, in
@@ -182,22 +203,29 @@ func (s *Retention) ReleaseAbandoned(ctx context.Context, commands []app.Command
 // a partial index's predicate only from values it sees, and with the
 // status bound the list's generic plan on 00005's predicate was a scan of
 // the whole table (PostgreSQL kept the custom plan only because that one
-// cost less).
-func listAbandoned(db *gorm.DB, commands []app.CommandName, expiredFor time.Duration, limit int) *gorm.DB {
-	return db.Where("status = 'IN_PROGRESS' AND locked_until < clock_timestamp() - ? * interval '1 microsecond' AND command IN ?",
-		expiredFor.Microseconds(), commandNames(commands)).
-		Order("locked_until").Limit(limit)
-}
+// cost less). The plan tests explain both (claim_index_plan_test.go).
+const (
+	listAbandonedSQL = `
+SELECT client_id, idempotency_key, command_hash, command, status, response, http_status,
+       payment_id, refund_id, transition_id, lock_token, locked_until, created_at
+  FROM idempotency_record
+ WHERE status = 'IN_PROGRESS' AND locked_until < clock_timestamp() - @micros * interval '1 microsecond'
+   AND command = ANY(@commands)
+ ORDER BY locked_until
+ LIMIT @limit`
+	releaseAbandonedSQL = `
+DELETE FROM idempotency_record
+ WHERE client_id = @client AND idempotency_key = @key AND command = ANY(@commands) AND status = 'IN_PROGRESS'
+   AND coalesce(locked_until, 'infinity') < clock_timestamp() AND payment_id IS NULL AND refund_id IS NULL AND transition_id IS NULL`
+)
 
-func releaseAbandoned(db *gorm.DB, commands []app.CommandName, scope app.IdempotencyScope) *gorm.DB {
-	return db.Where(`client_id = ? AND idempotency_key = ? AND command IN ? AND status = 'IN_PROGRESS'
-		   AND coalesce(locked_until, 'infinity') < clock_timestamp() AND payment_id IS NULL AND refund_id IS NULL AND transition_id IS NULL`,
-		string(scope.ClientID), scope.Key, commandNames(commands))
-}
+var (
+	listAbandonedStmt    = compileNamed(listAbandonedSQL)
+	releaseAbandonedStmt = compileNamed(releaseAbandonedSQL)
+)
 
-// commandNames is commands as the command column holds them. GORM renders
-// an empty list as IN (NULL), which matches no record: a caller that knows
-// no command touches nothing.
+// commandNames is commands as the command column holds them. An empty
+// list matches no record: a caller that knows no command touches nothing.
 func commandNames(commands []app.CommandName) []string {
 	names := make([]string, len(commands))
 	for i, c := range commands {

@@ -47,8 +47,11 @@ UPDATE saga_step AS s
 RETURNING ` + sagaStepColumns
 
 var (
-	beginStepStmt = compileNamed(beginStepSQL)
-	fixRefundStmt = compileNamed(fixRefundSQL)
+	beginStepStmt  = compileNamed(beginStepSQL)
+	fixRefundStmt  = compileNamed(fixRefundSQL)
+	getStepStmt    = compileNamed(getStepSQL)
+	setWaitingStmt = compileNamed(setWaitingSQL)
+	waitingStmt    = compileNamed(waitingSQL)
 )
 
 func (s *SagaStore) Begin(ctx context.Context, rec app.SagaStepRecord) (stands app.SagaStepRecord, inserted bool, err error) {
@@ -69,10 +72,18 @@ func (s *SagaStore) Begin(ctx context.Context, rec app.SagaStepRecord) (stands a
 	return stands, inserted, nil
 }
 
+// getStepSQL reads a step's row.
+const getStepSQL = `
+SELECT ` + sagaStepColumns + `
+  FROM saga_step s
+ WHERE saga_id = @saga AND step_name = @step`
+
 func (s *SagaStore) Get(ctx context.Context, step app.SagaStep) (rec app.SagaStepRecord, found bool, err error) {
 	err = s.run(ctx, func(db *gorm.DB) error {
-		row := db.WithContext(ctx).Raw(`SELECT `+sagaStepColumns+` FROM saga_step s WHERE saga_id = ? AND step_name = ?`,
-			step.SagaID, step.Name).Row()
+		row, err := queryRow(ctx, db, getStepStmt, map[string]any{"saga": step.SagaID, "step": step.Name})
+		if err != nil {
+			return err
+		}
 		rec, err = scanSagaStep(row, nil)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
@@ -103,31 +114,36 @@ func (s *SagaStore) FixRefund(ctx context.Context, step app.SagaStep, payment do
 	return rec, nil
 }
 
+// setWaitingSQL marks a compensation as waiting for its step, or no
+// longer; waitingSQL lists the waiting ones, longest waiting first.
+const (
+	setWaitingSQL = `
+UPDATE saga_step
+   SET waiting = @waiting, updated_at = now()
+ WHERE saga_id = @saga AND step_name = @step AND kind = 'compensation' AND waiting <> @waiting`
+	waitingSQL = `
+SELECT ` + sagaStepColumns + `
+  FROM saga_step s
+ WHERE waiting
+ ORDER BY updated_at
+ LIMIT @limit`
+)
+
 func (s *SagaStore) SetWaiting(ctx context.Context, step app.SagaStep, waiting bool) error {
 	return s.run(ctx, func(db *gorm.DB) error {
-		return db.WithContext(ctx).Exec(`UPDATE saga_step SET waiting = ?, updated_at = now()
- WHERE saga_id = ? AND step_name = ? AND kind = 'compensation' AND waiting <> ?`,
-			waiting, step.SagaID, step.Name, waiting).Error
+		_, err := exec(ctx, db, setWaitingStmt, map[string]any{"waiting": waiting, "saga": step.SagaID, "step": step.Name})
+		return err
 	})
 }
 
 func (s *SagaStore) Waiting(ctx context.Context, limit int) ([]app.SagaStepRecord, error) {
 	var recs []app.SagaStepRecord
 	err := s.run(ctx, func(db *gorm.DB) error {
-		rows, err := db.WithContext(ctx).Raw(`SELECT `+sagaStepColumns+` FROM saga_step s
- WHERE waiting ORDER BY updated_at LIMIT ?`, limit).Rows()
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			rec, err := scanSagaStep(rows, nil)
-			if err != nil {
-				return err
-			}
+		return queryRows(ctx, db, waitingStmt, map[string]any{"limit": limit}, func(r row) error {
+			rec, err := scanSagaStep(r, nil)
 			recs = append(recs, rec)
-		}
-		return rows.Err()
+			return err
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list waiting compensations: %w", err)
@@ -169,7 +185,7 @@ func (s *SagaStore) Unresolved(ctx context.Context, client domain.ClientID, olde
 }
 
 // scanSagaStep reads sagaStepColumns, and inserted after them if not nil.
-func scanSagaStep(row interface{ Scan(...any) error }, inserted *bool) (app.SagaStepRecord, error) {
+func scanSagaStep(r row, inserted *bool) (app.SagaStepRecord, error) {
 	var (
 		rec         app.SagaStepRecord
 		kind        string
@@ -181,7 +197,7 @@ func scanSagaStep(row interface{ Scan(...any) error }, inserted *bool) (app.Saga
 	if inserted != nil {
 		targets = append(targets, inserted)
 	}
-	if err := row.Scan(targets...); err != nil {
+	if err := r.Scan(targets...); err != nil {
 		return app.SagaStepRecord{}, err
 	}
 	rec.Kind, rec.Compensates = app.SagaStepKind(kind), compensates.String
@@ -221,14 +237,10 @@ func (s *Outbox) Republish(ctx context.Context, resp app.StoredResponse) error {
 		return err
 	}
 	err = s.run(ctx, func(db *gorm.DB) error {
-		args, err := republishStmt.args(map[string]any{
+		_, err := exec(ctx, db, republishStmt, map[string]any{
 			"event_id": resp.Publish.EventID, "topic": s.outbox.RepliesTopic, "message_key": resp.Publish.Key,
 			"event_type": resp.Publish.EventType, "payload": string(resp.Body), "trace_context": ptrString(traceContext),
 		})
-		if err != nil {
-			return err
-		}
-		_, err = db.Statement.ConnPool.ExecContext(ctx, republishStmt.text, args...)
 		return err
 	})
 	if err != nil {

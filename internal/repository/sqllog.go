@@ -12,7 +12,9 @@ import (
 )
 
 // sqlLogger is GORM's logger for this service: a failed statement is
-// logged at error, a slow one at warn, and nothing else is done.
+// logged at error, a slow one at warn, and nothing else is done. GORM runs
+// no statement of the repository's (db.go): what it still sees is its own
+// work, such as a transaction's.
 //
 // GORM's own slog logger renders every statement with its parameters (a
 // regexp pass over the SQL) before it decides whether to log at all; the

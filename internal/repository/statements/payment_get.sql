@@ -1,0 +1,12 @@
+-- A payment by its id (ChargeStore.Get).
+--
+-- Between "-- clause NAME: begin" and "-- clause NAME: end" is a clause
+-- other statements have too, kept the same by TestSharedClausesAreTheSame
+-- (README.md).
+-- clause payment_columns: begin
+-- The payment, in the order of nullablePaymentRow.targets.
+SELECT p.id, p.client_id, p.order_id, p.customer_id, p.payment_provider,
+       p.external_payment_id, p.amount, p.currency, p.status, p.created_at, p.capture_method, p.captured_amount
+-- clause payment_columns: end
+  FROM payment p
+ WHERE p.id = @id
