@@ -137,7 +137,7 @@ func queryRows(ctx context.Context, db *gorm.DB, q namedSQL, values map[string]a
 	}
 	if pool, ok := db.Statement.ConnPool.(*sql.DB); ok {
 		return onPgx(ctx, pool, func(c *pgx.Conn) error {
-			rows, err := c.Query(ctx, q.text, args...)
+			rows, err := c.Query(ctx, q.text, args...) //nolint:rowserrcheck // eachRow returns rows.Err()
 			if err != nil {
 				return err
 			}
@@ -145,7 +145,7 @@ func queryRows(ctx context.Context, db *gorm.DB, q namedSQL, values map[string]a
 			return eachRow(rows, each)
 		})
 	}
-	rows, err := db.Statement.ConnPool.QueryContext(ctx, q.text, args...)
+	rows, err := db.Statement.ConnPool.QueryContext(ctx, q.text, args...) //nolint:rowserrcheck // eachRow returns rows.Err()
 	if err != nil {
 		return err
 	}
