@@ -33,6 +33,7 @@ var pgbenchVars = map[string]string{
 	"provider": "sandbox",
 	// A charge, not an authorization, and no reply: an HTTP command's.
 	"capture_method": "automatic",
+	"payment_method": "pm_card_visa", // pgbench takes no empty value; a charge that names its method stores one
 	"reply":          "false",
 	"reply_event_id": "00000000-0000-0000-0000-000000000000",
 	"reply_topic":    "payment.replies",

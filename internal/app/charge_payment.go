@@ -480,11 +480,11 @@ func (s *chargeSteps) Claim(ctx context.Context, r Repos, cmd ChargeCommand, k K
 	case !res.Claimed:
 		return Claimed[chargeReservation]{Kind: ClaimKeyHeld, Record: res.Standing}, nil
 	case res.Reserved:
-		return claimedPayment(ClaimFresh, withPaymentMethod(*res.Payment, cmd.Charge), res.SagaID), nil
+		return claimedPayment(ClaimFresh, *res.Payment, res.SagaID), nil
 	case res.Payment != nil && !res.Payment.Status.Final():
 		// A takeover: an earlier attempt crashed, or lost the provider's
 		// answer, after reserving the payment.
-		return claimedPayment(ClaimResumed, withPaymentMethod(*res.Payment, cmd.Charge), res.SagaID), nil
+		return claimedPayment(ClaimResumed, *res.Payment, res.SagaID), nil
 	case res.Payment != nil:
 		// A final payment under a claim still in progress: phase 3 ends
 		// both in one statement, so only a manual repair of the tables
@@ -513,7 +513,7 @@ func (s *chargeSteps) Claim(ctx context.Context, r Repos, cmd ChargeCommand, k K
 	}
 	switch in.Kind {
 	case ChargeReserved:
-		return claimedPayment(ClaimFresh, withPaymentMethod(in.Payment, cmd.Charge), res.SagaID), nil
+		return claimedPayment(ClaimFresh, in.Payment, res.SagaID), nil
 	case ChargeExternalPaymentExists:
 		// The second layer (R-DIST-IDEM-4): the same charge gets the
 		// existing payment, any other charge a conflict; neither reaches
@@ -539,15 +539,6 @@ func (s *chargeSteps) Claim(ctx context.Context, r Repos, cmd ChargeCommand, k K
 	default:
 		return Claimed[chargeReservation]{}, fmt.Errorf("reserve payment: unknown reservation kind %d", in.Kind)
 	}
-}
-
-// withPaymentMethod is payment p, reserved or taken over for charge c,
-// with c's payment method, which the payment's row does not keep: the
-// claim was made under c's command hash, which covers the payment method,
-// so every attempt at p under the key sends the same one.
-func withPaymentMethod(p domain.Payment, c domain.Charge) domain.Payment {
-	p.Charge.PaymentMethod = c.PaymentMethod
-	return p
 }
 
 // claimedPayment is a claim with a payment to charge.

@@ -361,3 +361,43 @@ func deadAddr(t *testing.T) string {
 	ln.Close()
 	return addr
 }
+
+// A charge that names its payment method (paymentMethod, Stripe's pm_...)
+// hashes it, so the completer can rebuild the command only if the payment
+// keeps it: an abandoned charge with a payment method is driven to its end
+// like any other, not left to a client who may never come back.
+func TestCompleterFinishesAnAbandonedChargeThatNamesItsPaymentMethod(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.New(t)
+	db := pool(t, dsn)
+	exec(t, db, `INSERT INTO order_projection (order_id, customer_id, amount, currency) VALUES (1001, 42, 100.50, 'RUB')`)
+
+	calls := provider.CallsMetric(prometheus.NewRegistry())
+	sb := startProvider(t)
+	r := newReplica(t, dsn, replicaOptions{})
+	charge := chargeThrough(t, r, sb.URL, calls)
+	r = newReplica(t, dsn, replicaOptions{charge: charge})
+
+	body := `{"orderId":1001,"customerId":42,"amount":"100.50","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_with_method","paymentMethod":"pm_card_visa"}`
+	if resp, _, err := postChargeWith(apiServer(t, r, chargeWith(r, crashingProvider{})), "abandoned-pm", body); err == nil {
+		t.Fatalf("the crashing request answered %d", resp.StatusCode)
+	}
+	exec(t, db, `UPDATE idempotency_record SET locked_until = clock_timestamp() - interval '2 minutes'`)
+	if err := r.jobs.CompleteAbandonedCharges(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var status, paymentStatus, method string
+	err := db.QueryRow(context.Background(), `
+		SELECT r.status, p.status, coalesce(p.payment_method, '')
+		  FROM idempotency_record r JOIN payment p ON p.id = r.payment_id
+		 WHERE r.idempotency_key = 'abandoned-pm'`).Scan(&status, &paymentStatus, &method)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status != "COMPLETED" || paymentStatus != "SUCCEEDED" || method != "pm_card_visa" {
+		t.Fatalf("after the completer: record %s, payment %s with method %q; want COMPLETED, SUCCEEDED, pm_card_visa", status, paymentStatus, method)
+	}
+	if n := len(sb.Ledger().Succeeded("pi_with_method")); n != 1 {
+		t.Fatalf("charges at the provider = %d, want 1", n)
+	}
+}

@@ -116,6 +116,7 @@ func (s *ChargeStore) claim(ctx context.Context, q namedSQL, k app.KeyClaim, ch 
 	values["provider"] = string(ch.Provider)
 	values["external"] = string(ch.ExternalPaymentID)
 	values["capture_method"] = captureMethod(ch)
+	values["payment_method"] = ch.PaymentMethod
 	err = s.run(ctx, func(db *gorm.DB) error {
 		row, err := queryRow(ctx, db, q, s.claimValues(k, values))
 		if err != nil {
@@ -167,6 +168,7 @@ func reserve(ctx context.Context, db *gorm.DB, client domain.ClientID, c domain.
 			"client": string(client), "order": int64(c.OrderID), "customer": int64(c.CustomerID),
 			"provider": string(c.Provider), "external": string(c.ExternalPaymentID),
 			"amount": c.Amount.Amount(), "currency": string(c.Amount.Currency()), "capture_method": captureMethod(c),
+			"payment_method": c.PaymentMethod,
 		})
 		if err != nil {
 			return app.ChargeReservation{}, fmt.Errorf("reserve payment: %w", err)
@@ -272,6 +274,7 @@ type paymentRow struct {
 	CreatedAt         time.Time
 	CaptureMethod     string
 	CapturedAmount    decimal.NullDecimal
+	PaymentMethod     sql.NullString
 }
 
 func (row paymentRow) toDomain() (domain.Payment, error) {
@@ -285,6 +288,7 @@ func (row paymentRow) toDomain() (domain.Payment, error) {
 		return domain.Payment{}, fmt.Errorf("payment %d: %w", row.ID, err)
 	}
 	charge.CaptureMethod = domain.CaptureMethod(row.CaptureMethod)
+	charge.PaymentMethod = row.PaymentMethod.String
 	p := domain.Payment{
 		ID:        domain.PaymentID(row.ID),
 		ClientID:  domain.ClientID(row.ClientID),
@@ -316,6 +320,7 @@ type nullablePaymentRow struct {
 	CreatedAt         sql.NullTime
 	CaptureMethod     sql.NullString
 	CapturedAmount    decimal.NullDecimal
+	PaymentMethod     sql.NullString
 }
 
 // targets are the row's scan targets, in the order of its columns in every
@@ -323,7 +328,7 @@ type nullablePaymentRow struct {
 // payment_columns of the statement files.
 func (p *nullablePaymentRow) targets() []any {
 	return []any{&p.ID, &p.ClientID, &p.OrderID, &p.CustomerID, &p.PaymentProvider,
-		&p.ExternalPaymentID, &p.Amount, &p.Currency, &p.Status, &p.CreatedAt, &p.CaptureMethod, &p.CapturedAmount}
+		&p.ExternalPaymentID, &p.Amount, &p.Currency, &p.Status, &p.CreatedAt, &p.CaptureMethod, &p.CapturedAmount, &p.PaymentMethod}
 }
 
 func (p nullablePaymentRow) toDomain() (domain.Payment, error) {
@@ -340,6 +345,7 @@ func (p nullablePaymentRow) toDomain() (domain.Payment, error) {
 		CreatedAt:         p.CreatedAt.Time,
 		CaptureMethod:     p.CaptureMethod.String,
 		CapturedAmount:    p.CapturedAmount,
+		PaymentMethod:     p.PaymentMethod,
 	}.toDomain()
 }
 

@@ -299,7 +299,7 @@ var planValues = map[string]string{ //nolint:gosec // G101: SQL literals of the 
 	"client": "'c'", "key": "'k1000'", "token": "'6f1d1d8e-63a5-4a4e-9b4e-7d0a3f3b8f10'", "hash": "'h'",
 	"lock_micros": "60000000", "atomic": "true", "command": "'charge'",
 	"order": "1000", "customer": "42", "amount": "10.00", "currency": "'RUB'", "provider": "'sandbox'",
-	"external": "'pi_1000'", "capture_method": "'automatic'", "payment": "1000", "payment_id": "1000",
+	"external": "'pi_1000'", "capture_method": "'automatic'", "payment_method": "''", "payment": "1000", "payment_id": "1000",
 	"refund": "802", "transition": "41", "kind": "'capture'", "reference": "'ref'", "provider_key": "'cap_41'",
 	"response": "'{}'", "http_status": "201", "status": "'SUCCEEDED'", "final_status": "'SUCCEEDED'",
 	"payment_status": "'SUCCEEDED'", "event_id": "'0b6b7f3c-4f0e-4f7e-9a51-2f1f3e0d6a11'", "topic": "'t'",

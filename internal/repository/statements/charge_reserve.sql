@@ -11,12 +11,12 @@
 -- Between "-- clause NAME: begin" and "-- clause NAME: end" is a clause
 -- other statements have too, kept the same by TestSharedClausesAreTheSame
 -- (README.md).
-INSERT INTO payment AS p (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status, capture_method)
-VALUES (@client, @order, @customer, @provider, @external, @amount, @currency, 'PENDING', @capture_method)
+INSERT INTO payment AS p (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status, capture_method, payment_method)
+VALUES (@client, @order, @customer, @provider, @external, @amount, @currency, 'PENDING', @capture_method, NULLIF(@payment_method, ''))
 ON CONFLICT DO NOTHING
 RETURNING
 -- clause payment_columns: begin
 -- The payment, in the order of nullablePaymentRow.targets.
        p.id, p.client_id, p.order_id, p.customer_id, p.payment_provider,
-       p.external_payment_id, p.amount, p.currency, p.status, p.created_at, p.capture_method, p.captured_amount
+       p.external_payment_id, p.amount, p.currency, p.status, p.created_at, p.capture_method, p.captured_amount, p.payment_method
 -- clause payment_columns: end

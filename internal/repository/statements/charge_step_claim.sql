@@ -57,8 +57,8 @@ matching_order AS (
 -- interleaving the database lets one reservation through, and a conflict
 -- waits for the other's commit instead of aborting this transaction.
 reserved AS (
-    INSERT INTO payment (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status, capture_method)
-    SELECT @client, @order, @customer, @provider, @external, @amount, @currency, 'PENDING', @capture_method
+    INSERT INTO payment (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status, capture_method, payment_method)
+    SELECT @client, @order, @customer, @provider, @external, @amount, @currency, 'PENDING', @capture_method, NULLIF(@payment_method, '')
       FROM matching_order
         ON CONFLICT DO NOTHING
  RETURNING *
@@ -115,7 +115,7 @@ SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
 -- clause payment_columns: begin
 -- The payment, in the order of nullablePaymentRow.targets.
        ch.id AS payment_id, ch.client_id, ch.order_id, ch.customer_id, ch.payment_provider,
-       ch.external_payment_id, ch.amount, ch.currency, ch.status, ch.created_at, ch.capture_method, ch.captured_amount,
+       ch.external_payment_id, ch.amount, ch.currency, ch.status, ch.created_at, ch.capture_method, ch.captured_amount, ch.payment_method,
 -- clause payment_columns: end
 -- clause standing_answers: begin
 -- The record in the claim's way, the columns of key_lookup.sql (recordRow),

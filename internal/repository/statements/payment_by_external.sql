@@ -7,7 +7,7 @@
 -- clause payment_columns: begin
 -- The payment, in the order of nullablePaymentRow.targets.
 SELECT p.id, p.client_id, p.order_id, p.customer_id, p.payment_provider,
-       p.external_payment_id, p.amount, p.currency, p.status, p.created_at, p.capture_method, p.captured_amount
+       p.external_payment_id, p.amount, p.currency, p.status, p.created_at, p.capture_method, p.captured_amount, p.payment_method
 -- clause payment_columns: end
   FROM payment p
  WHERE p.payment_provider = @provider AND p.external_payment_id = @external

@@ -9,7 +9,7 @@ SELECT f.id, f.payment_id, f.client_id, f.payment_provider, f.external_refund_id
 -- clause payment_columns: begin
 -- The payment, in the order of nullablePaymentRow.targets.
        p.id, p.client_id, p.order_id, p.customer_id, p.payment_provider,
-       p.external_payment_id, p.amount, p.currency, p.status, p.created_at, p.capture_method, p.captured_amount,
+       p.external_payment_id, p.amount, p.currency, p.status, p.created_at, p.capture_method, p.captured_amount, p.payment_method,
 -- clause payment_columns: end
 -- clause reported_claim: begin
 -- The claim in progress, found by its recovery point over the partial

@@ -10,7 +10,7 @@ SELECT t.id, t.payment_id, t.kind, t.amount, t.currency, t.reference, t.status,
 -- clause payment_columns: begin
 -- The payment, in the order of nullablePaymentRow.targets.
        p.id, p.client_id, p.order_id, p.customer_id, p.payment_provider,
-       p.external_payment_id, p.amount, p.currency, p.status, p.created_at, p.capture_method, p.captured_amount,
+       p.external_payment_id, p.amount, p.currency, p.status, p.created_at, p.capture_method, p.captured_amount, p.payment_method,
 -- clause payment_columns: end
 -- clause reported_claim: begin
 -- The claim in progress, found by its recovery point over the partial
