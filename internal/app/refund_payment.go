@@ -183,6 +183,10 @@ type ProviderRefund struct {
 	// PaymentReservedAt is when the payment was reserved, for a provider
 	// that lists its records over a window of time.
 	PaymentReservedAt time.Time
+	// ReservedAt is when the refund was reserved: a provider that forgets
+	// an idempotency key after a while (Stripe: 24 h) must not be sent the
+	// refund again once it may have, or it may refund twice.
+	ReservedAt time.Time
 	// Refund is what to refund.
 	Refund domain.Refund
 }
@@ -531,7 +535,7 @@ func (s *refundSteps) Call(ctx context.Context, t refundReservation) (ProviderDe
 // providerRefund is the refund as the provider is asked for it.
 func (t refundReservation) providerRefund() ProviderRefund {
 	return ProviderRefund{IdempotencyKey: t.refund.ProviderIdempotencyKey(), ChargeKey: t.chargeKey,
-		PaymentKey: t.paymentKey, PaymentReservedAt: t.paymentReservedAt, Refund: t.refund}
+		PaymentKey: t.paymentKey, PaymentReservedAt: t.paymentReservedAt, ReservedAt: t.refund.CreatedAt, Refund: t.refund}
 }
 
 // Lookup: what the provider holds under the refund's provider key.

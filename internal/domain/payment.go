@@ -218,6 +218,9 @@ type Refund struct {
 	ExternalRefundID ExternalRefundID
 	// Status is PENDING until the provider decides.
 	Status RefundStatus
+	// CreatedAt is when the refund was reserved: no request for it left
+	// before. Zero until it is stored.
+	CreatedAt time.Time
 }
 
 // NewRefund validates a PENDING refund of amount from payment. The amount

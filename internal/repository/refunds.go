@@ -207,11 +207,11 @@ func (s *RefundStore) Release(ctx context.Context, k app.KeyClaim, refund domain
 // refunds, oldest first; each row in nullableRefundRow's columns.
 const (
 	getRefundSQL = `
-SELECT id, payment_id, client_id, payment_provider, external_refund_id, amount, currency, status
+SELECT id, payment_id, client_id, payment_provider, external_refund_id, amount, currency, status, created_at
   FROM refund
  WHERE id = @id`
 	listRefundsSQL = `
-SELECT id, payment_id, client_id, payment_provider, external_refund_id, amount, currency, status
+SELECT id, payment_id, client_id, payment_provider, external_refund_id, amount, currency, status, created_at
   FROM refund
  WHERE payment_id = @payment
  ORDER BY id`
@@ -280,13 +280,14 @@ type nullableRefundRow struct {
 	Amount           decimal.NullDecimal
 	Currency         sql.NullString
 	Status           sql.NullString
+	CreatedAt        sql.NullTime
 }
 
 // targets are the row's fields as Scan takes them, in the order the
 // statements select them: id, payment_id, client_id, payment_provider,
-// external_refund_id, amount, currency, status.
+// external_refund_id, amount, currency, status, created_at.
 func (r *nullableRefundRow) targets() []any {
-	return []any{&r.ID, &r.PaymentID, &r.ClientID, &r.PaymentProvider, &r.ExternalRefundID, &r.Amount, &r.Currency, &r.Status}
+	return []any{&r.ID, &r.PaymentID, &r.ClientID, &r.PaymentProvider, &r.ExternalRefundID, &r.Amount, &r.Currency, &r.Status, &r.CreatedAt}
 }
 
 // toDomain maps a refund row read whole; the row's values passed the
@@ -304,6 +305,7 @@ func (r nullableRefundRow) toDomain() (domain.Refund, domain.ClientID, error) {
 		Provider:         domain.ProviderName(r.PaymentProvider.String),
 		ExternalRefundID: domain.ExternalRefundID(r.ExternalRefundID.String),
 		Status:           domain.RefundStatus(r.Status.String),
+		CreatedAt:        r.CreatedAt.Time.UTC(),
 	}, domain.ClientID(r.ClientID.String), nil
 }
 

@@ -231,6 +231,12 @@ func (c *Client) Refund(ctx context.Context, req app.ProviderRefund) (app.Provid
 	if err != nil {
 		return "", err
 	}
+	if !req.ReservedAt.IsZero() && c.cfg.Now().Sub(req.ReservedAt) > keyLifetime {
+		// As for a charge: once Stripe may have forgotten the key, this
+		// POST would be a new refund, and could give the money back twice.
+		return "", fmt.Errorf("%w: the refund was reserved at %s, longer ago than Stripe keeps its key; nothing was sent, the lookup says what was made",
+			app.ErrProviderNotCharged, req.ReservedAt.UTC().Format("2006-01-02T15:04:05Z"))
+	}
 	key, err := metadataValue(req.IdempotencyKey)
 	if err != nil {
 		return "", err

@@ -310,6 +310,12 @@ func TestEveryAnswerSortsIntoTheOutcomeModel(t *testing.T) {
 			call: func(t *testing.T, c *stripe.Client) (app.ProviderDecision, error) {
 				return c.Refund(t.Context(), refundOf(t, paid, "4.00", "re1"))
 			}, want: "APPROVED", sent: refundOf(t, paid, "4.00", "re1").IdempotencyKey, executed: 1},
+		{name: "refund reserved longer ago than Stripe keeps a key: not sent", prepare: func(t *testing.T, _ *stripefake.Server, c *stripe.Client) { pay(t, c) },
+			call: func(t *testing.T, c *stripe.Client) (app.ProviderDecision, error) {
+				req := refundOf(t, paid, "4.00", "re_old")
+				req.ReservedAt = time.Now().Add(-25 * time.Hour)
+				return c.Refund(t.Context(), req)
+			}, want: "not charged", executed: 0},
 		{name: "refund beyond what is left: refused for good", prepare: func(t *testing.T, _ *stripefake.Server, c *stripe.Client) {
 			pay(t, c)
 			must(t)(c.Refund(t.Context(), refundOf(t, paid, "10.00", "re2")))

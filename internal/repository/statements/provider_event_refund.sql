@@ -5,7 +5,7 @@
 -- Between "-- clause NAME: begin" and "-- clause NAME: end" is a clause
 -- other statements have too, kept the same by TestSharedClausesAreTheSame
 -- (README.md).
-SELECT f.id, f.payment_id, f.client_id, f.payment_provider, f.external_refund_id, f.amount, f.currency, f.status,
+SELECT f.id, f.payment_id, f.client_id, f.payment_provider, f.external_refund_id, f.amount, f.currency, f.status, f.created_at,
 -- clause payment_columns: begin
 -- The payment, in the order of nullablePaymentRow.targets.
        p.id, p.client_id, p.order_id, p.customer_id, p.payment_provider,

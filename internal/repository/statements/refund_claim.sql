@@ -115,7 +115,7 @@ SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
 -- clause claim_answers: end
        (SELECT o.saga_id FROM order_projection o JOIN payment p ON p.order_id = o.order_id
          WHERE p.id = @payment) AS saga_id,
-       f.id, f.payment_id, f.client_id, f.payment_provider, f.external_refund_id, f.amount, f.currency, f.status
+       f.id, f.payment_id, f.client_id, f.payment_provider, f.external_refund_id, f.amount, f.currency, f.status, f.created_at
   FROM (SELECT 1) AS one
   LEFT JOIN refund_row f ON true
 -- clause usual_answer: begin

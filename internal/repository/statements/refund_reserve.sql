@@ -78,6 +78,6 @@ SELECT EXISTS (SELECT 1 FROM reserved) AS reserved,
        coalesce((SELECT refundable FROM refund_target), false) AS refundable,
        coalesce((SELECT fits FROM refund_target), false) AS fits,
        coalesce((SELECT refund_reserved FROM refund_counted), (SELECT refund_reserved FROM refund_target)) AS refund_reserved,
-       r.id, r.payment_id, r.client_id, r.payment_provider, r.external_refund_id, r.amount, r.currency, r.status
+       r.id, r.payment_id, r.client_id, r.payment_provider, r.external_refund_id, r.amount, r.currency, r.status, r.created_at
   FROM (SELECT 1) AS one
   LEFT JOIN refund_row r ON true
