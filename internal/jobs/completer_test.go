@@ -94,15 +94,8 @@ func postChargeWith(srv *httptest.Server, key, body string) (*http.Response, []b
 // a live claim is left alone.
 func TestCompleterFinishesAnAbandonedCharge(t *testing.T) {
 	t.Parallel()
-	dsn := testdb.New(t)
-	db := pool(t, dsn)
-	exec(t, db, `INSERT INTO order_projection (order_id, customer_id, amount, currency) VALUES (1001, 42, 100.50, 'RUB')`)
-
-	calls := provider.CallsMetric(prometheus.NewRegistry())
-	sb := startProvider(t)
-	r := newReplica(t, dsn, replicaOptions{})
-	charge := chargeThrough(t, r, sb.URL, calls)
-	r = newReplica(t, dsn, replicaOptions{charge: charge})
+	rig := newCompleterRig(t)
+	db, sb, r, charge, calls := rig.db, rig.sb, rig.r, rig.charge, rig.calls
 
 	crashing := chargeWith(r, crashingProvider{})
 	if resp, _, err := postCharge(apiServer(t, r, crashing)); err == nil {
@@ -362,21 +355,37 @@ func deadAddr(t *testing.T) string {
 	return addr
 }
 
+// completerRig is a database with order 1001 projected, the sandbox
+// provider, and a replica whose charges (charge, its completer's among
+// them) go through it, counted in calls.
+type completerRig struct {
+	db     *pgxpool.Pool
+	sb     *sandboxprovider.Server
+	r      *replica
+	charge *app.ChargePayment
+	calls  *prometheus.CounterVec
+}
+
+func newCompleterRig(t *testing.T) completerRig {
+	t.Helper()
+	dsn := testdb.New(t)
+	db := pool(t, dsn)
+	exec(t, db, `INSERT INTO order_projection (order_id, customer_id, amount, currency) VALUES (1001, 42, 100.50, 'RUB')`)
+	calls := provider.CallsMetric(prometheus.NewRegistry())
+	sb := startProvider(t)
+	r := newReplica(t, dsn, replicaOptions{})
+	charge := chargeThrough(t, r, sb.URL, calls)
+	return completerRig{db: db, sb: sb, r: newReplica(t, dsn, replicaOptions{charge: charge}), charge: charge, calls: calls}
+}
+
 // A charge that names its payment method (paymentMethod, Stripe's pm_...)
 // hashes it, so the completer can rebuild the command only if the payment
 // keeps it: an abandoned charge with a payment method is driven to its end
 // like any other, not left to a client who may never come back.
 func TestCompleterFinishesAnAbandonedChargeThatNamesItsPaymentMethod(t *testing.T) {
 	t.Parallel()
-	dsn := testdb.New(t)
-	db := pool(t, dsn)
-	exec(t, db, `INSERT INTO order_projection (order_id, customer_id, amount, currency) VALUES (1001, 42, 100.50, 'RUB')`)
-
-	calls := provider.CallsMetric(prometheus.NewRegistry())
-	sb := startProvider(t)
-	r := newReplica(t, dsn, replicaOptions{})
-	charge := chargeThrough(t, r, sb.URL, calls)
-	r = newReplica(t, dsn, replicaOptions{charge: charge})
+	rig := newCompleterRig(t)
+	db, sb, r := rig.db, rig.sb, rig.r
 
 	body := `{"orderId":1001,"customerId":42,"amount":"100.50","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_with_method","paymentMethod":"pm_card_visa"}`
 	if resp, _, err := postChargeWith(apiServer(t, r, chargeWith(r, crashingProvider{})), "abandoned-pm", body); err == nil {
