@@ -252,7 +252,8 @@ func (uc *IdempotentCommand[C, T]) applyReported(ctx context.Context, r Repos, e
 			// both at once: only a manual repair leaves one without the other.
 			return "", "", "", fmt.Errorf("%s %s is PENDING without a claim in progress", uc.name, ev.ProviderKey)
 		}
-		k := KeyClaim{Scope: rep.Claim.Scope, CommandHash: rep.Claim.CommandHash, Token: rep.Claim.LockToken}
+		k := KeyClaim{Scope: rep.Claim.Scope, CommandHash: rep.Claim.CommandHash, Token: rep.Claim.LockToken,
+			answers: uc.answersOf(*rep.Claim, rep.Reservation)}
 		_, err = uc.steps.Record(ctx, r, k, rep.Reservation, settlement)
 		if errors.Is(err, ErrLockLost) {
 			// The claim's own phase 3 (or a takeover) committed between the

@@ -28,13 +28,13 @@ const (
 // on the core (payment_transition.go) that asks the provider to take what
 // it holds, and makes the payment SUCCEEDED with its captured amount. One
 // capture per authorization; a partial capture releases the rest.
-func NewCapturePayment(core *Core, provider CaptureProvider, responses TransitionResponses) *PaymentTransition {
+func NewCapturePayment(core *Core, provider CaptureProvider) *PaymentTransition {
 	return NewPaymentTransition(core, CommandCapture, domain.TransitionCapture, OperationCapturePayment, domain.PaymentSucceeded,
 		captureCall{provider}, TransitionEvents{
 			domain.PaymentSucceeded: EventPaymentCaptured,
 			domain.PaymentDeclined:  EventCaptureDeclined,
 			domain.PaymentFailed:    EventCaptureFailed,
-		}, responses)
+		})
 }
 
 // captureCall asks the provider for a capture.

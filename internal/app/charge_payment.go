@@ -42,6 +42,9 @@ type ChargeCommand struct {
 // IdempotencyKey is the client and key the charge came with.
 func (c ChargeCommand) IdempotencyKey() IdempotencyScope { return c.Scope }
 
+// Endpoint is the operation the charge came through.
+func (c ChargeCommand) Endpoint() string { return c.Operation }
+
 // Hash is SHA-256 over a canonical form of the validated command, built
 // from parsed values, not from the request bytes: reordered JSON keys,
 // whitespace or "100.5" versus "100.50" are the same command.
@@ -244,13 +247,14 @@ type ChargeOutcome struct {
 	Payment domain.Payment
 }
 
-// ChargeResponses renders a charge's outcome into the response stored for
-// the key and sent to the client (the HTTP adapter implements it), so the
-// use case stores the exact reply with the payment without knowing HTTP.
+// ChargeResponses renders a charge's outcome into the answer stored for
+// its key, scope, and sent to the client (each Transport implements it),
+// so the use case stores the exact answer with the payment without knowing
+// how it travels.
 type ChargeResponses interface {
-	// EncodeChargeOutcome returns the status and body bytes that answer
-	// the outcome, now and on every replay.
-	EncodeChargeOutcome(ChargeOutcome) (StoredResponse, error)
+	// EncodeChargeOutcome returns the answer to the outcome, now and on
+	// every replay.
+	EncodeChargeOutcome(scope IdempotencyScope, o ChargeOutcome) (StoredResponse, error)
 }
 
 // Payment event types. The suffix is the payload's version: a change that
@@ -333,20 +337,21 @@ type ChargePayment struct {
 	db          Transactor
 	providers   map[domain.ProviderName]ChargeProvider
 	authorizers map[domain.ProviderName]AuthorizationProvider
+	steps       *chargeSteps
 	run         *IdempotentCommand[ChargeCommand, chargeReservation]
 }
 
 // NewChargePayment builds the use case on core. A provider that is an
 // AuthorizationProvider too takes two-step payments (CaptureManual).
-func NewChargePayment(core *Core, providers map[domain.ProviderName]ChargeProvider, responses ChargeResponses) *ChargePayment {
+func NewChargePayment(core *Core, providers map[domain.ProviderName]ChargeProvider) *ChargePayment {
 	authorizers := map[domain.ProviderName]AuthorizationProvider{}
 	for name, p := range providers {
 		if a, ok := p.(AuthorizationProvider); ok {
 			authorizers[name] = a
 		}
 	}
-	steps := &chargeSteps{providers: providers, authorizers: authorizers, responses: responses, replies: core.replies}
-	return &ChargePayment{db: core.db, providers: providers, authorizers: authorizers,
+	steps := &chargeSteps{providers: providers, authorizers: authorizers}
+	return &ChargePayment{db: core.db, providers: providers, authorizers: authorizers, steps: steps,
 		run: NewIdempotentCommand(core, CommandCharge, steps)}
 }
 
@@ -400,11 +405,7 @@ func (uc *ChargePayment) Resume(ctx context.Context, rec IdempotencyRecord) erro
 	if err != nil {
 		return fmt.Errorf("read payment %d: %w", *rec.PaymentID, err)
 	}
-	cmd := ChargeCommand{Scope: rec.Scope, Charge: payment.Charge, Operation: OperationChargePayment}
-	if _, _, saga := SagaStepOf(rec.Scope); saga {
-		cmd.Operation = OperationSagaCharge
-	}
-	return uc.run.resume(ctx, rec, cmd)
+	return uc.run.resume(ctx, rec, chargeReservation{payment: payment}, OperationChargePayment)
 }
 
 // ClaimReadsKey: the charge's claim statement reads the key first
@@ -453,17 +454,11 @@ func (t chargeReservation) LogValue() slog.Value {
 type chargeSteps struct {
 	providers   map[domain.ProviderName]ChargeProvider
 	authorizers map[domain.ProviderName]AuthorizationProvider
-	responses   ChargeResponses
-	replies     SagaReplies // nil: no saga transport
 }
 
-// encode renders an outcome as the key's answer: a reply for a saga step's
-// key, an HTTP response otherwise.
-func (s *chargeSteps) encode(k KeyClaim, o ChargeOutcome) (StoredResponse, error) {
-	if step, _, ok := SagaStepOf(k.Scope); ok && s.replies != nil {
-		return s.replies.EncodeSagaReply(chargeReply(step, o))
-	}
-	return s.responses.EncodeChargeOutcome(o)
+// Rebuild: the charge of payment t.
+func (*chargeSteps) Rebuild(scope IdempotencyScope, t chargeReservation, operation string) ChargeCommand {
+	return ChargeCommand{Scope: scope, Charge: t.payment.Charge, Operation: operation}
 }
 
 // Claim: phase 1. On the pool only the usual answer comes back: a fresh
@@ -555,7 +550,7 @@ func (s *chargeSteps) answer(ctx context.Context, r Repos, k KeyClaim, p domain.
 	case domain.PaymentFailed:
 		kind = ChargeFailed
 	}
-	resp, err := s.encode(k, ChargeOutcome{Kind: kind, Payment: p})
+	resp, err := k.answers.EncodeChargeOutcome(k.Scope, ChargeOutcome{Kind: kind, Payment: p})
 	return storeAnswer[chargeReservation](ctx, r, k, resp, err)
 }
 
@@ -613,7 +608,7 @@ var chargeOutcomes = map[Settlement]ChargeOutcomeKind{
 func (s *chargeSteps) Record(ctx context.Context, r Repos, k KeyClaim, t chargeReservation, settled Settlement) (StoredResponse, error) {
 	outcome := ChargeOutcome{Kind: chargeOutcomes[settled], Payment: t.payment}
 	outcome.Payment.Status = settledStatus(t.payment, settled)
-	resp, err := s.encode(k, outcome)
+	resp, err := k.answers.EncodeChargeOutcome(k.Scope, outcome)
 	if err != nil {
 		return StoredResponse{}, err
 	}

@@ -81,8 +81,8 @@ func TestReleaseThatLosesTheFenceAnswersWhatTheKeyHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	provider := &gatedProvider{called: make(chan struct{}), release: make(chan struct{})}
-	uc := app.NewChargePayment(app.NewCore(repository.NewTransactor(db), 30*time.Second, logger),
-		map[domain.ProviderName]app.ChargeProvider{"sandbox": provider}, httpapi.ResponseEncoder{})
+	uc := app.NewChargePayment(app.NewCore(repository.NewTransactor(db), httpapi.ResponseEncoder{}, 30*time.Second, logger),
+		map[domain.ProviderName]app.ChargeProvider{"sandbox": provider})
 	money, err := domain.NewMoney(decimal.RequireFromString("10"), "RUB")
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -196,8 +198,12 @@ type Command interface {
 	// IdempotencyKey is the client and key the command came with.
 	IdempotencyKey() IdempotencyScope
 	// Hash is the command_hash of R-DIST-IDEM-3: the same for the same
-	// command however it was written, different for any other.
+	// command however it was written, different for any other. It covers
+	// the command's operation.
 	Hash() string
+	// Endpoint is the operation the command came through (its Operation,
+	// such as "POST /payments"): its transport answers it.
+	Endpoint() string
 }
 
 // canonicalHash is SHA-256 over fields, each length-prefixed, so that no
@@ -225,6 +231,9 @@ type KeyClaim struct {
 	Token uuid.UUID
 	// LockFor is how long the claim blocks duplicates.
 	LockFor time.Duration
+	// answers renders the command's outcome as the key's answer: the
+	// transport of the operation the command came through (Core.transport).
+	answers Transport
 }
 
 // ClaimKind is what phase 1 decided.
@@ -290,6 +299,11 @@ type CommandSteps[C Command, T any] interface {
 	// reservation no earlier request used. ErrLockLost if the token no
 	// longer owns the key.
 	Release(ctx context.Context, r Repos, k KeyClaim, t T) error
+	// Rebuild is the command a claim of scope with reservation t was made
+	// for, had it come through operation: what the completer runs again,
+	// and, by its hash, what tells which operation a record's command came
+	// through. It reads only what t's row keeps.
+	Rebuild(scope IdempotencyScope, t T, operation string) C
 }
 
 // CommandResult is the reply for the client.
@@ -300,12 +314,35 @@ type CommandResult struct {
 	Replayed bool
 }
 
+// Transport is a way commands reach the core and their answers leave it:
+// the HTTP API (internal/http's ResponseEncoder) or the saga's topics (the
+// saga's replies, WithSagaReplies). It renders each command's outcome as
+// the answer its key stores: the bytes every duplicate is answered with,
+// and the message that carries them, if any. scope is the key answered,
+// which names a saga's step; an HTTP response does not depend on it.
+//
+// The core picks the transport of each command by the operation it came
+// through (Core.transport), so that no command knows any transport, and
+// one core serves them all.
+type Transport interface {
+	ChargeResponses
+	RefundResponses
+	TransitionResponses
+}
+
 // Core is what the commands of one process share: the database, the
-// lock timeout and the bounds the answers are timed by, the logger, the
-// tracer, and the commands in flight that a shutdown drains.
+// transports that answer them, the lock timeout and the bounds the
+// answers are timed by, the logger, the tracer, and the commands in flight
+// that a shutdown drains.
 type Core struct {
-	db          Transactor
-	replies     SagaReplies
+	db Transactor
+	// answers is the transport of every operation no other transport
+	// carries: the HTTP API's.
+	answers Transport
+	// transports are the other transports, by the operations they carry,
+	// and operations those operations, in order.
+	transports  map[string]Transport
+	operations  []string
 	lockTimeout time.Duration
 	answerBound time.Duration
 	logger      *slog.Logger
@@ -314,16 +351,27 @@ type Core struct {
 	replays     *replayCache // nil: phase 0 always reads the database
 }
 
-// NewCore builds the shared core. lockTimeout is how long a claim holds a
+// NewCore builds the shared core. answers is the transport of every
+// command that comes through an operation no other transport carries
+// (WithTransport): the HTTP API's. lockTimeout is how long a claim holds a
 // key before a retry may take it over; it must exceed the slowest provider
 // call and the wait for earlier requests (ProviderAbilities.RequestBound).
-func NewCore(db Transactor, lockTimeout time.Duration, logger *slog.Logger, opts ...CoreOption) *Core {
-	c := &Core{db: db, lockTimeout: lockTimeout, answerBound: lockTimeout, logger: logger,
-		tracer: noop.NewTracerProvider().Tracer(""), running: newRunningCommands()}
+func NewCore(db Transactor, answers Transport, lockTimeout time.Duration, logger *slog.Logger, opts ...CoreOption) *Core {
+	c := &Core{db: db, answers: answers, transports: map[string]Transport{}, lockTimeout: lockTimeout, answerBound: lockTimeout,
+		logger: logger, tracer: noop.NewTracerProvider().Tracer(""), running: newRunningCommands()}
 	for _, opt := range opts {
 		opt(c)
 	}
+	c.operations = slices.Sorted(maps.Keys(c.transports))
 	return c
+}
+
+// transport is the transport of a command that came through operation.
+func (c *Core) transport(operation string) Transport {
+	if t, ok := c.transports[operation]; ok {
+		return t
+	}
+	return c.answers
 }
 
 // CoreOption configures the Core.
@@ -343,11 +391,14 @@ func WithAnswerBound(d time.Duration) CoreOption {
 	return func(c *Core) { c.answerBound = d }
 }
 
-// WithSagaReplies is how the commands answer a saga step's key (a
-// SagaStepScope): with a reply on the replies topic instead of an HTTP
-// response. Without it a saga step is answered as an HTTP command.
-func WithSagaReplies(r SagaReplies) CoreOption {
-	return func(c *Core) { c.replies = r }
+// WithTransport answers the commands that come through operations with
+// t instead of the core's default transport.
+func WithTransport(t Transport, operations ...string) CoreOption {
+	return func(c *Core) {
+		for _, op := range operations {
+			c.transports[op] = t
+		}
+	}
 }
 
 // KeyReadingSteps are CommandSteps whose Claim is phase 0's read too: its
@@ -437,7 +488,8 @@ func (uc *IdempotentCommand[C, T]) handle(ctx context.Context, cmd C, read bool)
 	}
 
 	// Phase 1: claim.
-	k := KeyClaim{Scope: scope, CommandHash: hash, Token: uuid.New(), LockFor: uc.core.lockTimeout}
+	k := KeyClaim{Scope: scope, CommandHash: hash, Token: uuid.New(), LockFor: uc.core.lockTimeout,
+		answers: uc.core.transport(cmd.Endpoint())}
 	claimStarted := time.Now()
 	claimed, err := uc.claim(ctx, cmd, k)
 	switch {
@@ -701,16 +753,46 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 	}
 }
 
-// resume runs a command the completer rebuilt from an abandoned record's
-// recovery point, as its client's retry. Only a command whose hash is the
-// record's is the one the key was claimed for; any other is left for the
-// client's own retry rather than guessed at.
-func (uc *IdempotentCommand[C, T]) resume(ctx context.Context, rec IdempotencyRecord, cmd C) error {
+// resume runs the command an abandoned record was claimed for, rebuilt
+// from its recovery point t, as its client's retry: the command as it came
+// through operation (its endpoint's), or through another transport's, as
+// the record's hash says. Only a command whose hash is the record's is the
+// one the key was claimed for; any other is left for the client's own
+// retry rather than guessed at.
+func (uc *IdempotentCommand[C, T]) resume(ctx context.Context, rec IdempotencyRecord, t T, operation string) error {
+	cmd, ok := uc.claimedVia(rec, t)
+	if !ok {
+		cmd = uc.steps.Rebuild(rec.Scope, t, operation)
+	}
 	if cmd.Hash() != rec.CommandHash {
 		return fmt.Errorf("the %s rebuilt from key %q's recovery point does not match the record; left for the client's retry", uc.name, rec.Scope.Key)
 	}
 	_, err := uc.Handle(ctx, cmd)
 	return err
+}
+
+// claimedVia is the command rec's key was claimed for with reservation t,
+// if it came through an operation of a transport other than the default:
+// the command rebuilt under each such operation whose hash is the
+// record's (the operation is part of the hash).
+func (uc *IdempotentCommand[C, T]) claimedVia(rec IdempotencyRecord, t T) (C, bool) {
+	for _, op := range uc.core.operations {
+		if cmd := uc.steps.Rebuild(rec.Scope, t, op); cmd.Hash() == rec.CommandHash {
+			return cmd, true
+		}
+	}
+	var none C
+	return none, false
+}
+
+// answersOf is the transport of rec's key, claimed with reservation t: the
+// one of the operation its command came through, told by its hash, and
+// the default one when no other's operation gives that hash.
+func (uc *IdempotentCommand[C, T]) answersOf(rec IdempotencyRecord, t T) Transport {
+	if cmd, ok := uc.claimedVia(rec, t); ok {
+		return uc.core.transport(cmd.Endpoint())
+	}
+	return uc.core.answers
 }
 
 // startPhase starts the span of one phase, named after the command.

@@ -130,6 +130,7 @@ var testScope = app.IdempotencyScope{ClientID: "c", Key: "k"}
 
 func (testCommand) IdempotencyKey() app.IdempotencyScope { return testScope }
 func (c testCommand) Hash() string                       { return c.hash }
+func (testCommand) Endpoint() string                     { return "test" }
 
 // testSteps answer as a case says.
 type testSteps struct {
@@ -230,6 +231,8 @@ func (s *testSteps) Record(ctx context.Context, r app.Repos, k app.KeyClaim, _ s
 	s.recorded = append(s.recorded, st)
 	return resp, nil
 }
+
+func (*testSteps) Rebuild(app.IdempotencyScope, string, string) testCommand { return testCommand{} }
 
 func (s *testSteps) Release(_ context.Context, _ app.Repos, k app.KeyClaim, _ string) error {
 	if s.releaseErr != nil {
@@ -520,7 +523,7 @@ func TestIdempotentCommandAnswersEveryPhase(t *testing.T) {
 				// has passed by the time the lookup answers.
 				steps.abilities = app.ProviderAbilities{Lookup: app.LookupByKey, RequestBound: max(tc.bound, time.Nanosecond)}
 			}
-			core := app.NewCore(db, testLock, slog.New(slog.DiscardHandler), app.WithAnswerBound(10*time.Second))
+			core := app.NewCore(db, nil, testLock, slog.New(slog.DiscardHandler), app.WithAnswerBound(10*time.Second))
 			uc := app.NewIdempotentCommand[testCommand, string](core, "test", steps)
 			if tc.keys != nil {
 				tc.keys(keys)
@@ -675,7 +678,7 @@ func TestKeyReadingClaimAnswersFromTheRecordItRead(t *testing.T) {
 				steps.onClaim = func() { tc.onClaim(keys) }
 			}
 			db := &fakeDB{keys: keys}
-			core := app.NewCore(db, testLock, slog.New(slog.DiscardHandler), app.WithAnswerBound(10*time.Second))
+			core := app.NewCore(db, nil, testLock, slog.New(slog.DiscardHandler), app.WithAnswerBound(10*time.Second))
 			uc := app.NewIdempotentCommand[testCommand, string](core, "test", keyReadingSteps{steps})
 			res, err := uc.Handle(context.Background(), testCommand{hash: "h"})
 			check(t, tc.want, res, err, keys, steps, db)

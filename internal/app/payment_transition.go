@@ -43,6 +43,9 @@ type TransitionCommand struct {
 // IdempotencyKey is the client and key the command came with.
 func (c TransitionCommand) IdempotencyKey() IdempotencyScope { return c.Scope }
 
+// Endpoint is the operation the command came through.
+func (c TransitionCommand) Endpoint() string { return c.Operation }
+
 // Hash is the command's command_hash; the operation tells a capture from
 // a void.
 func (c TransitionCommand) Hash() string {
@@ -173,11 +176,11 @@ type TransitionOutcome struct {
 	Payment domain.Payment
 }
 
-// TransitionResponses renders a transition's outcome into the response
-// stored for the key (the HTTP adapter implements it).
+// TransitionResponses renders a transition's outcome into the answer
+// stored for its key, scope (each Transport implements it).
 type TransitionResponses interface {
-	// EncodeTransitionOutcome returns the status and body bytes.
-	EncodeTransitionOutcome(TransitionOutcome) (StoredResponse, error)
+	// EncodeTransitionOutcome returns the answer to the outcome.
+	EncodeTransitionOutcome(scope IdempotencyScope, o TransitionOutcome) (StoredResponse, error)
 }
 
 // TransitionEvents name each kind's events by the transition's final
@@ -197,8 +200,8 @@ type PaymentTransition struct {
 // NewPaymentTransition builds the command of kind on core, named name in
 // its idempotency records, for requests to operation.
 func NewPaymentTransition(core *Core, name CommandName, kind domain.TransitionKind, operation string, approved domain.PaymentStatus,
-	call TransitionCall, events TransitionEvents, responses TransitionResponses) *PaymentTransition {
-	steps := &transitionSteps{name: name, kind: kind, approved: approved, call: call, events: events, responses: responses, replies: core.replies}
+	call TransitionCall, events TransitionEvents) *PaymentTransition {
+	steps := &transitionSteps{name: name, kind: kind, approved: approved, call: call, events: events}
 	return &PaymentTransition{db: core.db, kind: kind, operation: operation, run: NewIdempotentCommand(core, name, steps)}
 }
 
@@ -218,14 +221,7 @@ func (uc *PaymentTransition) Resume(ctx context.Context, rec IdempotencyRecord) 
 	if err != nil {
 		return fmt.Errorf("read %s %d: %w", uc.kind, *rec.TransitionID, err)
 	}
-	cmd := TransitionCommand{Scope: rec.Scope, PaymentID: t.PaymentID, Reference: t.Reference, Operation: uc.operation}
-	if _, _, saga := SagaStepOf(rec.Scope); saga {
-		cmd.Operation = OperationSagaCompensation // a saga step's void
-	}
-	if t.Kind == domain.TransitionCapture {
-		cmd.Amount, cmd.Currency = t.Amount.Amount(), t.Amount.Currency()
-	}
-	return uc.run.resume(ctx, rec, cmd)
+	return uc.run.resume(ctx, rec, transitionReservation{transition: t}, uc.operation)
 }
 
 // transitionReservation is a transition's recovery point: the PENDING
@@ -243,23 +239,20 @@ func (t transitionReservation) LogValue() slog.Value {
 
 // transitionSteps are a transition's parts of the core's protocol.
 type transitionSteps struct {
-	name      CommandName
-	kind      domain.TransitionKind
-	approved  domain.PaymentStatus
-	call      TransitionCall
-	events    TransitionEvents
-	responses TransitionResponses
-	replies   SagaReplies // nil: no saga transport
+	name     CommandName
+	kind     domain.TransitionKind
+	approved domain.PaymentStatus
+	call     TransitionCall
+	events   TransitionEvents
 }
 
-// encode renders an outcome as the key's answer: for a saga compensation's
-// key (the void of an authorized step) the compensation's reply, published
-// by the statement that stores it; an HTTP response otherwise.
-func (s *transitionSteps) encode(k KeyClaim, o TransitionOutcome) (StoredResponse, error) {
-	if step, compensates, ok := SagaStepOf(k.Scope); ok && s.replies != nil && s.kind == domain.TransitionVoid {
-		return s.replies.EncodeSagaReply(voidReply(step, compensates, o))
+// Rebuild: the capture or void t.
+func (*transitionSteps) Rebuild(scope IdempotencyScope, t transitionReservation, operation string) TransitionCommand {
+	cmd := TransitionCommand{Scope: scope, PaymentID: t.transition.PaymentID, Reference: t.transition.Reference, Operation: operation}
+	if t.transition.Kind == domain.TransitionCapture {
+		cmd.Amount, cmd.Currency = t.transition.Amount.Amount(), t.transition.Amount.Currency()
 	}
-	return s.responses.EncodeTransitionOutcome(o)
+	return cmd
 }
 
 // Claim: phase 1, after the payment's read (a capture is checked against
@@ -334,7 +327,7 @@ func (s *transitionSteps) answer(ctx context.Context, r Repos, k KeyClaim, p dom
 	case domain.PaymentFailed:
 		kind = TransitionFailed
 	}
-	resp, err := s.encode(k, TransitionOutcome{Kind: kind, Transition: t, Payment: p})
+	resp, err := k.answers.EncodeTransitionOutcome(k.Scope, TransitionOutcome{Kind: kind, Transition: t, Payment: p})
 	return storeAnswer[transitionReservation](ctx, r, k, resp, err)
 }
 
@@ -373,7 +366,7 @@ func (s *transitionSteps) Record(ctx context.Context, r Repos, k KeyClaim, t tra
 			p.Captured = &captured
 		}
 	}
-	resp, err := s.encode(k, TransitionOutcome{Kind: transitionOutcomes[settled], Transition: tr, Payment: p})
+	resp, err := k.answers.EncodeTransitionOutcome(k.Scope, TransitionOutcome{Kind: transitionOutcomes[settled], Transition: tr, Payment: p})
 	if err != nil {
 		return StoredResponse{}, err
 	}

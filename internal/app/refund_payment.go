@@ -54,6 +54,9 @@ type RefundCommand struct {
 // IdempotencyKey is the client and key the refund came with.
 func (c RefundCommand) IdempotencyKey() IdempotencyScope { return c.Scope }
 
+// Endpoint is the operation the refund came through.
+func (c RefundCommand) Endpoint() string { return c.Operation }
+
 // Hash is the refund's command_hash, over the same canonical form as a
 // charge's, with a version tag of its own.
 func (c RefundCommand) Hash() string {
@@ -230,12 +233,12 @@ type RefundOutcome struct {
 	Refund domain.Refund
 }
 
-// RefundResponses renders a refund's outcome into the response stored for
-// the key (the HTTP adapter implements it).
+// RefundResponses renders a refund's outcome into the answer stored for
+// its key, scope (each Transport implements it).
 type RefundResponses interface {
-	// EncodeRefundOutcome returns the status and body bytes that answer the
-	// outcome, now and on every replay.
-	EncodeRefundOutcome(RefundOutcome) (StoredResponse, error)
+	// EncodeRefundOutcome returns the answer to the outcome, now and on
+	// every replay.
+	EncodeRefundOutcome(scope IdempotencyScope, o RefundOutcome) (StoredResponse, error)
 }
 
 // Refund event types, on the payment events topic.
@@ -303,9 +306,8 @@ type RefundPayment struct {
 }
 
 // NewRefundPayment builds the use case on core.
-func NewRefundPayment(core *Core, provider RefundProvider, responses RefundResponses) *RefundPayment {
-	return &RefundPayment{db: core.db,
-		run: NewIdempotentCommand(core, CommandRefund, &refundSteps{provider: provider, responses: responses, replies: core.replies})}
+func NewRefundPayment(core *Core, provider RefundProvider) *RefundPayment {
+	return &RefundPayment{db: core.db, run: NewIdempotentCommand(core, CommandRefund, &refundSteps{provider: provider})}
 }
 
 // Handle runs the refund. Errors are the core's (IdempotentCommand.Handle),
@@ -325,12 +327,7 @@ func (uc *RefundPayment) Resume(ctx context.Context, rec IdempotencyRecord) erro
 	if err != nil {
 		return fmt.Errorf("read refund %d: %w", *rec.RefundID, err)
 	}
-	cmd := RefundCommand{Scope: rec.Scope, PaymentID: refund.PaymentID, Amount: refund.Amount.Amount(),
-		ExternalRefundID: refund.ExternalRefundID, Operation: OperationRefundPayment}
-	if _, _, saga := SagaStepOf(rec.Scope); saga {
-		cmd.Operation = OperationSagaCompensation
-	}
-	return uc.run.resume(ctx, rec, cmd)
+	return uc.run.resume(ctx, rec, refundReservation{refund: refund}, OperationRefundPayment)
 }
 
 // ListRefunds lists the refunds of one of the client's payments.
@@ -376,18 +373,13 @@ func (t refundReservation) LogValue() slog.Value {
 
 // refundSteps are the refund's own parts of the core's protocol.
 type refundSteps struct {
-	provider  RefundProvider
-	responses RefundResponses
-	replies   SagaReplies // nil: no saga transport
+	provider RefundProvider
 }
 
-// encode renders an outcome as the key's answer: a compensation's reply
-// for a saga step's key, an HTTP response otherwise.
-func (s *refundSteps) encode(k KeyClaim, o RefundOutcome) (StoredResponse, error) {
-	if step, compensates, ok := SagaStepOf(k.Scope); ok && s.replies != nil {
-		return s.replies.EncodeSagaReply(compensationReply(step, compensates, o))
-	}
-	return s.responses.EncodeRefundOutcome(o)
+// Rebuild: the refund t.
+func (*refundSteps) Rebuild(scope IdempotencyScope, t refundReservation, operation string) RefundCommand {
+	return RefundCommand{Scope: scope, PaymentID: t.refund.PaymentID, Amount: t.refund.Amount.Amount(),
+		ExternalRefundID: t.refund.ExternalRefundID, Operation: operation}
 }
 
 // Claim: phase 1, after the payment's read. On the pool both are
@@ -523,7 +515,7 @@ func (s *refundSteps) answer(ctx context.Context, r Repos, k KeyClaim, refund do
 	case domain.RefundFailed:
 		kind = RefundFailed
 	}
-	resp, err := s.encode(k, RefundOutcome{Kind: kind, Refund: refund})
+	resp, err := k.answers.EncodeRefundOutcome(k.Scope, RefundOutcome{Kind: kind, Refund: refund})
 	return storeAnswer[refundReservation](ctx, r, k, resp, err)
 }
 
@@ -559,7 +551,7 @@ var refundOutcomes = map[Settlement]RefundOutcomeKind{
 func (s *refundSteps) Record(ctx context.Context, r Repos, k KeyClaim, t refundReservation, settled Settlement) (StoredResponse, error) {
 	refund := t.refund
 	refund.Status = settled.Status()
-	resp, err := s.encode(k, RefundOutcome{Kind: refundOutcomes[settled], Refund: refund})
+	resp, err := k.answers.EncodeRefundOutcome(k.Scope, RefundOutcome{Kind: refundOutcomes[settled], Refund: refund})
 	if err != nil {
 		return StoredResponse{}, err
 	}

@@ -100,9 +100,9 @@ func TestRefundRoundTrips(t *testing.T) {
 	if err := db.Exec(`INSERT INTO order_projection (order_id, customer_id, amount, currency) VALUES (1001, 42, 100, 'RUB')`).Error; err != nil {
 		t.Fatal(err)
 	}
-	core := app.NewCore(repository.NewTransactor(db), 30*time.Second, logger)
-	charge := app.NewChargePayment(core, map[domain.ProviderName]app.ChargeProvider{"sandbox": approvingProvider{}}, httpapi.ResponseEncoder{})
-	refund := app.NewRefundPayment(core, approvingProvider{}, httpapi.ResponseEncoder{})
+	core := app.NewCore(repository.NewTransactor(db), httpapi.ResponseEncoder{}, 30*time.Second, logger)
+	charge := app.NewChargePayment(core, map[domain.ProviderName]app.ChargeProvider{"sandbox": approvingProvider{}})
+	refund := app.NewRefundPayment(core, approvingProvider{})
 
 	money, _ := domain.NewMoney(decimal.RequireFromString("100"), "RUB")
 	c, err := domain.NewCharge(1001, 42, money, "sandbox", "pi_trips")

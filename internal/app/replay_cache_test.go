@@ -44,7 +44,7 @@ var t0 = time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
 // entries end by policy on clock.
 func cachedCommand(keys *fakeKeys, clock *testClock, policy app.ReplayCachePolicy) *app.IdempotentCommand[testCommand, string] {
 	policy.Now = clock.Now
-	core := app.NewCore(&fakeDB{keys: keys}, testLock, slog.New(slog.DiscardHandler),
+	core := app.NewCore(&fakeDB{keys: keys}, nil, testLock, slog.New(slog.DiscardHandler),
 		app.WithReplayCache(replaycache.New(100, prometheus.NewRegistry()), policy))
 	return app.NewIdempotentCommand[testCommand, string](core, "test", &testSteps{keys: keys})
 }

@@ -207,6 +207,59 @@ type SagaReplies interface {
 	DecodeSagaReply(StoredResponse) (SagaReply, StoredResponse, error)
 }
 
+// WithSagaReplies makes the saga's steps a transport of the core's: a
+// command that comes through a saga's operation (OperationSagaCharge,
+// OperationSagaCompensation) is answered by the reply its outcome gets,
+// rendered by r, instead of an HTTP response.
+func WithSagaReplies(r SagaReplies) CoreOption {
+	return WithTransport(sagaTransport{r}, OperationSagaCharge, OperationSagaCompensation)
+}
+
+// sagaTransport answers a step's command: its outcome's reply, for the
+// step its key names (SagaStepScope, SagaCompensationScope), stored and
+// published with the outcome.
+type sagaTransport struct{ replies SagaReplies }
+
+// stepOf is the step scope names, and the step a compensation compensates.
+func stepOf(scope IdempotencyScope) (SagaStep, string, error) {
+	step, compensates, ok := SagaStepOf(scope)
+	if !ok {
+		return SagaStep{}, "", fmt.Errorf("the key %q names no saga step", scope.Key)
+	}
+	return step, compensates, nil
+}
+
+// EncodeChargeOutcome answers a charge step.
+func (t sagaTransport) EncodeChargeOutcome(scope IdempotencyScope, o ChargeOutcome) (StoredResponse, error) {
+	step, _, err := stepOf(scope)
+	if err != nil {
+		return StoredResponse{}, err
+	}
+	return t.replies.EncodeSagaReply(chargeReply(step, o))
+}
+
+// EncodeRefundOutcome answers a compensation that refunded.
+func (t sagaTransport) EncodeRefundOutcome(scope IdempotencyScope, o RefundOutcome) (StoredResponse, error) {
+	step, compensates, err := stepOf(scope)
+	if err != nil {
+		return StoredResponse{}, err
+	}
+	return t.replies.EncodeSagaReply(compensationReply(step, compensates, o))
+}
+
+// EncodeTransitionOutcome answers a compensation that voided an
+// authorized step's hold; a saga captures nothing.
+func (t sagaTransport) EncodeTransitionOutcome(scope IdempotencyScope, o TransitionOutcome) (StoredResponse, error) {
+	step, compensates, err := stepOf(scope)
+	if err != nil {
+		return StoredResponse{}, err
+	}
+	if o.Transition.Kind != domain.TransitionVoid {
+		return StoredResponse{}, fmt.Errorf("a saga step makes no %s", o.Transition.Kind)
+	}
+	return t.replies.EncodeSagaReply(voidReply(step, compensates, o))
+}
+
 // chargeReply is the reply a charge step's outcome is answered with.
 func chargeReply(step SagaStep, o ChargeOutcome) SagaReply {
 	var r SagaReply

@@ -63,9 +63,9 @@ SELECT g, 42, 100, 'RUB' FROM generate_series(2001, 2010) AS g`).Error; err != n
 		t.Fatal(err)
 	}
 	provider := &countingProvider{held: "pi_held", hold: make(chan struct{}), entering: make(chan struct{}, 1)}
-	core := app.NewCore(repository.NewTransactor(db), 30*time.Second, logger, app.WithSagaReplies(consumer.SagaReplies{}))
-	charges := app.NewChargePayment(core, map[domain.ProviderName]app.ChargeProvider{"sandbox": provider}, httpapi.ResponseEncoder{})
-	refunds := app.NewRefundPayment(core, approvingProvider{}, httpapi.ResponseEncoder{})
+	core := app.NewCore(repository.NewTransactor(db), httpapi.ResponseEncoder{}, 30*time.Second, logger, app.WithSagaReplies(consumer.SagaReplies{}))
+	charges := app.NewChargePayment(core, map[domain.ProviderName]app.ChargeProvider{"sandbox": provider})
+	refunds := app.NewRefundPayment(core, approvingProvider{})
 	steps := app.NewSagaSteps(charges, refunds, nil, consumer.SagaReplies{}, "saga", time.Second, "saga-commands", logger)
 	return &sagaRoundTrips{db: db, log: log, provider: provider, steps: steps}
 }

@@ -27,13 +27,13 @@ const (
 // NewVoidPayment is the void of authorized payments: a transition on the
 // core (payment_transition.go) that asks the provider to release the hold,
 // and makes the payment VOIDED, its order free for a new payment.
-func NewVoidPayment(core *Core, provider VoidProvider, responses TransitionResponses) *PaymentTransition {
+func NewVoidPayment(core *Core, provider VoidProvider) *PaymentTransition {
 	return NewPaymentTransition(core, CommandVoid, domain.TransitionVoid, OperationVoidPayment, domain.PaymentVoided,
 		voidCall{provider}, TransitionEvents{
 			domain.PaymentSucceeded: EventPaymentVoided,
 			domain.PaymentDeclined:  EventVoidDeclined,
 			domain.PaymentFailed:    EventVoidFailed,
-		}, responses)
+		})
 }
 
 // voidCall asks the provider for a void.

@@ -51,8 +51,8 @@ func TestASagaStepThatAsksAgainIsTriedAgainWhateverItsCause(t *testing.T) {
 	}
 	// step charges order with a core whose claims take lock at most.
 	step := func(lock time.Duration, order int64) error {
-		core := app.NewCore(repository.NewTransactor(db), lock, logger, app.WithSagaReplies(SagaReplies{}))
-		charges := app.NewChargePayment(core, map[domain.ProviderName]app.ChargeProvider{sandbox.Name: refused}, httpapi.ResponseEncoder{})
+		core := app.NewCore(repository.NewTransactor(db), httpapi.ResponseEncoder{}, lock, logger, app.WithSagaReplies(SagaReplies{}))
+		charges := app.NewChargePayment(core, map[domain.ProviderName]app.ChargeProvider{sandbox.Name: refused})
 		steps := app.NewSagaSteps(charges, nil, nil, SagaReplies{}, "saga", time.Hour, "saga-commands", logger)
 		_, err := steps.Charge(t.Context(), sagaCharge(t, order), time.Now())
 		return err

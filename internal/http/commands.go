@@ -449,11 +449,11 @@ func must(err error) {
 	}
 }
 
-// ResponseEncoder renders the commands' outcomes into the exact responses
-// that are stored with the idempotency key and replayed byte for byte
-// (app.ChargeResponses, app.RefundResponses). Bodies hold nothing
-// request-specific (no request id, no time of the reply), so the stored
-// bytes are right for every replay.
+// ResponseEncoder is the HTTP API's app.Transport: it renders the
+// commands' outcomes into the exact responses that are stored with the
+// idempotency key and replayed byte for byte. Bodies hold nothing
+// request-specific (no request id, no time of the reply, nothing of the
+// key), so the stored bytes are right for every replay.
 type ResponseEncoder struct{}
 
 // errUnknownOutcome: an outcome kind the encoder does not know.
@@ -470,7 +470,4 @@ func storedResponse(command string, status int, body any) (app.StoredResponse, e
 	return app.StoredResponse{StatusCode: status, Body: b}, nil
 }
 
-var (
-	_ app.ChargeResponses = ResponseEncoder{}
-	_ app.RefundResponses = ResponseEncoder{}
-)
+var _ app.Transport = ResponseEncoder{}

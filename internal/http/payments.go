@@ -242,7 +242,7 @@ func chargeOf(req chargeRequest) (domain.Charge, error) {
 }
 
 // EncodeChargeOutcome renders a charge's outcome.
-func (ResponseEncoder) EncodeChargeOutcome(o app.ChargeOutcome) (app.StoredResponse, error) {
+func (ResponseEncoder) EncodeChargeOutcome(_ app.IdempotencyScope, o app.ChargeOutcome) (app.StoredResponse, error) {
 	var status int
 	var body any
 	switch o.Kind {

@@ -120,7 +120,7 @@ func (h *refundHandlers) listRefunds(c echo.Context) error {
 
 // EncodeRefundOutcome renders a refund's outcome: the exact bytes stored
 // for its key, nothing request-specific in them.
-func (ResponseEncoder) EncodeRefundOutcome(o app.RefundOutcome) (app.StoredResponse, error) {
+func (ResponseEncoder) EncodeRefundOutcome(_ app.IdempotencyScope, o app.RefundOutcome) (app.StoredResponse, error) {
 	var status int
 	var body any
 	switch o.Kind {

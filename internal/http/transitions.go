@@ -12,7 +12,7 @@ import (
 
 // EncodeTransitionOutcome renders a capture's or a void's outcome: the
 // payment as it stands after it, or the problem with the payment.
-func (ResponseEncoder) EncodeTransitionOutcome(o app.TransitionOutcome) (app.StoredResponse, error) {
+func (ResponseEncoder) EncodeTransitionOutcome(_ app.IdempotencyScope, o app.TransitionOutcome) (app.StoredResponse, error) {
 	noun := string(o.Transition.Kind)
 	var status int
 	var body any

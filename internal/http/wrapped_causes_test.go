@@ -44,8 +44,8 @@ func TestAChargeErrorKeepsItsCauseAndItsProblem(t *testing.T) {
 	// charge runs a charge whose claim may take lock (the core's lock
 	// timeout) at most.
 	charge := func(lock time.Duration, db *gorm.DB, p app.ChargeProvider, order int64, external string) error {
-		core := app.NewCore(repository.NewTransactor(db), lock, logger)
-		uc := app.NewChargePayment(core, map[domain.ProviderName]app.ChargeProvider{sandbox.Name: p}, ResponseEncoder{})
+		core := app.NewCore(repository.NewTransactor(db), ResponseEncoder{}, lock, logger)
+		uc := app.NewChargePayment(core, map[domain.ProviderName]app.ChargeProvider{sandbox.Name: p})
 		_, err := uc.Handle(t.Context(), app.ChargeCommand{Scope: app.IdempotencyScope{ClientID: "c", Key: external},
 			Charge: newCharge(t, order, external), Operation: chargeOperation})
 		return err

@@ -36,8 +36,8 @@ func TestCompleterFinishesAnAbandonedRefund(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	core := app.NewCore(r.tx, 30*time.Second, discardLogger)
-	refund := app.NewRefundPayment(core, client, httpapi.ResponseEncoder{})
+	core := app.NewCore(r.tx, httpapi.ResponseEncoder{}, 30*time.Second, discardLogger)
+	refund := app.NewRefundPayment(core, client)
 
 	amount, _ := domain.NewMoney(decimal.RequireFromString("100.50"), "RUB")
 	c, err := domain.NewCharge(1001, 42, amount, sandbox.Name, "pi_refunded")

@@ -163,8 +163,8 @@ func chargeThrough(t testing.TB, r *replica, url string, calls *prometheus.Count
 // chargeWith builds the charge use case of replica r on the sandbox
 // provider p.
 func chargeWith(r *replica, p app.ChargeProvider) *app.ChargePayment {
-	return app.NewChargePayment(app.NewCore(r.tx, 30*time.Second, discardLogger),
-		map[domain.ProviderName]app.ChargeProvider{sandbox.Name: p}, httpapi.ResponseEncoder{})
+	return app.NewChargePayment(app.NewCore(r.tx, httpapi.ResponseEncoder{}, 30*time.Second, discardLogger),
+		map[domain.ProviderName]app.ChargeProvider{sandbox.Name: p})
 }
 
 // counterOf reads the provider calls counter for one outcome.

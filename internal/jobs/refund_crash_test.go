@@ -102,8 +102,8 @@ func newRefundSetting(t *testing.T, external domain.ExternalRefundID) refundSett
 		t.Fatal(err)
 	}
 	s.store = s.replica.tx.AutoCommit().Refunds
-	core := app.NewCore(s.replica.tx, 30*time.Second, discardLogger)
-	s.refund = app.NewRefundPayment(core, client, httpapi.ResponseEncoder{})
+	core := app.NewCore(s.replica.tx, httpapi.ResponseEncoder{}, 30*time.Second, discardLogger)
+	s.refund = app.NewRefundPayment(core, client)
 
 	amount, _ := domain.NewMoney(decimal.RequireFromString("100.50"), "RUB")
 	c, err := domain.NewCharge(1001, 42, amount, sandbox.Name, "pi_refunded")

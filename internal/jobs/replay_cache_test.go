@@ -59,11 +59,11 @@ func TestAPurgedKeyIsNeverAnsweredFromTheReplayCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	core := app.NewCore(r.tx, 30*time.Second, discardLogger, app.WithReplayCache(replaycache.New(100, reg),
+	core := app.NewCore(r.tx, httpapi.ResponseEncoder{}, 30*time.Second, discardLogger, app.WithReplayCache(replaycache.New(100, reg),
 		app.ReplayCachePolicy{Retention: ttl, ClockMargin: 5 * time.Minute, MaxAge: 24 * time.Hour, Now: clock.Now}))
 	charge := app.NewChargePayment(core, map[domain.ProviderName]app.ChargeProvider{
 		sandbox.Name: provider.Instrument(sandbox.Name, client, provider.CallsMetric(prometheus.NewRegistry())),
-	}, httpapi.ResponseEncoder{})
+	})
 	command := func(order domain.OrderID, amount, external string) app.ChargeCommand {
 		money, _ := domain.NewMoney(decimal.RequireFromString(amount), "RUB")
 		c, err := domain.NewCharge(order, 42, money, sandbox.Name, domain.ExternalPaymentID(external))

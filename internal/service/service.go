@@ -191,7 +191,8 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 		// A live attempt answers within its call's bound, after which the
 		// record follows at once.
 		app.WithAnswerBound(cfg.ProviderTimeout + time.Second),
-		// A saga step's key is answered by a reply on its topic.
+		// A command that comes through a saga's operation is answered by
+		// a reply on its topic; any other by its HTTP response.
 		app.WithSagaReplies(consumer.SagaReplies{}),
 	}
 	if rc := cfg.ReplayCache; rc.Entries > 0 {
@@ -204,15 +205,15 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 			MaxAge:      rc.MaxAge,
 		}))
 	}
-	core := app.NewCore(tx, cfg.IdempotencyLockTimeout, logger, coreOpts...)
-	charges := app.NewChargePayment(core, providers, httpapi.ResponseEncoder{})
+	core := app.NewCore(tx, httpapi.ResponseEncoder{}, cfg.IdempotencyLockTimeout, logger, coreOpts...)
+	charges := app.NewChargePayment(core, providers)
 	// The one provider refunds too; its refund calls are counted and traced
 	// with its charges.
 	refunds := app.NewRefundPayment(core,
-		provider.InstrumentRefunds(name, client, calls, observe...), httpapi.ResponseEncoder{})
+		provider.InstrumentRefunds(name, client, calls, observe...))
 	// A void releases a hold asked over HTTP, or by the compensation of a
 	// saga step that authorized.
-	voids := app.NewVoidPayment(core, provider.InstrumentVoids(name, client, calls, observe...), httpapi.ResponseEncoder{})
+	voids := app.NewVoidPayment(core, provider.InstrumentVoids(name, client, calls, observe...))
 	uc := useCases{
 		tx:            tx,
 		provider:      name,
@@ -225,7 +226,7 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 			cfg.Saga.OrderWait, cfg.Saga.Group, logger),
 		outboxWaker: waker,
 	}
-	uc.capturePayment = app.NewCapturePayment(core, provider.InstrumentCaptures(name, client, calls, observe...), httpapi.ResponseEncoder{})
+	uc.capturePayment = app.NewCapturePayment(core, provider.InstrumentCaptures(name, client, calls, observe...))
 	uc.voidPayment = voids
 	return uc, nil
 }
