@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -32,11 +31,6 @@ type ChargeCommand struct {
 	// Operation names the endpoint, such as "POST /payments": one key
 	// cannot be shared between endpoints.
 	Operation string
-	// begins, when set, is the saga step the charge is, tried for the
-	// first time: its claim inserts the step's saga_step row too
-	// (ChargeStore.ClaimStep), and any answer but the usual one is
-	// errStepNotBegun (SagaSteps.Charge).
-	begins *SagaStep
 }
 
 // IdempotencyKey is the client and key the charge came with.
@@ -358,24 +352,10 @@ func NewChargePayment(core *Core, providers map[domain.ProviderName]ChargeProvid
 // Handle runs the charge. Errors are the core's (IdempotentCommand.Handle),
 // ErrUnknownProvider, domain.ErrOrderNotFound and domain.ErrOrderMismatch.
 func (uc *ChargePayment) Handle(ctx context.Context, cmd ChargeCommand) (CommandResult, error) {
-	return uc.handle(ctx, cmd, true)
-}
-
-// handleNewKey runs a charge whose key its caller has just seen to be new
-// (a saga step whose saga_step row it has just inserted), without phase
-// 0's read; it answers as Handle does (IdempotentCommand.handleUnread).
-func (uc *ChargePayment) handleNewKey(ctx context.Context, cmd ChargeCommand) (CommandResult, error) {
-	return uc.handle(ctx, cmd, false)
-}
-
-func (uc *ChargePayment) handle(ctx context.Context, cmd ChargeCommand, read bool) (CommandResult, error) {
 	// Before the claim: an invalid command stores nothing, so the client
 	// can fix it and retry with the same key.
 	if err := uc.accepts(cmd.Charge); err != nil {
 		return CommandResult{}, err
-	}
-	if !read {
-		return uc.run.handleUnread(ctx, cmd)
 	}
 	return uc.run.Handle(ctx, cmd)
 }
@@ -412,32 +392,6 @@ func (uc *ChargePayment) Resume(ctx context.Context, rec IdempotencyRecord) erro
 // (KeyReadingSteps), and answers a record in its way with Standing.
 func (*chargeSteps) ClaimReadsKey() {}
 
-// errStepNotBegun: a saga step's claim that also inserts its saga_step row
-// (ChargeStore.ClaimStep) had another answer than the usual one, and
-// committed nothing.
-var errStepNotBegun = errors.New("the saga step was not begun with its claim")
-
-// claimBeginning is phase 1 of a saga step tried for the first time: the
-// step's row, the payment and the key in one statement, which keeps only
-// the usual answer: a new payment, or the takeover of a claim whose step's
-// row the purge took first. Any other is errStepNotBegun, for the caller
-// to take the way every step took before (SagaSteps.Charge).
-func (s *chargeSteps) claimBeginning(ctx context.Context, r Repos, cmd ChargeCommand, k KeyClaim) (Claimed[chargeReservation], error) {
-	res, err := r.Charges.ClaimStep(ctx, k, cmd.Charge, *cmd.begins)
-	switch {
-	case errors.Is(err, ErrClaimNeedsTransaction):
-		return Claimed[chargeReservation]{}, errStepNotBegun
-	case err != nil:
-		return Claimed[chargeReservation]{}, err
-	case res.Reserved:
-		return claimedPayment(ClaimFresh, *res.Payment, res.SagaID), nil
-	case res.Claimed && res.Payment != nil && res.Payment.Status == domain.PaymentPending:
-		return claimedPayment(ClaimResumed, *res.Payment, res.SagaID), nil
-	default:
-		return Claimed[chargeReservation]{}, fmt.Errorf("claim saga step %s: the statement kept an answer it must not: %+v", cmd.begins.Name, res)
-	}
-}
-
 // chargeReservation is the charge's recovery point: the PENDING payment,
 // with the order's saga for its event.
 type chargeReservation struct {
@@ -464,9 +418,6 @@ func (*chargeSteps) Rebuild(scope IdempotencyScope, t chargeReservation, operati
 // Claim: phase 1. On the pool only the usual answer comes back: a fresh
 // or resumed PENDING payment.
 func (s *chargeSteps) Claim(ctx context.Context, r Repos, cmd ChargeCommand, k KeyClaim) (Claimed[chargeReservation], error) {
-	if cmd.begins != nil {
-		return s.claimBeginning(ctx, r, cmd, k)
-	}
 	res, err := r.Charges.Claim(ctx, k, cmd.Charge)
 	if err != nil {
 		return Claimed[chargeReservation]{}, err

@@ -414,18 +414,34 @@ type KeyReadingSteps interface {
 	ClaimReadsKey()
 }
 
+// NewKeySteps are CommandSteps whose Claim claims only a key its own
+// statement finds new, and otherwise claims nothing, stores nothing and
+// returns an error for its caller, which then goes another way: a saga
+// step's first try, whose statement inserts the step's saga_step row and
+// claims only under a new row (SagaSteps.Charge). The core reads nothing
+// before their claim, not even the replay cache, and returns a claim's
+// error as it is, without reading the key again (refused): the other way
+// checks what the key cannot tell (the step's row) before it reads the
+// key, and a read here would cost a round trip for nothing.
+type NewKeySteps interface {
+	// ClaimsOnlyNewKeys marks the steps.
+	ClaimsOnlyNewKeys()
+}
+
 // IdempotentCommand runs one kind of command through the core.
 type IdempotentCommand[C Command, T any] struct {
 	core          *Core
 	name          CommandName
 	steps         CommandSteps[C, T]
 	claimReadsKey bool // the steps are KeyReadingSteps
+	onlyNewKeys   bool // the steps are NewKeySteps
 }
 
 // NewIdempotentCommand binds a command's steps to the core.
 func NewIdempotentCommand[C Command, T any](core *Core, name CommandName, steps CommandSteps[C, T]) *IdempotentCommand[C, T] {
 	_, readsKey := steps.(KeyReadingSteps)
-	return &IdempotentCommand[C, T]{core: core, name: name, steps: steps, claimReadsKey: readsKey}
+	_, onlyNew := steps.(NewKeySteps)
+	return &IdempotentCommand[C, T]{core: core, name: name, steps: steps, claimReadsKey: readsKey, onlyNewKeys: onlyNew}
 }
 
 // minRetryAfter is the least a client is ever told to wait, and what it is
@@ -443,22 +459,6 @@ const finishTimeout = 10 * time.Second
 // before the provider is called), the steps' own errors from phase 1 (such
 // as domain.ErrOrderNotFound), or unexpected ones.
 func (uc *IdempotentCommand[C, T]) Handle(ctx context.Context, cmd C) (CommandResult, error) {
-	return uc.handle(ctx, cmd, true)
-}
-
-// handleUnread runs the command from phase 1, without phase 0's read, from
-// the replay cache or the database: for a key its caller has just seen to
-// be new (a saga step whose saga_step row is new), where the read would
-// find nothing. It answers as Handle does whatever the key holds: a claim
-// that does not claim answers from the record its statement read
-// (KeyReadingSteps), or re-reads the key (answerFromKey), as phase 0
-// would; and a claim that takes a lapsed record over is the claim phase 0
-// would have let through.
-func (uc *IdempotentCommand[C, T]) handleUnread(ctx context.Context, cmd C) (CommandResult, error) {
-	return uc.handle(ctx, cmd, false)
-}
-
-func (uc *IdempotentCommand[C, T]) handle(ctx context.Context, cmd C, read bool) (CommandResult, error) {
 	scope, hash := cmd.IdempotencyKey(), cmd.Hash()
 	// Once the key is claimed the work runs to a recorded end even if the
 	// client goes away: the lock timeout bounds it, a shutdown that runs
@@ -470,7 +470,9 @@ func (uc *IdempotentCommand[C, T]) handle(ctx context.Context, cmd C, read bool)
 
 	// Phase 0: read, from this replica's replay cache when it holds the
 	// key's completed answer (replay_cache.go), else from the database,
-	// unless phase 1's statement reads the key itself (KeyReadingSteps).
+	// unless phase 1's statement reads the key itself (KeyReadingSteps);
+	// nothing for steps that claim only new keys (NewKeySteps).
+	read := !uc.onlyNewKeys
 	if read {
 		if rec, ok := uc.core.cached(scope); ok {
 			return uc.answerFrom(rec, hash)
@@ -674,8 +676,8 @@ func (uc *IdempotentCommand[C, T]) answerFromKey(ctx context.Context, k KeyClaim
 // enough: a command's claim commits before any state it changes, so a
 // refusal that saw the change finds the claim. A free key leaves the
 // refusal standing, with nothing stored. The database's being unreachable
-// is no refusal: it is answered as it is. (handleUnread's callers take a
-// refusal to the way that reads the key, so they skip this.)
+// is no refusal: it is answered as it is. (NewKeySteps' callers take a
+// refusal to a way that reads the key, so they skip this.)
 func (uc *IdempotentCommand[C, T]) refused(ctx context.Context, k KeyClaim, refusal error) (CommandResult, error) {
 	var inProgress *InProgressError
 	if errors.Is(refusal, ErrStoreUnavailable) || errors.As(refusal, &inProgress) {

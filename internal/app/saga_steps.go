@@ -77,6 +77,7 @@ type SagaSteps struct {
 	db        Transactor
 	client    domain.ClientID
 	charges   *ChargePayment
+	begin     *IdempotentCommand[ChargeCommand, chargeReservation] // a charge step's first try
 	refunds   *RefundPayment
 	voids     *PaymentTransition // nil: no two-step payments
 	replies   SagaReplies
@@ -94,6 +95,7 @@ type SagaSteps struct {
 func NewSagaSteps(charges *ChargePayment, refunds *RefundPayment, voids *PaymentTransition, replies SagaReplies, client domain.ClientID,
 	orderWait time.Duration, consumer string, logger *slog.Logger) *SagaSteps {
 	return &SagaSteps{db: charges.db, client: client, charges: charges, refunds: refunds, voids: voids, replies: replies,
+		begin:     NewIdempotentCommand(charges.run.core, CommandCharge, stepBeginning{charges.steps}),
 		orderWait: orderWait, consumer: consumer, logger: logger}
 }
 
@@ -105,17 +107,15 @@ func (uc *SagaSteps) Charge(ctx context.Context, c SagaCharge, firstTried time.T
 	cmd := ChargeCommand{Scope: SagaStepScope(uc.client, c.Step), Charge: c.Charge, Operation: OperationSagaCharge}
 	// The usual step, tried for the first time, is begun with its claim:
 	// its saga_step row, its payment and its key in one statement, which
-	// commits all of them or nothing (ChargeStore.ClaimStep). Its key is
-	// not read before: a step whose row is new has a new key, and the
-	// statement claims only under a new row. Every other step (its name
-	// taken: re-sent, tombstoned, reused; its order not projected yet; its
-	// claim refused) commits nothing there, and goes the long way below.
+	// commits all of them or nothing (stepBeginning). Its key is not read
+	// before: a step whose row is new has a new key, and the statement
+	// claims only under a new row. Every other step (its name taken:
+	// re-sent, tombstoned, reused; its order not projected yet; its claim
+	// refused) commits nothing there, and goes the long way below.
 	if uc.charges.accepts(c.Charge) == nil {
-		first := cmd
-		first.begins = &c.Step
-		res, err := uc.charges.handleNewKey(ctx, first)
+		res, err := uc.begin.Handle(ctx, cmd)
 		if !errors.Is(err, errStepNotBegun) {
-			return uc.charged(ctx, cmd, res, err, firstTried)
+			return uc.charged(ctx, c.Step, cmd, res, err, firstTried)
 		}
 	}
 
@@ -136,11 +136,49 @@ func (uc *SagaSteps) Charge(ctx context.Context, c SagaCharge, firstTried time.T
 	// until it is finished). The charge's claim reads the key first
 	// (KeyReadingSteps) and answers from what it holds.
 	res, err := uc.charges.Handle(ctx, cmd)
-	return uc.charged(ctx, cmd, res, err, firstTried)
+	return uc.charged(ctx, c.Step, cmd, res, err, firstTried)
+}
+
+// errStepNotBegun: a charge step's first try (stepBeginning) had another
+// answer than the usual one, and committed nothing.
+var errStepNotBegun = errors.New("the saga step was not begun with its claim")
+
+// stepBeginning are the charge's steps for a charge step's first try: its
+// claim begins the step too. They claim only a new step's key
+// (NewKeySteps), and the rest is the charge's.
+type stepBeginning struct{ *chargeSteps }
+
+// ClaimsOnlyNewKeys: the claim is made only under a saga_step row its
+// statement has just inserted.
+func (stepBeginning) ClaimsOnlyNewKeys() {}
+
+// Claim: the step's row, the payment and the key in one statement
+// (ChargeStore.ClaimStep), which keeps only the usual answer: a new
+// payment, or the takeover of a claim whose step's row the purge took
+// first. Any other is errStepNotBegun, for the step to go the way every
+// step took before (SagaSteps.Charge).
+func (stepBeginning) Claim(ctx context.Context, r Repos, cmd ChargeCommand, k KeyClaim) (Claimed[chargeReservation], error) {
+	step, _, err := stepOf(cmd.Scope)
+	if err != nil {
+		return Claimed[chargeReservation]{}, err
+	}
+	res, err := r.Charges.ClaimStep(ctx, k, cmd.Charge, step)
+	switch {
+	case errors.Is(err, ErrClaimNeedsTransaction):
+		return Claimed[chargeReservation]{}, errStepNotBegun
+	case err != nil:
+		return Claimed[chargeReservation]{}, err
+	case res.Reserved:
+		return claimedPayment(ClaimFresh, *res.Payment, res.SagaID), nil
+	case res.Claimed && res.Payment != nil && res.Payment.Status == domain.PaymentPending:
+		return claimedPayment(ClaimResumed, *res.Payment, res.SagaID), nil
+	default:
+		return Claimed[chargeReservation]{}, fmt.Errorf("claim saga step %s: the statement kept an answer it must not: %+v", step.Name, res)
+	}
 }
 
 // charged answers a charge step from what its charge did.
-func (uc *SagaSteps) charged(ctx context.Context, cmd ChargeCommand, res CommandResult, err error, firstTried time.Time) (SagaResult, error) {
+func (uc *SagaSteps) charged(ctx context.Context, step SagaStep, cmd ChargeCommand, res CommandResult, err error, firstTried time.Time) (SagaResult, error) {
 	var inProgress *InProgressError
 	var unknown *OutcomeUnknownError
 	switch {
@@ -156,13 +194,13 @@ func (uc *SagaSteps) charged(ctx context.Context, cmd ChargeCommand, res Command
 	case errors.Is(err, domain.ErrOrderNotFound) && time.Since(firstTried) < uc.orderWait:
 		return SagaResult{}, fmt.Errorf("%w: %w", ErrSagaRetry, err)
 	case errors.Is(err, domain.ErrOrderNotFound):
-		return uc.fail(ctx, cmd, SagaCodeOrderNotFound, fmt.Sprintf("the order is not known to the payment service after %s", uc.orderWait))
+		return uc.fail(ctx, step, cmd, SagaCodeOrderNotFound, fmt.Sprintf("the order is not known to the payment service after %s", uc.orderWait))
 	case errors.Is(err, domain.ErrOrderMismatch):
-		return uc.fail(ctx, cmd, SagaCodeOrderMismatch, "the customer, amount or currency differ from the order's")
+		return uc.fail(ctx, step, cmd, SagaCodeOrderMismatch, "the customer, amount or currency differ from the order's")
 	case errors.Is(err, ErrUnknownProvider):
-		return uc.fail(ctx, cmd, SagaCodeUnknownProvider, "unknown payment provider")
+		return uc.fail(ctx, step, cmd, SagaCodeUnknownProvider, "unknown payment provider")
 	case errors.Is(err, ErrNoTwoStepPayments):
-		return uc.fail(ctx, cmd, SagaCodeInvalidCommand, "the payment provider takes no two-step payments (captureMethod manual)")
+		return uc.fail(ctx, step, cmd, SagaCodeInvalidCommand, "the payment provider takes no two-step payments (captureMethod manual)")
 	default:
 		// The provider did not act for now (the key was given back), the
 		// database is down, or something else: nothing is stored.
@@ -387,8 +425,7 @@ func cancelledReply(step SagaStep) SagaReply {
 // fail stores a charge step's failure that needs no provider call under
 // the step's key, with the charge's hash so that a re-sent step replays
 // it, and publishes it.
-func (uc *SagaSteps) fail(ctx context.Context, cmd ChargeCommand, code, detail string) (SagaResult, error) {
-	step, _, _ := SagaStepOf(cmd.Scope)
+func (uc *SagaSteps) fail(ctx context.Context, step SagaStep, cmd ChargeCommand, code, detail string) (SagaResult, error) {
 	return uc.answer(ctx, cmd.Scope, cmd.Hash(), failedReply(step, code, detail))
 }
 
