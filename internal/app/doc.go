@@ -37,8 +37,10 @@
 // ChargePayment, RefundPayment and the PaymentTransitions run on one core (idempotent_command.go):
 // a read, then three atomic phases (claim, call, record), with the outcome
 // model (outcome.go) between the call and the record. A saga step runs on
-// the same core under a key of its own, and the core renders its answer
-// as a reply (SagaReplies) instead of an HTTP response.
+// the same core under a key of its own. The core answers each command with
+// the transport of the operation it came through (Transport): the HTTP
+// API's response by default, the step's reply for the saga's operations
+// (WithSagaReplies); no command knows either.
 //
 // The transaction boundary is visible in the use case: a phase that is
 // one statement runs on the pool (Transactor.AutoCommit), a unit of
