@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/shopspring/decimal"
 	"gorm.io/gorm"
 
 	"github.com/example/payment-service/internal/app"
@@ -76,12 +75,7 @@ func (s *sagaRoundTrips) charge(t *testing.T, saga uuid.UUID, order int64, exter
 	if err != nil {
 		t.Fatal(err)
 	}
-	money, _ := domain.NewMoney(decimal.RequireFromString("100"), "RUB")
-	c, err := domain.NewCharge(domain.OrderID(order), 42, money, "sandbox", domain.ExternalPaymentID(external))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return app.SagaCharge{EventID: uuid.New(), Step: step, Charge: c}
+	return app.SagaCharge{EventID: uuid.New(), Step: step, Charge: newTestCharge(t, order, external)}
 }
 
 // payments counts the payments of an order.
