@@ -10,13 +10,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"gorm.io/gorm"
 
 	"github.com/example/payment-service/internal/app"
-	"github.com/example/payment-service/internal/consumer"
 	"github.com/example/payment-service/internal/domain"
-	httpapi "github.com/example/payment-service/internal/http"
-	"github.com/example/payment-service/internal/repository"
 )
 
 // countingProvider approves every charge, counts the calls, and holds
@@ -48,25 +44,14 @@ func (p *countingProvider) LookupCharge(context.Context, app.ProviderCharge) (ap
 // sagaRoundTrips is the saga's charge steps on a real database whose
 // round trips are logged.
 type sagaRoundTrips struct {
-	db       *gorm.DB
-	log      *statementLog
+	sagaOnCore
 	provider *countingProvider
-	steps    *app.SagaSteps
 }
 
 func newSagaRoundTrips(t *testing.T) *sagaRoundTrips {
 	t.Helper()
-	db, log, logger := openLogged(t, 4)
-	if err := db.Exec(`INSERT INTO order_projection (order_id, customer_id, amount, currency)
-SELECT g, 42, 100, 'RUB' FROM generate_series(2001, 2010) AS g`).Error; err != nil {
-		t.Fatal(err)
-	}
 	provider := &countingProvider{held: "pi_held", hold: make(chan struct{}), entering: make(chan struct{}, 1)}
-	core := app.NewCore(repository.NewTransactor(db), httpapi.ResponseEncoder{}, 30*time.Second, logger, app.WithSagaReplies(consumer.SagaReplies{}))
-	charges := app.NewChargePayment(core, map[domain.ProviderName]app.ChargeProvider{"sandbox": provider})
-	refunds := app.NewRefundPayment(core, approvingProvider{})
-	steps := app.NewSagaSteps(charges, refunds, nil, consumer.SagaReplies{}, "saga", time.Second, "saga-commands", logger)
-	return &sagaRoundTrips{db: db, log: log, provider: provider, steps: steps}
+	return &sagaRoundTrips{sagaOnCore: newSagaOnCore(t, 2001, provider, approvingProvider{}), provider: provider}
 }
 
 func (s *sagaRoundTrips) charge(t *testing.T, saga uuid.UUID, order int64, external string) app.SagaCharge {

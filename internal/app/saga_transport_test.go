@@ -52,30 +52,42 @@ func (p *losingProvider) LookupRefund(context.Context, app.ProviderRefund) (app.
 	return p.answer()
 }
 
-// transportRig is the service's commands on a real database, with the
-// HTTP API's transport and the saga's.
+// sagaOnCore is the saga's steps and the commands they run, on one core
+// over a real database whose round trips are logged, with the HTTP API's
+// transport and the saga's, and ten orders from firstOrder projected.
+type sagaOnCore struct {
+	db      *gorm.DB
+	log     *statementLog
+	charges *app.ChargePayment
+	refunds *app.RefundPayment
+	steps   *app.SagaSteps
+}
+
+func newSagaOnCore(t *testing.T, firstOrder int64, charger app.ChargeProvider, refunder app.RefundProvider) sagaOnCore {
+	t.Helper()
+	db, log, logger := openLogged(t, 4)
+	if err := db.Exec(`INSERT INTO order_projection (order_id, customer_id, amount, currency)
+SELECT g, 42, 100, 'RUB' FROM generate_series(?::bigint, ?::bigint + 9) AS g`, firstOrder, firstOrder).Error; err != nil {
+		t.Fatal(err)
+	}
+	core := app.NewCore(repository.NewTransactor(db), httpapi.ResponseEncoder{}, 30*time.Second, logger,
+		app.WithSagaReplies(consumer.SagaReplies{}))
+	charges := app.NewChargePayment(core, map[domain.ProviderName]app.ChargeProvider{"sandbox": charger})
+	refunds := app.NewRefundPayment(core, refunder)
+	return sagaOnCore{db: db, log: log, charges: charges, refunds: refunds,
+		steps: app.NewSagaSteps(charges, refunds, nil, consumer.SagaReplies{}, "saga", time.Second, "saga-commands", logger)}
+}
+
+// transportRig is sagaOnCore with a provider that loses answers.
 type transportRig struct {
-	db       *gorm.DB
+	sagaOnCore
 	provider *losingProvider
-	charges  *app.ChargePayment
-	refunds  *app.RefundPayment
-	steps    *app.SagaSteps
 }
 
 func newSagaTransport(t *testing.T) *transportRig {
 	t.Helper()
-	db, _, logger := openLogged(t, 4)
-	if err := db.Exec(`INSERT INTO order_projection (order_id, customer_id, amount, currency)
-SELECT g, 42, 100, 'RUB' FROM generate_series(3001, 3010) AS g`).Error; err != nil {
-		t.Fatal(err)
-	}
 	provider := &losingProvider{}
-	core := app.NewCore(repository.NewTransactor(db), httpapi.ResponseEncoder{}, 30*time.Second, logger,
-		app.WithSagaReplies(consumer.SagaReplies{}))
-	charges := app.NewChargePayment(core, map[domain.ProviderName]app.ChargeProvider{"sandbox": provider})
-	refunds := app.NewRefundPayment(core, provider)
-	return &transportRig{db: db, provider: provider, charges: charges, refunds: refunds,
-		steps: app.NewSagaSteps(charges, refunds, nil, consumer.SagaReplies{}, "saga", time.Second, "saga-commands", logger)}
+	return &transportRig{sagaOnCore: newSagaOnCore(t, 3001, provider, provider), provider: provider}
 }
 
 func newTestCharge(t *testing.T, order int64, external string) domain.Charge {
