@@ -24,6 +24,9 @@
 //     went away to their end (complete_abandoned_charges.go).
 //   - ExpireLapsedAuthorizations: record EXPIRED the authorizations whose
 //     hold the provider says lapsed (expire_authorizations.go).
+//   - SettleReceivedModifications: look up the captures, voids and refunds
+//     a provider received (a 202) and whose event has not come, and record
+//     what it decided (received_modifications.go).
 //   - PurgeExpired: delete what is past its retention (purge_expired.go).
 //
 // And one that reaches the commands by another transport:
@@ -36,7 +39,10 @@
 //
 // ChargePayment, RefundPayment and the PaymentTransitions run on one core (idempotent_command.go):
 // a read, then three atomic phases (claim, call, record), with the outcome
-// model (outcome.go) between the call and the record. A saga step runs on
+// model (outcome.go) between the call and the record; a capture, void or
+// refund the provider received and decides later is recorded as such,
+// its reservation kept until its event (received_modifications.go). A
+// saga step runs on
 // the same core under a key of its own, and the core renders its answer
 // as a reply (SagaReplies) instead of an HTTP response.
 //
