@@ -42,7 +42,8 @@ func TestTheOutcomeTableIsTheModel(t *testing.T) {
 	// answer, at each kind of provider; for a resumed refusal at a
 	// provider that can be asked, the lookup's; after a lookup that found
 	// nothing, the timing.
-	for _, call := range []app.ProviderAnswer{app.AnswerApproved, app.AnswerDeclined, app.AnswerRefusedForGood, app.AnswerNotNow, app.AnswerUnknown} {
+	for _, call := range []app.ProviderAnswer{app.AnswerApproved, app.AnswerDeclined, app.AnswerRefusedForGood, app.AnswerNotNow, app.AnswerUnknown,
+		app.AnswerReceived, app.AnswerFailed} {
 		for _, provider := range allProviders {
 			for _, resumed := range []bool{false, true} {
 				a := app.CallAnswers{Call: call, Resumed: resumed, Provider: provider}
@@ -52,7 +53,7 @@ func TestTheOutcomeTableIsTheModel(t *testing.T) {
 				if !resumed || provider == app.NotifiesOnly || (call != app.AnswerRefusedForGood && call != app.AnswerNotNow) {
 					continue
 				}
-				for _, lookup := range []app.ProviderAnswer{app.AnswerApproved, app.AnswerDeclined, app.AnswerHoldsNothing, app.AnswerUnknown} {
+				for _, lookup := range []app.ProviderAnswer{app.AnswerApproved, app.AnswerDeclined, app.AnswerHoldsNothing, app.AnswerUnknown, app.AnswerFailed} {
 					for _, mayLand := range []bool{false, true} {
 						a := app.CallAnswers{Call: call, Resumed: true, Lookup: lookup, EarlierMayLand: mayLand, Provider: provider}
 						if !covered[a] {
@@ -95,7 +96,7 @@ var (
 	answerWords = map[string]app.ProviderAnswer{
 		"approved": app.AnswerApproved, "declined": app.AnswerDeclined, "refused for good": app.AnswerRefusedForGood,
 		"not now": app.AnswerNotNow, "unknown": app.AnswerUnknown, "holds nothing": app.AnswerHoldsNothing,
-		"not asked": app.AnswerNotAsked, "–": app.AnswerNotAsked,
+		"not asked": app.AnswerNotAsked, "–": app.AnswerNotAsked, "received": app.AnswerReceived, "failed": app.AnswerFailed,
 	}
 	allProviders  = []app.Recovery{app.NotifiesOnly, app.LooksUp, app.LooksUpWithinBound}
 	providerWords = map[string][]app.Recovery{
@@ -110,6 +111,7 @@ var (
 		"look up":          {Action: app.LookUpKey},
 		"wait":             {Action: app.WaitForEarlier},
 		"keep unknown":     {Action: app.KeepUnknown},
+		"record received":  {Action: app.RecordReceived},
 	}
 )
 

@@ -45,7 +45,8 @@ type ProviderEvent struct {
 	Provider domain.ProviderName
 	// Object is whether it reports a charge or a refund.
 	Object ProviderObject
-	// Decision is the provider's decision.
+	// Decision is the provider's decision: approved, declined, or for a
+	// modification it received, failed.
 	Decision ProviderDecision
 	// ProviderKey is the idempotency key the service sent with the call
 	// (domain.Charge.ProviderIdempotencyKey, domain.Refund's): how the
@@ -221,16 +222,21 @@ const reportAttempts = 3
 // the claim that holds its key (a live request, or an abandoned one):
 // whichever of the event and the claim's own phase 3 commits first records
 // the decision, and the other's statement matches nothing (ErrLockLost)
-// and sees the result. A final reservation is never changed: the event
-// agrees with it or contradicts it.
+// and sees the result. A PENDING reservation whose key is answered (a
+// modification the provider received) is settled by its own statement
+// (ReceivedSteps.SettleReceived), once. A final reservation is never
+// changed: the event agrees with it or contradicts it.
 func (uc *IdempotentCommand[C, T]) applyReported(ctx context.Context, r Repos, ev ProviderEvent) (ProviderEventResult, domain.PaymentStatus, string, error) {
 	steps, ok := uc.steps.(ReportedSteps[T])
 	if !ok {
 		return "", "", "", fmt.Errorf("the %s command does not take provider events", uc.name)
 	}
 	settlement := SettledApproved
-	if ev.Decision == ProviderDeclined {
+	switch ev.Decision {
+	case ProviderDeclined:
 		settlement = SettledDeclined
+	case ProviderFailed:
+		settlement = SettledFailed
 	}
 	for range reportAttempts {
 		rep, found, err := steps.Reported(ctx, r, ev)
@@ -248,9 +254,24 @@ func (uc *IdempotentCommand[C, T]) applyReported(ctx context.Context, r Repos, e
 			// A later event never undoes a final state.
 			return EventContradicts, rep.Status, fmt.Sprintf("the provider reports %s, the service recorded %s", ev.Decision, rep.Status), nil
 		case rep.Claim == nil:
-			// Phase 1 writes a reservation with its claim, and phase 3 ends
-			// both at once: only a manual repair leaves one without the other.
-			return "", "", "", fmt.Errorf("%s %s is PENDING without a claim in progress", uc.name, ev.ProviderKey)
+			// A PENDING reservation whose key is answered: a modification
+			// the provider received, which the event settles by a
+			// statement of its own (received_modifications.go). Phase 1
+			// writes a reservation with its claim, and phase 3 ends both
+			// at once, or records the receipt: only a manual repair
+			// leaves one without the other otherwise.
+			settled, err := uc.settleReceived(ctx, r, rep.Reservation, settlement)
+			switch {
+			case errors.Is(err, ErrNotReceived):
+				return "", "", "", fmt.Errorf("%s %s is PENDING without a claim in progress", uc.name, ev.ProviderKey)
+			case err != nil:
+				return "", "", "", err
+			case !settled:
+				// Settled meanwhile (the event and a lookup at once): read
+				// what it left.
+				continue
+			}
+			return EventApplied, rep.statusOf(settlement), "", nil
 		}
 		k := KeyClaim{Scope: rep.Claim.Scope, CommandHash: rep.Claim.CommandHash, Token: rep.Claim.LockToken,
 			answers: uc.answersOf(*rep.Claim, rep.Reservation)}

@@ -24,6 +24,9 @@
 //     went away to their end (complete_abandoned_charges.go).
 //   - ExpireLapsedAuthorizations: record EXPIRED the authorizations whose
 //     hold the provider says lapsed (expire_authorizations.go).
+//   - SettleReceivedModifications: look up the captures, voids and refunds
+//     a provider received (a 202) and whose event has not come, and record
+//     what it decided (received_modifications.go).
 //   - PurgeExpired: delete what is past its retention (purge_expired.go).
 //
 // And one that reaches the commands by another transport:
@@ -36,11 +39,13 @@
 //
 // ChargePayment, RefundPayment and the PaymentTransitions run on one core (idempotent_command.go):
 // a read, then three atomic phases (claim, call, record), with the outcome
-// model (outcome.go) between the call and the record. A saga step runs on
-// the same core under a key of its own. The core answers each command with
-// the transport of the operation it came through (Transport): the HTTP
-// API's response by default, the step's reply for the saga's operations
-// (WithSagaReplies); no command knows either.
+// model (outcome.go) between the call and the record; a capture, void or
+// refund the provider received and decides later is recorded as such,
+// its reservation kept until its event (received_modifications.go). A saga
+// step runs on the same core under a key of its own. The core answers each
+// command with the transport of the operation it came through (Transport):
+// the HTTP API's response by default, the step's reply for the saga's
+// operations (WithSagaReplies); no command knows either.
 //
 // The transaction boundary is visible in the use case: a phase that is
 // one statement runs on the pool (Transactor.AutoCommit), a unit of

@@ -527,7 +527,7 @@ func (uc *IdempotentCommand[C, T]) Handle(ctx context.Context, cmd C) (CommandRe
 	finish, cancel := context.WithTimeout(detached, finishTimeout)
 	defer cancel()
 	settleCtx, span := uc.startPhase(ctx, "settle")
-	answers := CallAnswers{Call: AnswerOf(decision, callErr), Resumed: claimed.Kind == ClaimResumed, Provider: abilities.Recovery()}
+	answers := CallAnswers{Call: answerOfCall(decision, callErr, abilities), Resumed: claimed.Kind == ClaimResumed, Provider: abilities.Recovery()}
 	for {
 		verdict := Settle(answers)
 		switch verdict.Action {
@@ -548,6 +548,10 @@ func (uc *IdempotentCommand[C, T]) Handle(ctx context.Context, cmd C) (CommandRe
 			res, err := uc.release(finish, k, t, callErr, lockEnds)
 			endPhase(span, err)
 			return res, err
+		case RecordReceived:
+			endPhase(span, nil)
+			// Phase 3: the receipt (received_modifications.go).
+			return uc.recordReceived(finish, settleCtx, k, t, lockEnds)
 		default:
 			uc.logFor(t).WarnContext(ctx, "provider outcome unknown; the reservation stays PENDING for the retry or the completer",
 				"call", answers.Call, "lookup", answers.Lookup, "resumed", answers.Resumed, "err", callErr)

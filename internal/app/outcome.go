@@ -21,6 +21,14 @@ const (
 	// ProviderDeclined: the provider decided, and declined: a final answer,
 	// recorded like an approval.
 	ProviderDeclined ProviderDecision = "DECLINED"
+	// ProviderFailed: the provider decided that a modification it had
+	// received (AnswersReceived) failed: nothing moved, a final answer,
+	// recorded FAILED.
+	ProviderFailed ProviderDecision = "FAILED"
+	// ProviderReceived: the provider received a capture, refund or void
+	// and decides it later (AnswersReceived): not a decision; its event,
+	// or its lookup once it has decided, says what it decided.
+	ProviderReceived ProviderDecision = "RECEIVED"
 )
 
 // Errors a provider adapter wraps. A call's answer is a decision (nil
@@ -72,9 +80,16 @@ const (
 	AnswerHoldsNothing
 	// AnswerUnknown: the provider may or may not have acted.
 	AnswerUnknown
+	// AnswerReceived: the provider received the modification and decides
+	// it later; only its event, or a later lookup, says what it decided.
+	AnswerReceived
+	// AnswerFailed: the provider decided that a modification it had
+	// received failed.
+	AnswerFailed
 )
 
-var providerAnswerNames = [...]string{"not asked", "approved", "declined", "refused for good", "not now", "holds nothing", "unknown"}
+var providerAnswerNames = [...]string{"not asked", "approved", "declined", "refused for good", "not now", "holds nothing", "unknown",
+	"received", "failed"}
 
 // String names the answer as the outcome table does.
 func (a ProviderAnswer) String() string {
@@ -91,6 +106,10 @@ func AnswerOf(d ProviderDecision, err error) ProviderAnswer {
 		return AnswerApproved
 	case err == nil && d == ProviderDeclined:
 		return AnswerDeclined
+	case err == nil && d == ProviderFailed:
+		return AnswerFailed
+	case err == nil && d == ProviderReceived:
+		return AnswerReceived
 	case errors.Is(err, ErrProviderRefused):
 		return AnswerRefusedForGood
 	case errors.Is(err, ErrProviderNotCharged):
@@ -111,7 +130,8 @@ const (
 	// SettledDeclined: the provider decided, and declined.
 	SettledDeclined Settlement = "DECLINED"
 	// SettledFailed: the provider refused for good and holds nothing under
-	// the provider key: nothing happened, and asking again changes nothing.
+	// the provider key, or decided that a modification it received
+	// failed: nothing happened, and asking again changes nothing.
 	SettledFailed Settlement = "FAILED"
 )
 
@@ -130,10 +150,14 @@ func (s Settlement) Status() domain.PaymentStatus {
 
 // settlementOf is the settlement a decision records.
 func settlementOf(a ProviderAnswer) Settlement {
-	if a == AnswerDeclined {
+	switch a {
+	case AnswerDeclined:
 		return SettledDeclined
+	case AnswerFailed:
+		return SettledFailed
+	default:
+		return SettledApproved
 	}
-	return SettledApproved
 }
 
 // Action is what the core does next with a call's answer.
@@ -157,9 +181,14 @@ const (
 	// and ends the lock early: the outcome is unknown, and the retry or
 	// the completer asks the provider again with the same key.
 	KeepUnknown
+	// RecordReceived records that the provider received the command: the
+	// key's answer says so (a 202 with the PENDING reservation), and the
+	// reservation stays PENDING, its amount held, until the provider's
+	// event (or a later lookup) settles it. Nothing is guessed.
+	RecordReceived
 )
 
-var actionNames = [...]string{"", "record", "release", "look up", "wait", "keep unknown"}
+var actionNames = [...]string{"", "record", "release", "look up", "wait", "keep unknown", "record received"}
 
 // String names the action as the outcome table does.
 func (a Action) String() string {
@@ -199,7 +228,9 @@ type CallAnswers struct {
 	Provider Recovery
 }
 
-// Settle is the outcome model. A decision is recorded. A refusal speaks
+// Settle is the outcome model. A decision is recorded (a received
+// modification's failure is one); a receipt is recorded as such, the
+// reservation left PENDING for the provider's event. A refusal speaks
 // for its request only: for a fresh reservation it is the whole truth
 // (refused for good: FAILED; not now: give the key back); for a resumed
 // one the provider's record settles it, where the provider can be asked,
@@ -210,8 +241,10 @@ type CallAnswers struct {
 // event, a later lookup or the reconciliation.
 func Settle(a CallAnswers) Verdict {
 	switch a.Call {
-	case AnswerApproved, AnswerDeclined:
+	case AnswerApproved, AnswerDeclined, AnswerFailed:
 		return Verdict{Action: RecordSettlement, Settlement: settlementOf(a.Call)}
+	case AnswerReceived:
+		return Verdict{Action: RecordReceived}
 	case AnswerRefusedForGood, AnswerNotNow:
 		// Below.
 	default:
@@ -229,7 +262,7 @@ func Settle(a CallAnswers) Verdict {
 			return Verdict{Action: KeepUnknown}
 		}
 		return Verdict{Action: LookUpKey}
-	case AnswerApproved, AnswerDeclined:
+	case AnswerApproved, AnswerDeclined, AnswerFailed:
 		return Verdict{Action: RecordSettlement, Settlement: settlementOf(a.Lookup)}
 	case AnswerHoldsNothing:
 		switch {

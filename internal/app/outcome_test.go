@@ -45,6 +45,16 @@ func TestSettleFollowsTheOutcomeTable(t *testing.T) {
 		{app.CallAnswers{Call: app.AnswerNotNow, Resumed: true, Provider: bounded, Lookup: app.AnswerHoldsNothing}, act(app.KeepUnknown)},
 		{app.CallAnswers{Call: app.AnswerRefusedForGood, Resumed: true, Provider: bounded, Lookup: app.AnswerUnknown}, act(app.KeepUnknown)},
 		{app.CallAnswers{Call: app.AnswerNotNow, Resumed: true, Provider: unbounded, Lookup: app.AnswerUnknown}, act(app.KeepUnknown)},
+		// A modification received is recorded as such, the reservation
+		// kept for the provider's event; its failure is a decision.
+		{app.CallAnswers{Call: app.AnswerReceived}, act(app.RecordReceived)},
+		{app.CallAnswers{Call: app.AnswerReceived, Resumed: true, Provider: bounded}, act(app.RecordReceived)},
+		{app.CallAnswers{Call: app.AnswerFailed}, record(app.SettledFailed)},
+		{app.CallAnswers{Call: app.AnswerFailed, Resumed: true, Provider: unbounded}, record(app.SettledFailed)},
+		{app.CallAnswers{Call: app.AnswerNotNow, Resumed: true, Provider: unbounded, Lookup: app.AnswerFailed}, record(app.SettledFailed)},
+		{app.CallAnswers{Call: app.AnswerRefusedForGood, Resumed: true, Provider: bounded, Lookup: app.AnswerFailed, EarlierMayLand: true}, record(app.SettledFailed)},
+		// A lookup that finds it received, not decided, knows nothing new.
+		{app.CallAnswers{Call: app.AnswerNotNow, Resumed: true, Provider: bounded, Lookup: app.AnswerReceived}, act(app.KeepUnknown)},
 		// Everything else is unknown.
 		{app.CallAnswers{Call: app.AnswerUnknown}, act(app.KeepUnknown)},
 		{app.CallAnswers{Call: app.AnswerUnknown, Resumed: true, Provider: bounded}, act(app.KeepUnknown)},
@@ -69,7 +79,7 @@ func TestSettleFollowsTheOutcomeTable(t *testing.T) {
 func TestSettleNeverGuesses(t *testing.T) {
 	t.Parallel()
 	answers := []app.ProviderAnswer{app.AnswerNotAsked, app.AnswerApproved, app.AnswerDeclined, app.AnswerRefusedForGood,
-		app.AnswerNotNow, app.AnswerHoldsNothing, app.AnswerUnknown}
+		app.AnswerNotNow, app.AnswerHoldsNothing, app.AnswerUnknown, app.AnswerReceived, app.AnswerFailed}
 	for _, call := range answers[1:] {
 		for _, lookup := range answers {
 			for _, provider := range []app.Recovery{app.NotifiesOnly, app.LooksUp, app.LooksUpWithinBound} {
@@ -78,6 +88,9 @@ func TestSettleNeverGuesses(t *testing.T) {
 						a := app.CallAnswers{Call: call, Resumed: resumed, Lookup: lookup, EarlierMayLand: mayLand, Provider: provider}
 						v := app.Settle(a)
 						failed := v.Action == app.RecordSettlement && v.Settlement == app.SettledFailed
+						// The provider's own decision that a received
+						// modification failed is its word, not a guess.
+						saidFailed := call == app.AnswerFailed || lookup == app.AnswerFailed
 						switch {
 						case v.Action == 0:
 							t.Errorf("%s: no action", describe(a))
@@ -85,15 +98,17 @@ func TestSettleNeverGuesses(t *testing.T) {
 							t.Errorf("%s: %v; an unknown call keeps everything", describe(a), v.Action)
 						case resumed && v.Action == app.ReleaseKey:
 							t.Errorf("%s: a resumed reservation released", describe(a))
-						case resumed && failed && (mayLand || lookup != app.AnswerHoldsNothing || provider != app.LooksUpWithinBound):
+						case resumed && failed && !saidFailed && (mayLand || lookup != app.AnswerHoldsNothing || provider != app.LooksUpWithinBound):
 							t.Errorf("%s: FAILED without the provider's word that nothing is or can be made", describe(a))
 						case provider == app.NotifiesOnly && v.Action == app.LookUpKey:
 							t.Errorf("%s: a provider that cannot be asked is looked up", describe(a))
-						case call == app.AnswerNotNow && failed:
+						case call == app.AnswerNotNow && failed && !saidFailed:
 							t.Errorf("%s: a refusal for now recorded FAILED", describe(a))
 						case v.Action == app.RecordSettlement && !failed && call != app.AnswerApproved && call != app.AnswerDeclined &&
 							lookup != app.AnswerApproved && lookup != app.AnswerDeclined:
 							t.Errorf("%s: %s recorded with no decision", describe(a), v.Settlement)
+						case (v.Action == app.RecordReceived) != (call == app.AnswerReceived):
+							t.Errorf("%s: %v; a receipt is recorded when, and only when, the call answered one", describe(a), v.Action)
 						}
 					}
 				}
@@ -111,6 +126,8 @@ func TestAnswerOfSortsEveryResult(t *testing.T) {
 	}{
 		{app.ProviderApproved, nil, app.AnswerApproved},
 		{app.ProviderDeclined, nil, app.AnswerDeclined},
+		{app.ProviderFailed, nil, app.AnswerFailed},
+		{app.ProviderReceived, nil, app.AnswerReceived},
 		{"", fmt.Errorf("422: %w", app.ErrProviderRefused), app.AnswerRefusedForGood},
 		{"", fmt.Errorf("503: %w", app.ErrProviderNotCharged), app.AnswerNotNow},
 		{"", fmt.Errorf("404: %w", app.ErrNoProviderCharge), app.AnswerHoldsNothing},

@@ -115,6 +115,21 @@ type TransitionStore interface {
 	// one statement, only if it is AUTHORIZED with no transition PENDING;
 	// false when it is not.
 	Expire(ctx context.Context, ev PaymentEvent) (bool, error)
+	// RecordReceived is phase 3 of a transition the provider received
+	// (AnswersReceived), in one statement: the key completed with resp,
+	// fenced by k's token, and transition t left PENDING, awaiting the
+	// provider; no event. ErrLockLost if the token no longer owns the key.
+	RecordReceived(ctx context.Context, k KeyClaim, resp StoredResponse, t domain.TransitionID) error
+	// SettleReceived records the provider's decision on the event's
+	// transition while it awaits the provider, in one statement that
+	// writes no key: its final status, on an approval the payment's
+	// (paymentStatus, a capture's amount taken), the event. false when it
+	// no longer awaits it (settled meanwhile); ErrNotReceived when it never
+	// did (its claim records it).
+	SettleReceived(ctx context.Context, paymentStatus domain.PaymentStatus, ev PaymentEvent) (bool, error)
+	// ListReceived lists up to limit transitions awaiting their provider's
+	// decision, received longer than olderThan ago, the oldest first.
+	ListReceived(ctx context.Context, olderThan time.Duration, limit int) ([]ReceivedModification, error)
 }
 
 // TransitionClaimed is what a transition's phase 1 statement did.
@@ -162,8 +177,13 @@ const (
 	// AUTHORIZED.
 	TransitionDeclined
 	// TransitionFailed: the provider refused it for good (the hold lapsed,
-	// say); the payment stays AUTHORIZED until the provider says more.
+	// say), or failed it after receiving it; the payment stays AUTHORIZED
+	// until the provider says more.
 	TransitionFailed
+	// TransitionReceived: the provider received it and decides later
+	// (AnswersReceived); the transition stays PENDING, and the payment
+	// AUTHORIZED, held by it, until the provider's event settles it.
+	TransitionReceived
 )
 
 // TransitionOutcome is a transition's answer before it is rendered.
@@ -357,6 +377,20 @@ var transitionOutcomes = map[Settlement]TransitionOutcomeKind{
 // captured amount, or VOIDED); a decline or a refusal leaves it
 // AUTHORIZED. One event per transition outcome, keyed by the order.
 func (s *transitionSteps) Record(ctx context.Context, r Repos, k KeyClaim, t transitionReservation, settled Settlement) (StoredResponse, error) {
+	event, err := s.settledEvent(t, settled)
+	if err != nil {
+		return StoredResponse{}, err
+	}
+	resp, err := k.answers.EncodeTransitionOutcome(k.Scope, TransitionOutcome{Kind: transitionOutcomes[settled], Transition: *event.Transition, Payment: event.Payment})
+	if err != nil {
+		return StoredResponse{}, err
+	}
+	return resp, r.Transitions.Record(ctx, TransitionRecord{Key: k, Response: resp, PaymentStatus: s.approved, Event: event})
+}
+
+// settledEvent is the event of transition t settled: the transition with
+// its final status, and the payment as the settlement leaves it.
+func (s *transitionSteps) settledEvent(t transitionReservation, settled Settlement) (PaymentEvent, error) {
 	tr, p := t.transition, t.payment
 	tr.Status = settled.Status()
 	if settled == SettledApproved {
@@ -366,16 +400,36 @@ func (s *transitionSteps) Record(ctx context.Context, r Repos, k KeyClaim, t tra
 			p.Captured = &captured
 		}
 	}
-	resp, err := k.answers.EncodeTransitionOutcome(k.Scope, TransitionOutcome{Kind: transitionOutcomes[settled], Transition: tr, Payment: p})
-	if err != nil {
-		return StoredResponse{}, err
-	}
 	id, typ, err := newEvent(s.events, tr.Status, string(tr.Kind), int64(tr.ID))
 	if err != nil {
+		return PaymentEvent{}, err
+	}
+	return PaymentEvent{ID: id, Type: typ, Payment: p, Transition: &tr, OccurredAt: time.Now().UTC()}, nil
+}
+
+// RecordReceived: the provider received the capture or void. The key's
+// answer is the PENDING transition (202), and the payment stays
+// AUTHORIZED, held by it, until its event settles it. A transport whose
+// answer says the outcome (a saga compensation's reply) has none to give
+// yet: it answers ErrAnswerAwaitsSettlement, and the key waits for the
+// settlement.
+func (s *transitionSteps) RecordReceived(ctx context.Context, r Repos, k KeyClaim, t transitionReservation) (StoredResponse, error) {
+	resp, err := k.answers.EncodeTransitionOutcome(k.Scope, TransitionOutcome{Kind: TransitionReceived, Transition: t.transition, Payment: t.payment})
+	if err != nil {
 		return StoredResponse{}, err
 	}
-	event := PaymentEvent{ID: id, Type: typ, Payment: p, Transition: &tr, OccurredAt: time.Now().UTC()}
-	return resp, r.Transitions.Record(ctx, TransitionRecord{Key: k, Response: resp, PaymentStatus: s.approved, Event: event})
+	return resp, r.Transitions.RecordReceived(ctx, k, resp, t.transition.ID)
+}
+
+// SettleReceived: the provider decided a received capture or void, whose
+// key is answered already: its final status, the payment moved on an
+// approval, its event.
+func (s *transitionSteps) SettleReceived(ctx context.Context, r Repos, t transitionReservation, settled Settlement) (bool, error) {
+	event, err := s.settledEvent(t, settled)
+	if err != nil {
+		return false, err
+	}
+	return r.Transitions.SettleReceived(ctx, s.approved, event)
 }
 
 // Reported finds the capture or void a provider's event names by its

@@ -94,6 +94,21 @@ type RefundStore interface {
 	Get(ctx context.Context, id domain.RefundID) (domain.Refund, error)
 	// List lists a payment's refunds, oldest first.
 	List(ctx context.Context, payment domain.PaymentID) ([]domain.Refund, error)
+	// RecordReceived is phase 3 of a refund the provider received
+	// (AnswersReceived), in one statement: the key completed with resp,
+	// fenced by k's token, and the refund left PENDING, awaiting the
+	// provider, its amount still counted; no event. ErrLockLost if the
+	// token no longer owns the key.
+	RecordReceived(ctx context.Context, k KeyClaim, resp StoredResponse, refund domain.RefundID) error
+	// SettleReceived records the provider's decision on the event's refund
+	// while it awaits the provider, in one statement that writes no key:
+	// its final status (DECLINED and FAILED give the amount back), the
+	// event. false when it no longer awaits it (settled meanwhile);
+	// ErrNotReceived when it never did (its claim records it).
+	SettleReceived(ctx context.Context, ev RefundEvent) (bool, error)
+	// ListReceived lists up to limit refunds awaiting their provider's
+	// decision, received longer than olderThan ago, the oldest first.
+	ListReceived(ctx context.Context, olderThan time.Duration, limit int) ([]ReceivedModification, error)
 }
 
 // RefundClaimed is what the refund's phase 1 statement did.
@@ -223,6 +238,10 @@ const (
 	// RefundExternalRefundConflict: the external refund is recorded as
 	// another refund (or another client's).
 	RefundExternalRefundConflict
+	// RefundReceived: a new refund the provider received and decides later
+	// (AnswersReceived); it stays PENDING, its amount counted, until the
+	// provider's event settles it.
+	RefundReceived
 )
 
 // RefundOutcome is what a refund ended in, before it is rendered.
@@ -560,6 +579,32 @@ func (s *refundSteps) Record(ctx context.Context, r Repos, k KeyClaim, t refundR
 		return StoredResponse{}, err
 	}
 	return resp, r.Refunds.Record(ctx, RefundRecord{Key: k, Response: resp, Event: event})
+}
+
+// RecordReceived: the provider received the refund. The key's answer is
+// the PENDING refund (202), whose amount counts in the payment's refund
+// total until its event settles it. A transport whose answer says the
+// outcome (a saga compensation's reply) has none to give yet: it answers
+// ErrAnswerAwaitsSettlement, and the key waits for the settlement.
+func (s *refundSteps) RecordReceived(ctx context.Context, r Repos, k KeyClaim, t refundReservation) (StoredResponse, error) {
+	resp, err := k.answers.EncodeRefundOutcome(k.Scope, RefundOutcome{Kind: RefundReceived, Refund: t.refund})
+	if err != nil {
+		return StoredResponse{}, err
+	}
+	return resp, r.Refunds.RecordReceived(ctx, k, resp, t.refund.ID)
+}
+
+// SettleReceived: the provider decided a received refund, whose key is
+// answered already: its final status, its amount given back unless it
+// was made, its event.
+func (s *refundSteps) SettleReceived(ctx context.Context, r Repos, t refundReservation, settled Settlement) (bool, error) {
+	refund := t.refund
+	refund.Status = settled.Status()
+	event, err := NewRefundEvent(refund, t.orderID, t.saga, time.Now())
+	if err != nil {
+		return false, err
+	}
+	return r.Refunds.SettleReceived(ctx, event)
 }
 
 // Release: the claim and the PENDING refund go, and its amount stops

@@ -238,8 +238,13 @@ func (t sagaTransport) EncodeChargeOutcome(scope IdempotencyScope, o ChargeOutco
 	return t.replies.EncodeSagaReply(chargeReply(step, o))
 }
 
-// EncodeRefundOutcome answers a compensation that refunded.
+// EncodeRefundOutcome answers a compensation that refunded. A refund the
+// provider only received has no reply yet: the reply says the outcome, so
+// the key waits for the settlement (ErrAnswerAwaitsSettlement).
 func (t sagaTransport) EncodeRefundOutcome(scope IdempotencyScope, o RefundOutcome) (StoredResponse, error) {
+	if o.Kind == RefundReceived {
+		return StoredResponse{}, ErrAnswerAwaitsSettlement
+	}
 	step, compensates, err := stepOf(scope)
 	if err != nil {
 		return StoredResponse{}, err
@@ -248,8 +253,12 @@ func (t sagaTransport) EncodeRefundOutcome(scope IdempotencyScope, o RefundOutco
 }
 
 // EncodeTransitionOutcome answers a compensation that voided an
-// authorized step's hold; a saga captures nothing.
+// authorized step's hold; a saga captures nothing. A void the provider
+// only received has no reply yet, as a refund's.
 func (t sagaTransport) EncodeTransitionOutcome(scope IdempotencyScope, o TransitionOutcome) (StoredResponse, error) {
+	if o.Kind == TransitionReceived {
+		return StoredResponse{}, ErrAnswerAwaitsSettlement
+	}
 	step, compensates, err := stepOf(scope)
 	if err != nil {
 		return StoredResponse{}, err

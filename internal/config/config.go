@@ -46,6 +46,14 @@ type Config struct {
 	// is the base URL of the sandbox payment provider's HTTP API
 	// (cmd/sandbox-provider).
 	SandboxProviderURL string
+	// SandboxModifications (SANDBOX_PROVIDER_MODIFICATIONS, default
+	// at-once) is how the sandbox answers captures, refunds and voids, as
+	// it is run (its SANDBOX_MODIFICATIONS): at-once, or received (202,
+	// decided later and announced by its signed event; the service then
+	// answers 202 with the pending capture, void or refund). A sandbox
+	// that answers "received" to a service told at-once leaves each such
+	// modification an unknown outcome until its event.
+	SandboxModifications string
 	// Stripe (STRIPE_*, stripe.go) configures Stripe, with
 	// PAYMENT_PROVIDER=stripe.
 	Stripe Stripe
@@ -124,6 +132,12 @@ type Config struct {
 	// completer's runs ask the provider whether its hold lapsed; the
 	// provider's answer, not this, decides.
 	AuthorizationCheckAfter time.Duration
+	// ReceivedLookupAfter (RECEIVED_LOOKUP_AFTER, default 5m, 0 to 24h) is
+	// how long a capture, void or refund the provider received waits for
+	// its event before the completer's runs look it up, where the provider
+	// can be asked; one no lookup settles stays PENDING, listed for the
+	// reconciliation.
+	ReceivedLookupAfter time.Duration
 	// OrderConsumer configures the order-projection consumer, which runs
 	// only when KafkaBrokers is set.
 	OrderConsumer OrderConsumer
@@ -270,6 +284,7 @@ func Load(getenv func(string) string) (Config, error) {
 	cfg.Saga = p.saga(cfg.OrderConsumer)
 	cfg.Webhooks = p.webhooks()
 	cfg.AuthorizationCheckAfter = p.duration("AUTHORIZATION_CHECK_AFTER", 24*time.Hour, 0, 30*24*time.Hour)
+	cfg.ReceivedLookupAfter = p.duration("RECEIVED_LOOKUP_AFTER", 5*time.Minute, 0, 24*time.Hour)
 	cfg.Tracing = p.tracing()
 	// A provider call must end while its claim still holds the key: a call
 	// that outlives the lock lets a retry take the key over and call the

@@ -8,6 +8,17 @@ const (
 	ProviderStripe  = "stripe"
 )
 
+// How the sandbox answers captures, refunds and voids
+// (SANDBOX_PROVIDER_MODIFICATIONS, the sandbox's own
+// SANDBOX_MODIFICATIONS).
+const (
+	// ModificationsAtOnce: its answer is the decision.
+	ModificationsAtOnce = "at-once"
+	// ModificationsReceived: its answer is "received" (202), and the
+	// decision comes as its signed event, as Adyen's does.
+	ModificationsReceived = "received"
+)
+
 // Stripe configures the Stripe provider (internal/provider/stripe), with
 // PAYMENT_PROVIDER=stripe.
 type Stripe struct {
@@ -34,6 +45,12 @@ func (p *parser) paymentProvider(cfg *Config) {
 	switch cfg.PaymentProvider {
 	case ProviderSandbox:
 		cfg.SandboxProviderURL = p.httpURL("SANDBOX_PROVIDER_URL")
+		switch cfg.SandboxModifications = p.str("SANDBOX_PROVIDER_MODIFICATIONS", ModificationsAtOnce, false); cfg.SandboxModifications {
+		case ModificationsAtOnce, ModificationsReceived:
+		default:
+			p.fail("SANDBOX_PROVIDER_MODIFICATIONS", "must be %s or %s (as the sandbox's SANDBOX_MODIFICATIONS), got %q",
+				ModificationsAtOnce, ModificationsReceived, cfg.SandboxModifications)
+		}
 	case ProviderStripe:
 		if v := p.str("SANDBOX_PROVIDER_URL", "", false); v != "" {
 			cfg.SandboxProviderURL = p.checkHTTPURL("SANDBOX_PROVIDER_URL", v, "http://127.0.0.1:8081")

@@ -160,9 +160,16 @@ func (h *paymentHandlers) respond(c echo.Context, result app.CommandResult, err 
 		return err
 	}
 	contentType := echo.MIMEApplicationJSON
-	if result.Response.StatusCode >= 400 {
+	switch {
+	case result.Response.StatusCode >= 400:
 		contentType = contentTypeProblem
 		linkProblemDocs(c.Response().Header(), storedProblemCode(result.Response.Body))
+	case result.Response.StatusCode == http.StatusAccepted:
+		// Received by the provider, decided later: where to read it
+		// (received.go).
+		if loc := pendingLocation(c, result.Response.Body); loc != "" {
+			c.Response().Header().Set(echo.HeaderLocation, loc)
+		}
 	}
 	return c.Blob(result.Response.StatusCode, contentType, result.Response.Body)
 }

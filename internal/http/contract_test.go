@@ -11,6 +11,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/go-playground/validator/v10"
 
@@ -25,25 +26,8 @@ import (
 func TestContractOpenAPI(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	loader := openapi3.NewLoader()
-	doc, err := loader.LoadFromFile("../../api/openapi.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := doc.Validate(ctx); err != nil {
-		t.Fatalf("the spec itself is invalid: %v", err)
-	}
-
-	// The /docs page is HTML; the checker reads it as text.
-	openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.PlainBodyDecoder)
-
 	s := startService(t, map[string]string{"WEBHOOK_SECRETS": webhookSecret})
-	// Route by path on whatever port the test service got.
-	doc.Servers = openapi3.Servers{{URL: s.url}}
-	router, err := gorillamux.NewRouter(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	router := specRouter(t, s.url)
 	s.addOrder(t, 1001, 42, "100.50", "RUB")
 	s.addOrder(t, 1002, 42, "3.00", "JPY")
 	s.addOrder(t, 1003, 42, "9.99", "EUR")
@@ -55,24 +39,6 @@ func TestContractOpenAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	type exchange struct {
-		name        string
-		method      string
-		path        string
-		key         string // Idempotency-Key; empty: none
-		contentType string // default application/json when there is a body
-		body        string
-		noAuth      bool
-		wantStatus  int
-		// specRejects: the spec must also reject the request.
-		specRejects bool
-		// specBlind: the service rejects what no schema can express (a
-		// repeated name is gone once the JSON is parsed); only the
-		// response is checked against the spec.
-		specBlind bool
-		// headers are set on the request as they are.
-		headers map[string]string
-	}
 	charge := chargeBody(1001, 42, "100.50", "RUB", "pi_contract")
 	refund := `{"amount":"10.00","externalRefundId":"re_contract"}`
 	webhook := func(id, typ, key, status, amount string) string {
@@ -178,6 +144,56 @@ func TestContractOpenAPI(t *testing.T) {
 		{name: "problems", method: "GET", path: "/problems", noAuth: true, wantStatus: 200},
 	}
 
+	checkExchanges(t, s, router, exchanges)
+}
+
+// exchange is one request of a contract test and what must come of it.
+type exchange struct {
+	name        string
+	method      string
+	path        string
+	key         string // Idempotency-Key; empty: none
+	contentType string // default application/json when there is a body
+	body        string
+	noAuth      bool
+	wantStatus  int
+	// specRejects: the spec must also reject the request.
+	specRejects bool
+	// specBlind: the service rejects what no schema can express (a
+	// repeated name is gone once the JSON is parsed); only the
+	// response is checked against the spec.
+	specBlind bool
+	// headers are set on the request as they are.
+	headers map[string]string
+}
+
+// specRouter is api/openapi.yaml, valid, routing to the service at url.
+func specRouter(t *testing.T, url string) routers.Router {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromFile("../../api/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("the spec itself is invalid: %v", err)
+	}
+	// The /docs page is HTML; the checker reads it as text.
+	openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.PlainBodyDecoder)
+	// Route by path on whatever port the test service got.
+	doc.Servers = openapi3.Servers{{URL: url}}
+	router, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return router
+}
+
+// checkExchanges sends each exchange to s, in order, and checks both
+// directions against the spec: the spec accepts exactly the requests the
+// service accepts, and every response matches it.
+func checkExchanges(t *testing.T, s *testService, router routers.Router, exchanges []exchange) {
+	t.Helper()
+	ctx := context.Background()
 	for _, ex := range exchanges {
 		req, err := http.NewRequest(ex.method, s.url+ex.path, strings.NewReader(ex.body))
 		if err != nil {
@@ -340,4 +356,41 @@ func TestContractCurrenciesAreTheValidatorsList(t *testing.T) {
 	if accepted != len(inSpec) {
 		t.Errorf("the contract lists %d codes, the validator accepts %d of three letters", len(inSpec), accepted)
 	}
+}
+
+// The contract of a provider that answers captures, voids and refunds
+// "received" (the sandbox in its received mode): each is 202 with the
+// pending resource and its Location, replayed as it was; the resource's
+// GET; and an event that fails one.
+func TestContractReceivedModifications(t *testing.T) {
+	t.Parallel()
+	s := startReceived(t, nil, receivedSandbox(0))
+	router := specRouter(t, s.url)
+	s.addOrder(t, 2001, 42, "100.00", "RUB")
+	s.addOrder(t, 2002, 42, "100.00", "RUB")
+	s.addOrder(t, 2003, 42, "100.00", "RUB")
+	capture := captureBody("60.00", "RUB", "cap_contract")
+	failed := `{"id":"evt_contract_f","type":"capture.failed","created":"2026-12-01T10:00:00Z","data":{"id":"cp_1","idempotencyKey":"sandbox:pi_nobody:capture:x",` +
+		`"status":"failed","amount":"1.00","currency":"RUB","reference":"x","failureReason":"the hold lapsed","created":"2026-12-01T10:00:00Z"}}`
+	checkExchanges(t, s, router, []exchange{
+		{name: "authorize", method: "POST", path: "/payments", key: "a1", body: authorizeBody(2001, "100.00", "pi_contract_auth"), wantStatus: 201},
+		{name: "capture received", method: "POST", path: "/payments/1/captures", key: "k1", body: capture, wantStatus: 202},
+		{name: "capture received, replayed", method: "POST", path: "/payments/1/captures", key: "k1", body: capture, wantStatus: 202},
+		{name: "get the capture", method: "GET", path: "/payments/1/captures/1", wantStatus: 200},
+		{name: "get a capture that is not", method: "GET", path: "/payments/1/captures/999", wantStatus: 404},
+		{name: "get the capture as a void", method: "GET", path: "/payments/1/voids/1", wantStatus: 404},
+		{name: "get a capture of a missing payment", method: "GET", path: "/payments/999/captures/1", wantStatus: 404},
+		{name: "get capture id zero", method: "GET", path: "/payments/1/captures/0", wantStatus: 400, specRejects: true},
+		{name: "charge", method: "POST", path: "/payments", key: "c1", body: chargeBody(2002, 42, "100.00", "RUB", "pi_contract_paid"), wantStatus: 201},
+		{name: "refund received", method: "POST", path: "/payments/2/refunds", key: "r1", body: refundBody("10.00", "re_contract"), wantStatus: 202},
+		{name: "refund received, replayed", method: "POST", path: "/payments/2/refunds", key: "r1", body: refundBody("10.00", "re_contract"), wantStatus: 202},
+		{name: "get the refund", method: "GET", path: "/payments/2/refunds/1", wantStatus: 200},
+		{name: "get a refund that is not", method: "GET", path: "/payments/2/refunds/999", wantStatus: 404},
+		{name: "get the refund under another payment", method: "GET", path: "/payments/1/refunds/1", wantStatus: 404},
+		{name: "authorize another", method: "POST", path: "/payments", key: "a2", body: authorizeBody(2003, "100.00", "pi_contract_auth2"), wantStatus: 201},
+		{name: "void received", method: "POST", path: "/payments/3/voids", key: "v1", body: "{}", wantStatus: 202},
+		{name: "get the void", method: "GET", path: "/payments/3/voids/2", wantStatus: 200},
+		{name: "a failure's event for an object the service does not hold", method: "POST", path: "/webhooks/sandbox", noAuth: true, body: failed,
+			headers: map[string]string{webhooksig.Header: webhooksig.Sign(time.Now(), []byte(failed), []byte(webhookSecret))}, wantStatus: 404},
+	})
 }

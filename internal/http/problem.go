@@ -78,6 +78,7 @@ const (
 	codeNotFound                = "not-found"
 	codeMethodNotAllowed        = "method-not-allowed"
 	codePaymentNotFound         = "payment-not-found"
+	codeModificationNotFound    = "modification-not-found"
 	codeIdempotencyKeyReused    = "idempotency-key-reused"
 	codeRequestInProgress       = "request-in-progress"
 	codeOrderNotFound           = "order-not-found"
@@ -150,6 +151,9 @@ func problemFor(err error) *Problem {
 			"The customer, amount or currency differ from the order's.")
 	case errors.Is(err, domain.ErrPaymentNotFound):
 		return newProblem(http.StatusNotFound, codePaymentNotFound, "Payment not found", "")
+	case errors.Is(err, app.ErrModificationNotFound):
+		return newProblem(http.StatusNotFound, codeModificationNotFound, "Capture, void or refund not found",
+			"The payment has no capture, void or refund with this id (here, of this kind).")
 	case transitionProblem(err) != nil:
 		return transitionProblem(err)
 	case errors.Is(err, domain.ErrCaptureMismatch):

@@ -128,6 +128,10 @@ func (ResponseEncoder) EncodeRefundOutcome(_ app.IdempotencyScope, o app.RefundO
 		status, body = http.StatusCreated, toRefundResponse(o.Refund)
 	case app.RefundAlreadyRecorded:
 		status, body = http.StatusOK, toRefundResponse(o.Refund)
+	case app.RefundReceived:
+		// The provider decides later: the pending refund, whose amount
+		// counts meanwhile (received.go).
+		status, body = http.StatusAccepted, toRefundResponse(o.Refund)
 	case app.RefundDeclined:
 		p := newProblem(http.StatusUnprocessableEntity, codeRefundDeclined, "Refund declined",
 			"The payment provider declined the refund. The declined refund is recorded; its amount may be refunded again under a new externalRefundId.")

@@ -111,10 +111,13 @@ func NewHandler(d Deps) http.Handler {
 	refunds := &refundHandlers{paymentHandlers: h, refund: d.RefundPayment, list: d.ListRefunds}
 	e.POST("/payments/:id/refunds", refunds.refundPayment, auth)
 	e.GET("/payments/:id/refunds", refunds.listRefunds, auth)
+	e.GET("/payments/:id/refunds/:refundId", refunds.getRefund, auth)
 	if d.CapturePayment != nil && d.VoidPayment != nil {
 		transitions := &transitionHandlers{paymentHandlers: h, capture: d.CapturePayment, void: d.VoidPayment}
 		e.POST("/payments/:id/captures", transitions.capturePayment, auth)
+		e.GET("/payments/:id/captures/:captureId", getTransition(d.CapturePayment, "captureId"), auth)
 		e.POST("/payments/:id/voids", transitions.voidPayment, auth)
+		e.GET("/payments/:id/voids/:voidId", getTransition(d.VoidPayment, "voidId"), auth)
 	}
 	e.GET("/orders/:orderId", (&orderHandlers{get: d.GetOrder}).getOrder, auth)
 	// Signed by the provider, not called by a client: no API key.

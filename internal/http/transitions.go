@@ -11,7 +11,8 @@ import (
 // problems of a payment that holds nothing to move.
 
 // EncodeTransitionOutcome renders a capture's or a void's outcome: the
-// payment as it stands after it, or the problem with the payment.
+// payment as it stands after it, or the problem with the payment; a
+// receipt, the pending capture or void itself (received.go).
 func (ResponseEncoder) EncodeTransitionOutcome(_ app.IdempotencyScope, o app.TransitionOutcome) (app.StoredResponse, error) {
 	noun := string(o.Transition.Kind)
 	var status int
@@ -27,10 +28,14 @@ func (ResponseEncoder) EncodeTransitionOutcome(_ app.IdempotencyScope, o app.Tra
 		status, body = p.Status, p
 	case app.TransitionFailed:
 		p := newProblem(http.StatusUnprocessableEntity, noun+"-failed", "The "+noun+" failed",
-			"The payment provider refused the "+noun+" for good (the hold may have lapsed, or been moved on already): nothing was "+
+			"The payment provider refused the "+noun+" for good, or failed it (the hold may have lapsed, or been moved on already): nothing was "+
 				map[bool]string{true: "captured", false: "voided"}[noun == "capture"]+". The payment stays AUTHORIZED until the provider says more.")
 		p.Payment = toPaymentResponse(o.Payment)
 		status, body = p.Status, p
+	case app.TransitionReceived:
+		// The provider decides later: the pending capture or void, which
+		// holds the payment AUTHORIZED meanwhile.
+		status, body = http.StatusAccepted, toTransitionResponse(o.Transition)
 	default:
 		return app.StoredResponse{}, errUnknownOutcome(noun, int(o.Kind))
 	}

@@ -68,6 +68,11 @@ var sandboxEventTypes = map[string]struct {
 	"capture.declined":        {app.ObjectCapture, app.ProviderDeclined, "declined"},
 	"void.succeeded":          {app.ObjectVoid, app.ProviderApproved, "succeeded"},
 	"void.declined":           {app.ObjectVoid, app.ProviderDeclined, "declined"},
+	// A modification the provider received and then failed (its
+	// received mode): nothing moved.
+	"refund.failed":  {app.ObjectRefund, app.ProviderFailed, "failed"},
+	"capture.failed": {app.ObjectCapture, app.ProviderFailed, "failed"},
+	"void.failed":    {app.ObjectVoid, app.ProviderFailed, "failed"},
 	// A hold that lapsed is noted, not applied: the completer's runs ask
 	// the provider about every hold (ExpireLapsedAuthorizations), and a
 	// lapse is recorded from that answer alone.
@@ -90,7 +95,7 @@ func parseSandboxEvent(provider domain.ProviderName, body []byte) (app.ProviderE
 	case ev.ID == "" || len(ev.ID) > maxEventIDLength:
 		return app.ProviderEvent{}, "id must be 1 to 255 characters"
 	case !ok:
-		return app.ProviderEvent{}, "type must be one of charge.*, refund.*, authorization.*, capture.* or void.* (succeeded, declined; authorization.expired)"
+		return app.ProviderEvent{}, "type must be one of charge.*, refund.*, authorization.*, capture.* or void.* (succeeded, declined; refund.failed, capture.failed, void.failed; authorization.expired)"
 	case ev.Data.Status != kind.status:
 		return app.ProviderEvent{}, "data.status must agree with the type"
 	case ev.Data.IdempotencyKey == "" || ev.Data.Currency == "":

@@ -40,6 +40,9 @@ type Deps struct {
 	// Expire, if set, settles lapsed authorizations after each completer
 	// run.
 	Expire *app.ExpireLapsedAuthorizations
+	// SettleReceived, if set, looks up the modifications a provider
+	// received and has not decided, after each completer run.
+	SettleReceived *app.SettleReceivedModifications
 	// Logger gets one line per run.
 	Logger *slog.Logger
 	// Registry gets the jobs' metrics.
@@ -56,6 +59,7 @@ type Jobs struct {
 	saga     *app.SagaSteps
 	sagaAge  time.Duration
 	expire   *app.ExpireLapsedAuthorizations
+	received *app.SettleReceivedModifications
 	logger   *slog.Logger
 	now      func() time.Time
 	m        metrics
@@ -68,7 +72,7 @@ func New(d Deps) *Jobs {
 		now = time.Now
 	}
 	return &Jobs{purge: d.Purge, complete: d.Complete, saga: d.Saga, sagaAge: d.SagaUnresolvedAfter, expire: d.Expire,
-		logger: d.Logger, now: now, m: newMetrics(d.Registry)}
+		received: d.SettleReceived, logger: d.Logger, now: now, m: newMetrics(d.Registry)}
 }
 
 // RunOnce runs every job once, in order: abandoned charges are completed
@@ -122,6 +126,14 @@ func (j *Jobs) CompleteAbandonedCharges(ctx context.Context) error {
 		}
 		attrs = append(attrs, "authorizations_expired", expired.Expired, "authorizations_held", expired.Held, "authorizations_unknown", expired.Unknown)
 	}
+	if j.received != nil && err == nil {
+		var received app.ReceivedResult
+		received, err = j.received.Handle(ctx)
+		for outcome, n := range map[string]int{"settled": received.Settled, "waiting": received.Waiting, "failed": received.Failed} {
+			j.m.received.WithLabelValues(outcome).Add(float64(n))
+		}
+		attrs = append(attrs, "received_settled", received.Settled, "received_waiting", received.Waiting, "received_failed", received.Failed)
+	}
 	j.finish(ctx, JobCompleteAbandonedCharges, start, err, attrs)
 	return err
 }
@@ -157,6 +169,9 @@ type metrics struct {
 	// authorizations counts the holds the completer asked about, by what
 	// the provider said.
 	authorizations *prometheus.CounterVec
+	// received counts the received modifications the completer looked up,
+	// by what came of it.
+	received *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -182,6 +197,10 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			Name: "payment_authorizations_checked_total",
 			Help: "Authorized payments whose hold the completer asked the provider about, by outcome (expired: recorded EXPIRED; held; unknown: not known now, asked again).",
 		}, []string{"outcome"}),
+		received: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "payment_received_modifications_checked_total",
+			Help: "Captures, voids and refunds a provider received whose event had not come, looked up by the completer, by outcome (settled: the provider's decision recorded; waiting: not decided, not askable, or not known now, asked again; failed).",
+		}, []string{"outcome"}),
 		sagaUnresolved: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "payment_saga_steps_unresolved",
 			Help: "Saga steps without a reply for longer than the completer's grace, as of its last run: a claimed key not yet completed (the provider's outcome unknown), or a compensation waiting for its step.",
@@ -195,6 +214,9 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			m.runs.WithLabelValues(job, outcome)
 		}
 	}
-	reg.MustRegister(m.runs, m.duration, m.deleted, m.abandoned, m.sagaUnresolved, m.authorizations)
+	for _, outcome := range []string{"settled", "waiting", "failed"} {
+		m.received.WithLabelValues(outcome)
+	}
+	reg.MustRegister(m.runs, m.duration, m.deleted, m.abandoned, m.sagaUnresolved, m.authorizations, m.received)
 	return m
 }

@@ -110,7 +110,8 @@ func observe[T any](ctx context.Context, o observer, spanName string, fn func(co
 }
 
 // callOutcome names a call's answer: approved, declined, refused (for
-// good), not_charged (for now) or unknown.
+// good), not_charged (for now) or unknown; a modification's, received
+// (decided later) or failed too.
 func callOutcome(decision app.ProviderDecision, err error) string {
 	switch {
 	case errors.Is(err, app.ErrProviderRefused):
@@ -123,6 +124,10 @@ func callOutcome(decision app.ProviderDecision, err error) string {
 		return "approved"
 	case decision == app.ProviderDeclined:
 		return "declined"
+	case decision == app.ProviderReceived:
+		return "received"
+	case decision == app.ProviderFailed:
+		return "failed"
 	default:
 		return "unknown"
 	}

@@ -353,6 +353,23 @@ var errNotPending = errors.New("the reservation is not PENDING")
 // otherwise.
 func (c conn) recordOutcome(ctx context.Context, q namedSQL, scope app.IdempotencyScope, token uuid.UUID,
 	resp app.StoredResponse, ev outboxEventRow, values map[string]any) (string, error) {
+	ev.addTo(values)
+	status, err := c.recordFenced(ctx, q, scope, token, resp, values)
+	if err == nil {
+		c.outbox.wrote()
+	}
+	return status, err
+}
+
+// recordFenced runs a statement q that completes the key with resp,
+// fenced by token, and writes what hangs on that completion, answering
+// recorded, lock_held and the reservation's status: phase 3
+// (recordOutcome), or the receipt of a modification the provider
+// received (statements/transition_receive.sql). It returns nil when
+// everything was written, app.ErrLockLost when the token no longer owns
+// the key, and errNotPending with the reservation's status otherwise.
+func (c conn) recordFenced(ctx context.Context, q namedSQL, scope app.IdempotencyScope, token uuid.UUID,
+	resp app.StoredResponse, values map[string]any) (string, error) {
 	if err := c.gate.enter(ctx); err != nil {
 		return "", err
 	}
@@ -363,12 +380,6 @@ func (c conn) recordOutcome(ctx context.Context, q namedSQL, scope app.Idempoten
 	values["token"] = token
 	values["response"] = string(resp.Body)
 	values["http_status"] = resp.StatusCode
-	values["event_id"] = ev.EventID
-	values["topic"] = ev.Topic
-	values["message_key"] = ev.MessageKey
-	values["event_type"] = ev.EventType
-	values["payload"] = ev.Payload
-	values["trace_context"] = ptrString(ev.TraceContext)
 	c.replyValues(values, resp)
 	row, err := queryRow(ctx, db, q, values)
 	if err != nil {
@@ -391,7 +402,6 @@ func (c conn) recordOutcome(ctx context.Context, q namedSQL, scope app.Idempoten
 	}
 	switch {
 	case recorded:
-		c.outbox.wrote()
 		return "", nil
 	case !lockHeld:
 		return "", app.ErrLockLost

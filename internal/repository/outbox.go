@@ -69,6 +69,17 @@ type outboxEventRow struct {
 	TraceContext *string
 }
 
+// addTo sets the parameters of the clause announced (an outbox row) in
+// values.
+func (ev outboxEventRow) addTo(values map[string]any) {
+	values["event_id"] = ev.EventID
+	values["topic"] = ev.Topic
+	values["message_key"] = ev.MessageKey
+	values["event_type"] = ev.EventType
+	values["payload"] = ev.Payload
+	values["trace_context"] = ptrString(ev.TraceContext)
+}
+
 // sagaIDField is an event's optional sagaId: omitted when the order came
 // without one.
 func sagaIDField(saga uuid.NullUUID) *string {

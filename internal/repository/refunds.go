@@ -228,7 +228,7 @@ func (s *RefundStore) Get(ctx context.Context, id domain.RefundID) (domain.Refun
 		return domain.Refund{}, err
 	}
 	if len(refunds) == 0 {
-		return domain.Refund{}, fmt.Errorf("refund %d: no such refund", id)
+		return domain.Refund{}, fmt.Errorf("refund %d: %w", id, app.ErrModificationNotFound)
 	}
 	return refunds[0], nil
 }

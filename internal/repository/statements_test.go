@@ -45,6 +45,12 @@ var statementTexts = map[string]string{
 	"statements/provider_event_refund.sql":         reportedRefundText,
 	"statements/provider_event_transition.sql":     reportedTransitionText,
 	"statements/provider_event_contradiction.sql":  keepContradictionText,
+	"statements/transition_receive.sql":            receiveTransitionSQL,
+	"statements/refund_receive.sql":                receiveRefundSQL,
+	"statements/transition_settle_received.sql":    settleReceivedTransitionSQL,
+	"statements/refund_settle_received.sql":        settleReceivedRefundSQL,
+	"statements/transition_list_received.sql":      listReceivedTransitionsSQL,
+	"statements/refund_list_received.sql":          listReceivedRefundsSQL,
 	"testdata/refund_settle_alone.sql":             settleRefundSQL,
 	"testdata/refund_release_alone.sql":            releaseRefundAloneSQL,
 }
@@ -154,6 +160,10 @@ func goesOnWith(name, table, a string) []subst {
 	return []subst{{name + " AS (", "{goes_on_with} AS ("}, {"FROM " + table + " " + a + " JOIN", "FROM {table} {alias} JOIN"}, alias(a)}
 }
 
+// awaitsNoLonger: the settlement of a modification the provider received
+// clears its receipt with its final status.
+var awaitsNoLonger = subst{"SET status = @status, received_at = NULL,", "SET status = @status,"}
+
 func copyOf(file string, own ...[]subst) clauseCopy {
 	return clauseCopy{file: file, own: slices.Concat(own...)}
 }
@@ -224,12 +234,16 @@ var sharedClauses = []sharedClause{
 		copyOf("statements/refund_record.sql", one(guard("EXISTS (SELECT 1 FROM refund_locked)"))),
 		copyOf("statements/transition_record.sql", one(guard("EXISTS (SELECT 1 FROM transition_locked)"))),
 		copyOf("statements/key_complete.sql", one(guard("true"))),
+		copyOf("statements/transition_receive.sql", one(guard("EXISTS (SELECT 1 FROM transition_locked)"))),
+		copyOf("statements/refund_receive.sql", one(guard("EXISTS (SELECT 1 FROM refund_locked)"))),
 	}},
 	{"announced", []clauseCopy{
 		copyOf("statements/charge_record.sql", one(from("decided"))),
 		copyOf("statements/refund_record.sql", one(from("settled"))),
 		copyOf("statements/transition_record.sql", one(from("settled"))),
 		copyOf("statements/payment_expire.sql", one(from("expired"))),
+		copyOf("statements/transition_settle_received.sql", one(from("settled"))),
+		copyOf("statements/refund_settle_received.sql", one(from("settled"))),
 	}},
 	{"replied", []clauseCopy{
 		copyOf("statements/charge_record.sql", one(from("announced"))),
@@ -243,6 +257,8 @@ var sharedClauses = []sharedClause{
 		copyOf("statements/refund_record.sql", one(subst{") AS lock_held", ")"})),
 		copyOf("statements/transition_record.sql", one(subst{") AS lock_held", ")"})),
 		copyOf("statements/key_lock_still_held.sql", one(subst{"SELECT EXISTS", "EXISTS"})),
+		copyOf("statements/transition_receive.sql", one(subst{") AS lock_held", ")"})),
+		copyOf("statements/refund_receive.sql", one(subst{") AS lock_held", ")"})),
 	}},
 	{"released", []clauseCopy{
 		copyOf("statements/charge_release.sql", one(guard("true"), recoveryPoint("payment_id"))),
@@ -257,14 +273,25 @@ var sharedClauses = []sharedClause{
 		copyOf("statements/refund_record.sql"),
 		copyOf("testdata/refund_settle_alone.sql"),
 		copyOf("testdata/refund_release_alone.sql"),
+		copyOf("statements/refund_receive.sql"),
+		copyOf("statements/refund_settle_received.sql"),
 	}},
 	{"refund_settled", []clauseCopy{
 		copyOf("statements/refund_record.sql", one(guard("EXISTS (SELECT 1 FROM completed)"))),
 		copyOf("testdata/refund_settle_alone.sql", one(guard("payment_id IN (SELECT id FROM refund_payment)"))),
+		copyOf("statements/refund_settle_received.sql", one(awaitsNoLonger,
+			guard("received_at IS NOT NULL AND payment_id IN (SELECT id FROM refund_payment)"))),
 	}},
 	{"transition_payment_locked", []clauseCopy{
 		copyOf("statements/transition_record.sql"),
 		copyOf("statements/transition_release.sql"),
+		copyOf("statements/transition_receive.sql"),
+		copyOf("statements/transition_settle_received.sql"),
+	}},
+	{"transition_settled", []clauseCopy{
+		copyOf("statements/transition_record.sql", one(guard("EXISTS (SELECT 1 FROM completed)"))),
+		copyOf("statements/transition_settle_received.sql", one(awaitsNoLonger,
+			guard("received_at IS NOT NULL AND payment_id IN (SELECT id FROM transition_payment)"))),
 	}},
 	{"transition_claim", []clauseCopy{
 		copyOf("statements/capture_claim.sql", one(command("capture"))),

@@ -159,7 +159,7 @@ func (s *TransitionStore) Get(ctx context.Context, id domain.TransitionID) (doma
 			err = r.Scan(t.targets()...)
 		}
 		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("transition %d: %w", id, gorm.ErrRecordNotFound)
+			return fmt.Errorf("transition %d: %w: %w", id, app.ErrModificationNotFound, gorm.ErrRecordNotFound)
 		}
 		return err
 	})

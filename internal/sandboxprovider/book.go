@@ -32,11 +32,24 @@ type keyedRequest[R any] interface {
 	fields() chargeRequest
 }
 
-// entry is one key's state: being processed, then decided.
+// entry is one key's state: being processed, then decided; a
+// modification in the received mode is received in between (its first
+// answer, replayed to every later request, is then received, not the
+// decision).
 type entry[R, A any] struct {
 	req      R
-	answer   *A  // nil while processing
+	received *A  // a received modification's first answer; nil otherwise
+	answer   *A  // the decision; nil until it is made
 	requests int // every request that carried the key, the first included
+}
+
+// first is the answer a request under the key gets: the received one,
+// if the key was received, else the decision.
+func (e *entry[R, A]) first() A {
+	if e.received != nil {
+		return *e.received
+	}
+	return *e.answer
 }
 
 func newBook[R keyedRequest[R], A any](counts *KeyCounters) *book[R, A] {
@@ -61,19 +74,19 @@ const (
 )
 
 // begin looks the key up, picks the fault this request meets, and for a
-// new key marks it as being processed. For a replay it returns the
-// decided answer.
-func (b *book[R, A]) begin(p *Provider, key string, req R) (admission, Fault, A) {
+// new key marks it as being processed. For a replay it returns the key's
+// first answer, and whether that is a receipt rather than a decision.
+func (b *book[R, A]) begin(p *Provider, key string, req R) (admission, Fault, A, bool) {
 	var none A
 	b.counts.Requests++
 	e, known := b.byKey[key]
 	switch {
 	case known && !e.req.sameAs(req):
 		b.counts.ParamConflicts++
-		return admitConflict, FaultNone, none
-	case known && e.answer == nil:
+		return admitConflict, FaultNone, none, false
+	case known && e.answer == nil && e.received == nil:
 		b.counts.InProgressRefusals++
-		return admitInProgress, FaultNone, none
+		return admitInProgress, FaultNone, none, false
 	}
 	fault := p.faultFor(b.refused, key, req.fields().Reference, known)
 	if fault != FaultNone {
@@ -82,42 +95,58 @@ func (b *book[R, A]) begin(p *Provider, key string, req R) (admission, Fault, A)
 	switch {
 	case fault == FaultRefused:
 		b.refused[key] = true
-		return admitRefused, fault, none
+		return admitRefused, fault, none, false
 	case fault == FaultBusy:
 		// Refused as a provider refuses a key it is still processing.
 		b.refused[key] = true
-		return admitInProgress, fault, none
+		return admitInProgress, fault, none, false
 	case fault == FaultNotCharged:
-		return admitRefused, fault, none
+		return admitRefused, fault, none, false
 	case known:
 		e.requests++
 		b.counts.Replays++
-		return admitReplay, fault, *e.answer
+		return admitReplay, fault, e.first(), e.received != nil
 	}
 	b.byKey[key] = &entry[R, A]{req: req}
-	return admitNew, fault, none
+	return admitNew, fault, none, false
 }
 
-// record stores the decision of a key admitted as new.
+// record stores the decision of a key admitted as new, or received.
 func (b *book[R, A]) record(key string, answer A) {
 	e := b.byKey[key]
-	e.answer, e.requests = &answer, 1
+	e.answer = &answer
+	if e.received == nil {
+		e.requests = 1
+	}
 	ref := e.req.fields().Reference
 	b.byRef[ref] = append(b.byRef[ref], key)
+}
+
+// receive stores the first answer of a modification admitted as new in
+// the received mode: it is decided later (modifications.go).
+func (b *book[R, A]) receive(key string, answer A) {
+	e := b.byKey[key]
+	e.received, e.requests = &answer, 1
 }
 
 // decide decides a key admitted as new: declined for a decline_
 // reference, succeeded otherwise, counted in made or declines; its id is
 // idPrefix and the kind's next number.
 func (b *book[R, A]) decide(key string, req R, idPrefix string, made, declines *int, now time.Time) Decision {
-	f := req.fields()
-	status := StatusSucceeded
-	if strings.HasPrefix(f.Reference, DeclinePrefix) {
-		status = StatusDeclined
+	d := b.newDecision(key, req, idPrefix, StatusSucceeded, now)
+	if strings.HasPrefix(d.Reference, DeclinePrefix) {
+		d.Status = StatusDeclined
 		*declines++
 	} else {
 		*made++
 	}
+	return d
+}
+
+// newDecision is the answer of key with status, numbered by idPrefix and
+// the kind's next number.
+func (b *book[R, A]) newDecision(key string, req R, idPrefix string, status ChargeStatus, now time.Time) Decision {
+	f := req.fields()
 	return Decision{
 		ID:             b.newID(idPrefix),
 		IdempotencyKey: key,
@@ -148,6 +177,8 @@ func (b *book[R, A]) lookup(key string) (A, int, LookupResult) {
 	switch {
 	case !ok:
 		return none, 0, LookupNone
+	case e.answer == nil && e.received != nil:
+		return *e.received, e.requests, LookupReceived
 	case e.answer == nil:
 		return none, 0, LookupProcessing
 	default:

@@ -89,6 +89,7 @@ type Void struct {
 // started.
 type CaptureCounters struct {
 	KeyCounters
+	ReceivedCounters
 	Captures int `json:"captures"` // new succeeded captures: money taken
 	Declines int `json:"declines"` // new declined captures
 	// Refusals: captures refused before anything was recorded: no active
@@ -99,6 +100,7 @@ type CaptureCounters struct {
 // VoidCounters count what the provider did with voids, since it started.
 type VoidCounters struct {
 	KeyCounters
+	ReceivedCounters
 	Voids    int `json:"voids"`    // new succeeded voids: holds released
 	Declines int `json:"declines"` // new declined voids
 	// Refusals: voids refused before anything was recorded: no active hold.
@@ -123,31 +125,44 @@ var (
 // decline_ reference, like a charge; the hold then stays active. Called
 // with p.mu held.
 func (p *Provider) decideCapture(key string, req captureRequest) (CaptureAnswer, error) {
-	p.expireLocked()
-	auth, h, refusal := p.activeHoldLocked(req.Authorization)
-	switch {
-	case refusal != "":
-	case auth.Currency != req.Currency:
-		refusal = fmt.Sprintf("the authorization is in %s, not %s", auth.Currency, req.Currency)
-	case req.Amount.GreaterThan(auth.Amount):
-		refusal = fmt.Sprintf("the authorization holds %s, less than %s", auth.Amount, req.Amount)
-	}
-	if refusal != "" {
+	if refusal := p.captureRefusal(req); refusal != "" {
 		p.captures.forget(key)
 		p.captureCounters.Refusals++
 		return CaptureAnswer{}, fmt.Errorf("%w: %s; nothing was captured", errCaptureRefused, refusal)
 	}
 	c := &p.captureCounters
-	a := CaptureAnswer{
-		Decision:      p.captures.decide(key, req, "cp_", &c.Captures, &c.Declines, p.now()),
-		Authorization: req.Authorization,
+	return p.commitCapture(key, req, p.captures.decide(key, req, "cp_", &c.Captures, &c.Declines, p.now())), nil
+}
+
+// captureRefusal says why req cannot be captured now: its authorization's
+// hold is not active, is in another currency, or holds less; "" when it
+// can. Called with p.mu held.
+func (p *Provider) captureRefusal(req captureRequest) string {
+	p.expireLocked()
+	auth, _, refusal := p.activeHoldLocked(req.Authorization)
+	switch {
+	case refusal != "":
+		return refusal
+	case auth.Currency != req.Currency:
+		return fmt.Sprintf("the authorization is in %s, not %s", auth.Currency, req.Currency)
+	case req.Amount.GreaterThan(auth.Amount):
+		return fmt.Sprintf("the authorization holds %s, less than %s", auth.Amount, req.Amount)
 	}
+	return ""
+}
+
+// commitCapture records the decision d of the capture under key: a
+// succeeded one takes the hold. Called with p.mu held, after
+// captureRefusal found nothing in the way of a succeeded one.
+func (p *Provider) commitCapture(key string, req captureRequest, d Decision) CaptureAnswer {
+	a := CaptureAnswer{Decision: d, Authorization: req.Authorization}
 	if a.Status == StatusSucceeded {
+		h := p.holds[req.Authorization]
 		h.state, h.capture, h.captured = HoldCaptured, key, req.Amount
 	}
 	p.captures.record(key, a)
 	p.webhooks.made("capture", a.Decision, a, req.Authorization)
-	return a, nil
+	return a
 }
 
 // decideVoid makes the void for a key admitted as new: its authorization's
@@ -156,21 +171,42 @@ func (p *Provider) decideCapture(key string, req captureRequest) (CaptureAnswer,
 // (its own, or its authorization's); the hold then stays active. Called
 // with p.mu held.
 func (p *Provider) decideVoid(key string, req voidRequest) (VoidAnswer, error) {
-	p.expireLocked()
-	auth, h, refusal := p.activeHoldLocked(req.Authorization)
-	if refusal != "" {
+	if refusal := p.voidRefusal(req); refusal != "" {
 		p.voids.forget(key)
 		p.voidCounters.Refusals++
 		return VoidAnswer{}, fmt.Errorf("%w: %s; nothing was voided", errVoidRefused, refusal)
 	}
 	c := &p.voidCounters
-	d := p.voids.decide(key, req, "vo_", &c.Voids, &c.Declines, p.now())
+	return p.commitVoid(key, req, p.voids.decide(key, req, "vo_", &c.Voids, &c.Declines, p.now())), nil
+}
+
+// voidRefusal says why req cannot be voided now: its authorization's hold
+// is not active; "" when it can. Called with p.mu held.
+func (p *Provider) voidRefusal(req voidRequest) string {
+	p.expireLocked()
+	_, _, refusal := p.activeHoldLocked(req.Authorization)
+	return refusal
+}
+
+// voidAnswer is the answer of d for a void: its amount and currency are
+// what the authorization holds, its reference the void's own. Called with
+// p.mu held.
+func (p *Provider) voidAnswer(d Decision, req voidRequest) VoidAnswer {
+	auth, _, _ := p.authorizations.lookup(req.Authorization)
 	d.Amount, d.Currency, d.Reference = auth.Amount, auth.Currency, req.Reference
-	a := VoidAnswer{Decision: d, Authorization: req.Authorization}
+	return VoidAnswer{Decision: d, Authorization: req.Authorization}
+}
+
+// commitVoid records the decision d of the void under key: a succeeded one
+// releases the hold. Called with p.mu held, after voidRefusal found
+// nothing in the way of a succeeded one.
+func (p *Provider) commitVoid(key string, req voidRequest, d Decision) VoidAnswer {
+	a := p.voidAnswer(d, req)
 	if a.Status == StatusSucceeded {
+		h := p.holds[req.Authorization]
 		h.state, h.void = HoldVoided, key
 	}
 	p.voids.record(key, a)
 	p.webhooks.send("void."+string(d.Status), d.Created, req.fields().Reference, a, req.Authorization)
-	return a, nil
+	return a
 }

@@ -17,6 +17,9 @@ import (
 //	SANDBOX_FAULT_RATES  random faults for other references, e.g. "drop=0.05,bad_gateway=0.02"
 //	SANDBOX_FAULT_SEED   seed of the random faults, the webhooks' too (default 1)
 //	SANDBOX_AUTHORIZATION_TTL  how long an authorization's hold lasts (default 168h, at most 720h)
+//	SANDBOX_MODIFICATIONS  at-once (the default) or received: captures, refunds and voids answered 202 "received" and decided later
+//	SANDBOX_MODIFICATION_DELAY  how long after its receipt a received modification is decided (default 1s, at most 1h)
+//	SANDBOX_MODIFICATION_FAILURE_RATE  the probability that a received modification fails (default 0)
 //
 // and the webhooks (WebhookConfig; none unless SANDBOX_WEBHOOK_URL is set):
 //
@@ -53,6 +56,19 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("SANDBOX_FAULT_SEED: must be an unsigned integer, got %q", v))
 		}
 		cfg.Seed = seed
+	}
+	mode, err := ParseModificationMode(getenv("SANDBOX_MODIFICATIONS"))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("SANDBOX_MODIFICATIONS: %w", err))
+	}
+	cfg.Modifications = mode
+	cfg.ModificationDelay = duration("SANDBOX_MODIFICATION_DELAY", time.Hour)
+	if v := getenv("SANDBOX_MODIFICATION_FAILURE_RATE"); v != "" {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || r < 0 || r > 1 {
+			errs = append(errs, fmt.Errorf("SANDBOX_MODIFICATION_FAILURE_RATE: must be a number from 0 to 1, got %q", v))
+		}
+		cfg.ModificationFailureRate = r
 	}
 	rates, err := ParseFaultRates(getenv("SANDBOX_FAULT_RATES"))
 	if err != nil {

@@ -31,28 +31,44 @@ var errRefundRefused = errors.New("refund refused")
 // is forgotten. Declined for a decline_ reference, like a charge. Called
 // with p.mu held.
 func (p *Provider) decideRefund(key string, req refundRequest) (RefundAnswer, error) {
-	target, refusal := p.refundTargetLocked(req.Charge)
-	switch {
-	case refusal != "":
-	case target.Currency != req.Currency:
-		refusal = fmt.Sprintf("the %s is in %s, not %s", target.noun, target.Currency, req.Currency)
-	default:
-		if left := target.Amount.Sub(p.refundedLocked(req.Charge)); req.Amount.GreaterThan(left) {
-			refusal = fmt.Sprintf("the %s has %s left to refund, less than %s", target.noun, left, req.Amount)
-		}
-	}
-	if refusal != "" {
+	if refusal := p.refundRefusal(req); refusal != "" {
 		p.refunds.forget(key)
 		p.refundCounters.Refusals++
 		return RefundAnswer{}, fmt.Errorf("%w: %s; nothing was refunded", errRefundRefused, refusal)
 	}
-	a := RefundAnswer{
-		Decision: p.refunds.decide(key, req, "re_", &p.refundCounters.Refunds, &p.refundCounters.Declines, p.now()),
-		Charge:   req.Charge,
+	c := &p.refundCounters
+	return p.commitRefund(key, req, p.refunds.decide(key, req, "re_", &c.Refunds, &c.Declines, p.now())), nil
+}
+
+// refundRefusal says why req cannot be refunded now: what it names is no
+// succeeded charge or capture, is in another currency, or has less left
+// to refund; "" when it can be. Called with p.mu held.
+func (p *Provider) refundRefusal(req refundRequest) string {
+	target, refusal := p.refundTargetLocked(req.Charge)
+	switch {
+	case refusal != "":
+		return refusal
+	case target.Currency != req.Currency:
+		return fmt.Sprintf("the %s is in %s, not %s", target.noun, target.Currency, req.Currency)
 	}
+	if left := target.Amount.Sub(p.refundedLocked(req.Charge)); req.Amount.GreaterThan(left) {
+		return fmt.Sprintf("the %s has %s left to refund, less than %s", target.noun, left, req.Amount)
+	}
+	return ""
+}
+
+// commitRefund records the decision d of the refund under key. Called
+// with p.mu held, after refundRefusal found nothing in the way of a
+// succeeded one.
+func (p *Provider) commitRefund(key string, req refundRequest, d Decision) RefundAnswer {
+	a := RefundAnswer{Decision: d, Charge: req.Charge}
 	p.refunds.record(key, a)
-	p.webhooks.made("refund", a.Decision, a, target.group)
-	return a, nil
+	group := req.Charge
+	if target, refusal := p.refundTargetLocked(req.Charge); refusal == "" {
+		group = target.group
+	}
+	p.webhooks.made("refund", a.Decision, a, group)
+	return a
 }
 
 // refundTarget is what a refund gives money back of: a charge, or the

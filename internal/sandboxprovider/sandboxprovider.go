@@ -74,6 +74,23 @@
 // is then counted (Expirations) and reported once, by an
 // authorization.expired event.
 //
+// # Modifications received, decided later
+//
+// With Config.Modifications set to ModificationsReceived
+// (SANDBOX_MODIFICATIONS=received), captures, refunds and voids are
+// answered as Adyen answers them: 202 with the modification's id and
+// status "received", the key's first answer on every later request; the
+// decision is made Config.ModificationDelay later and announced only by
+// an event (capture.succeeded, capture.declined, capture.failed, and the
+// same for refund. and void.). A received modification fails ("failed",
+// with a failureReason) when what would have refused it at once stands in
+// the way when it is decided (no active hold, more than the charge has
+// left), for a modfail_ reference, and at Config.ModificationFailureRate;
+// a failure moves nothing. Its lookup answers the receipt until the
+// decision, then the decision. Charges and authorizations are decided at
+// once in either mode. Provider.DecideReceived decides every received
+// modification at once, for tests.
+//
 // # Idempotency
 //
 // It keeps the idempotency promises real providers document, for every
@@ -132,16 +149,18 @@
 //
 // With Config.Webhooks.URL set (SANDBOX_WEBHOOK_URL), every decision, and
 // only a decision (a charge, refund, authorization, capture or void
-// succeeded or declined; never a refusal), makes one event, and so does
-// every hold that lapses; each is POSTed to that URL as JSON and signed
-// with internal/webhooksig (header Sandbox-Signature):
+// succeeded or declined, a received one failed; never a refusal), makes
+// one event, and so does every hold that lapses; each is POSTed to that
+// URL as JSON and signed with internal/webhooksig (header
+// Sandbox-Signature):
 //
 //	{"id":"evt_...","type":"charge.succeeded","created":"<RFC 3339>","data":{...}}
 //
 // type is charge.succeeded, charge.declined, refund.succeeded,
 // refund.declined, authorization.succeeded, authorization.declined,
-// capture.succeeded, capture.declined, void.succeeded, void.declined or
-// authorization.expired; data is the object exactly as the lookup by key
+// capture.succeeded, capture.declined, void.succeeded, void.declined,
+// refund.failed, capture.failed, void.failed (received modifications
+// only) or authorization.expired; data is the object exactly as the lookup by key
 // answered it when the event was made (an authorization's with its hold:
 // active on authorization.succeeded, expired on authorization.expired), so
 // idempotencyKey names it as the payer knows it. An expired event's
@@ -268,6 +287,18 @@ type Config struct {
 	// and the request bound go by it. Nil means time.Now; a test sets its
 	// own to make a hold lapse without waiting for it.
 	Now func() time.Time
+	// Modifications is how captures, refunds and voids are answered
+	// (modifications.go): at once (the zero value), or received and
+	// decided later, as Adyen does.
+	Modifications ModificationMode
+	// ModificationDelay is how long after its receipt a received
+	// modification is decided; zero means 1 s.
+	ModificationDelay time.Duration
+	// ModificationFailureRate is the probability that a received
+	// modification whose reference asks for no outcome (decline_,
+	// modfail_) fails when it is decided, drawn from a stream of the seed
+	// apart from the calls' faults.
+	ModificationFailureRate float64
 }
 
 // ChargeStatus is the provider's decision on a charge or a refund.
@@ -279,6 +310,14 @@ const (
 	// StatusDeclined: the charge (or refund) was refused, and that is final
 	// for the key.
 	StatusDeclined ChargeStatus = "declined"
+	// StatusReceived: a modification in the received mode, not decided yet
+	// (the 202's answer, and its lookup's until the decision).
+	StatusReceived ChargeStatus = "received"
+	// StatusFailed: a received modification that could not be made (the
+	// hold was gone, the capture had less left to refund, a failure drawn
+	// or asked for by its reference): nothing was moved, and that is final
+	// for the key.
+	StatusFailed ChargeStatus = "failed"
 )
 
 // Charge is one entry of the ledger: one idempotency key, decided once.
@@ -305,6 +344,9 @@ type Decision struct {
 	Currency       string          `json:"currency"`
 	Reference      string          `json:"reference"`
 	Created        time.Time       `json:"created"`
+	// FailureReason says why a received modification failed; absent
+	// otherwise.
+	FailureReason string `json:"failureReason,omitempty"`
 }
 
 // Refund is one refund of the ledger: one idempotency key, decided once.
@@ -345,6 +387,7 @@ type Counters struct {
 // started.
 type RefundCounters struct {
 	KeyCounters
+	ReceivedCounters
 	Refunds  int `json:"refunds"`  // new succeeded refunds: money moved back
 	Declines int `json:"declines"` // new declined refunds
 	// Refusals: refunds refused before anything was recorded, because they
@@ -366,6 +409,9 @@ type Ledger struct {
 	CaptureCounters       CaptureCounters       `json:"captureCounters"`
 	VoidCounters          VoidCounters          `json:"voidCounters"`
 	Webhooks              WebhookCounters       `json:"webhooks"`
+	// Undecided counts the received modifications not decided yet
+	// (modifications.go): they are in none of the lists above.
+	Undecided int `json:"undecided"`
 }
 
 // Succeeded returns the succeeded charges whose reference is ref: more than
@@ -433,6 +479,9 @@ type Provider struct {
 	now func() time.Time
 	// webhooks is nil when the provider sends none.
 	webhooks *webhookSender
+	// pending are the received modifications waiting for their decision
+	// (modifications.go).
+	pending pendingDecisions
 }
 
 // New returns a provider with an empty ledger.
@@ -449,12 +498,16 @@ func New(cfg Config) *Provider {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.ModificationDelay == 0 {
+		cfg.ModificationDelay = time.Second
+	}
 	p := &Provider{
 		cfg:      cfg,
 		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		now:      cfg.Now,
 		webhooks: newWebhookSender(cfg.Webhooks, cfg.Seed),
 		holds:    map[string]*hold{},
+		pending:  newPendingDecisions(cfg.Seed),
 	}
 	p.charges = newBook[chargeRequest, ChargeAnswer](&p.counters.KeyCounters)
 	p.refunds = newBook[refundRequest, RefundAnswer](&p.refundCounters.KeyCounters)
@@ -489,6 +542,7 @@ func (p *Provider) Ledger() Ledger {
 		CaptureCounters:       p.captureCountersLocked(),
 		VoidCounters:          p.voidCountersLocked(),
 		Webhooks:              p.webhooks.counters(),
+		Undecided:             len(p.pending.timers),
 	}
 }
 
@@ -558,6 +612,9 @@ const (
 	// LookupCharged: the charge (or refund) was decided (succeeded or
 	// declined).
 	LookupCharged
+	// LookupReceived: a modification in the received mode was received
+	// and is not decided yet; its lookup answers the receipt.
+	LookupReceived
 )
 
 // Lookup returns the charge made under key, if any.

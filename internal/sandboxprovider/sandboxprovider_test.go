@@ -495,6 +495,16 @@ func TestConfigFromEnv(t *testing.T) {
 		{map[string]string{"SANDBOX_WEBHOOK_URL": "http://127.0.0.1:8080/webhooks/sandbox"}, "SANDBOX_WEBHOOK_SECRET", nil},
 		{map[string]string{"SANDBOX_WEBHOOK_SECRET": "whsec_s", "SANDBOX_WEBHOOK_FAULT_RATES": "drop=0.1"}, "SANDBOX_WEBHOOK_FAULT_RATES", nil},
 		{map[string]string{"SANDBOX_WEBHOOK_SECRET": "whsec_s", "SANDBOX_WEBHOOK_RETRY_FOR": "100h"}, "SANDBOX_WEBHOOK_RETRY_FOR", nil},
+		{map[string]string{}, "", func(c sandboxprovider.Config) bool { return c.Modifications == sandboxprovider.ModificationsAtOnce }},
+		{map[string]string{"SANDBOX_MODIFICATIONS": "at-once"}, "",
+			func(c sandboxprovider.Config) bool { return c.Modifications == sandboxprovider.ModificationsAtOnce }},
+		{map[string]string{"SANDBOX_MODIFICATIONS": "received", "SANDBOX_MODIFICATION_DELAY": "250ms", "SANDBOX_MODIFICATION_FAILURE_RATE": "0.2"}, "",
+			func(c sandboxprovider.Config) bool {
+				return c.Modifications == sandboxprovider.ModificationsReceived && c.ModificationDelay == 250*time.Millisecond && c.ModificationFailureRate == 0.2
+			}},
+		{map[string]string{"SANDBOX_MODIFICATIONS": "later"}, "SANDBOX_MODIFICATIONS", nil},
+		{map[string]string{"SANDBOX_MODIFICATION_DELAY": "2h"}, "SANDBOX_MODIFICATION_DELAY", nil},
+		{map[string]string{"SANDBOX_MODIFICATION_FAILURE_RATE": "1.5"}, "SANDBOX_MODIFICATION_FAILURE_RATE", nil},
 	}
 	for _, tc := range tests {
 		cfg, err := sandboxprovider.ConfigFromEnv(func(k string) string { return tc.env[k] })

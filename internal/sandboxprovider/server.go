@@ -148,6 +148,10 @@ type kind[R keyedRequest[R], A any] struct {
 	// view, when set, is what the lookup answers for a decided key, with
 	// p.mu held; otherwise the decided answer itself.
 	view func(p *Provider, key string, a A) any
+	// modification, set for captures, refunds and voids, is how the kind
+	// is received and decided later in the received mode
+	// (modifications.go).
+	modification *modification[R, A]
 }
 
 // nothingDone marks an error body as saying that nothing was done for the
@@ -165,7 +169,7 @@ var charges = kind[chargeRequest, ChargeAnswer]{noun: "charge", done: "charged",
 var refunds = kind[refundRequest, RefundAnswer]{noun: "refund", done: "refunded", notFound: ErrTypeRefundNotFound,
 	flag:  func(e *ErrorBody) **bool { return &e.Error.Refunded },
 	book:  func(p *Provider) *book[refundRequest, RefundAnswer] { return p.refunds },
-	parse: parseRefundRequest, decide: (*Provider).decideRefund}
+	parse: parseRefundRequest, decide: (*Provider).decideRefund, modification: refundModification}
 
 var authorizations = kind[chargeRequest, AuthorizationAnswer]{noun: "authorization", done: "authorized", notFound: ErrTypeAuthorizationNotFound,
 	flag:  func(e *ErrorBody) **bool { return &e.Error.Authorized },
@@ -175,12 +179,12 @@ var authorizations = kind[chargeRequest, AuthorizationAnswer]{noun: "authorizati
 var captures = kind[captureRequest, CaptureAnswer]{noun: "capture", done: "captured", notFound: ErrTypeCaptureNotFound,
 	flag:  func(e *ErrorBody) **bool { return &e.Error.Captured },
 	book:  func(p *Provider) *book[captureRequest, CaptureAnswer] { return p.captures },
-	parse: parseCaptureRequest, decide: (*Provider).decideCapture}
+	parse: parseCaptureRequest, decide: (*Provider).decideCapture, modification: captureModification}
 
 var voids = kind[voidRequest, VoidAnswer]{noun: "void", done: "voided", notFound: ErrTypeVoidNotFound,
 	flag:  func(e *ErrorBody) **bool { return &e.Error.Voided },
 	book:  func(p *Provider) *book[voidRequest, VoidAnswer] { return p.voids },
-	parse: parseVoidRequest, decide: (*Provider).decideVoid, bind: (*Provider).bindVoid}
+	parse: parseVoidRequest, decide: (*Provider).decideVoid, bind: (*Provider).bindVoid, modification: voidModification}
 
 // create serves POST for a kind: the key's admission, the processing of a
 // new key, the fault the request meets, and the answer.
@@ -210,7 +214,7 @@ func create[R keyedRequest[R], A any](h *handler, k kind[R, A]) http.HandlerFunc
 		if k.bind != nil {
 			req = k.bind(h.p, req)
 		}
-		adm, fault, answer := k.book(h.p).begin(h.p, key, req)
+		adm, fault, answer, received := k.book(h.p).begin(h.p, key, req)
 		h.p.mu.Unlock()
 		switch adm {
 		case admitConflict:
@@ -234,7 +238,11 @@ func create[R keyedRequest[R], A any](h *handler, k kind[R, A]) http.HandlerFunc
 			// provider: the client then does not know the outcome.
 			h.wait(nil, h.p.cfg.Latency)
 			h.p.mu.Lock()
-			answer, err = k.decide(h.p, key, req)
+			if k.receives(h.p) {
+				answer, received = k.receive(h.p, key, req), true
+			} else {
+				answer, err = k.decide(h.p, key, req)
+			}
 			h.p.mu.Unlock()
 			if err != nil {
 				writeError(w, http.StatusUnprocessableEntity, ErrTypeInvalidRequest, err.Error(), k.nothingDone)
@@ -258,7 +266,12 @@ func create[R keyedRequest[R], A any](h *handler, k kind[R, A]) http.HandlerFunc
 		if adm == admitReplay {
 			w.Header().Set(headerReplayed, "true")
 		}
-		writeJSON(w, http.StatusOK, answer)
+		status := http.StatusOK
+		if received {
+			// Received, not decided: the decision comes as an event.
+			status = http.StatusAccepted
+		}
+		writeJSON(w, status, answer)
 	}
 }
 
@@ -520,6 +533,7 @@ func (s *Server) Close() error {
 	close(s.done)
 	err := s.srv.Close()
 	s.sweeper.Wait()
+	s.stopDecisions()
 	s.webhooks.close()
 	if serveErr := <-s.errc; !errors.Is(serveErr, http.ErrServerClosed) {
 		err = errors.Join(err, serveErr)
@@ -535,6 +549,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	close(s.done)
 	err := s.srv.Shutdown(ctx)
 	s.sweeper.Wait()
+	s.stopDecisions()
 	s.webhooks.close()
 	if serveErr := <-s.errc; !errors.Is(serveErr, http.ErrServerClosed) {
 		err = errors.Join(err, serveErr)

@@ -124,8 +124,9 @@ type WebhookCounters struct {
 type Event struct {
 	ID string `json:"id"` // evt_<unique>: the same on every delivery of the event
 	// Type is <object>.<status> for a decision (charge, refund,
-	// authorization, capture or void; succeeded or declined), or
-	// authorization.expired when a hold lapsed.
+	// authorization, capture or void; succeeded or declined, and for a
+	// received refund, capture or void failed), or authorization.expired
+	// when a hold lapsed.
 	Type    string    `json:"type"`
 	Created time.Time `json:"created"`
 	// Data is the object exactly as the lookup by key answered it when the
@@ -308,7 +309,7 @@ func (s *webhookSender) faultFor(ref string) WebhookFault {
 			break
 		}
 	}
-	rest = strings.TrimPrefix(rest, DeclinePrefix)
+	rest = strings.TrimPrefix(strings.TrimPrefix(rest, DeclinePrefix), FailPrefix)
 	for _, wp := range webhookPrefixes {
 		if strings.HasPrefix(rest, wp.prefix) {
 			return wp.fault

@@ -41,6 +41,7 @@ func newJobs(cfg config.Config, db *gorm.DB, uc useCases, registry prometheus.Re
 		// up: its lock and the completer's grace are over.
 		SagaUnresolvedAfter: cfg.IdempotencyLockTimeout + r.CompleterGrace,
 		Expire:              app.NewExpireLapsedAuthorizations(uc.chargePayment, cfg.AuthorizationCheckAfter, abandonedChargesPerRun, logger),
+		SettleReceived:      app.NewSettleReceivedModifications(uc.refundPayment, cfg.ReceivedLookupAfter, abandonedChargesPerRun, logger, uc.transitions()...),
 		Logger:              logger,
 		Registry:            registry,
 	})

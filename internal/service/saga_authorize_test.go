@@ -205,3 +205,52 @@ func TestSagaCompensationWhileItsVoidIsUnknown(t *testing.T) {
 		t.Fatalf("the re-sent compensation got a new reply: %s", r.dump())
 	}
 }
+
+// sagaWebhookSecret signs the sandbox's events to the saga's service.
+const sagaWebhookSecret = "whsec_saga_received_0123456789" //nolint:gosec // G101: the test's own secret
+
+// A compensation whose void the provider received and decides later (its
+// received mode): no reply while the void awaits the provider, whatever
+// the completer does meanwhile; once the provider decides, its event
+// settles the void and publishes the compensation's reply with it, once;
+// when the event is lost, the completer's retry of the void finds the
+// decision by the provider's lookup, and replies.
+func TestSagaCompensationsReceivedVoidRepliesWithItsSettlement(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		prefix string // the authorization's reference's, which its void inherits
+	}{
+		{"the event delivered", "pi_"},
+		{"the event lost", "hooklost_"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := startSaga(t, nil, sandboxprovider.Config{Modifications: sandboxprovider.ModificationsReceived, ModificationDelay: time.Hour,
+				Webhooks: sandboxprovider.WebhookConfig{Secret: sagaWebhookSecret, FirstRetry: 20 * time.Millisecond, RetryFor: time.Minute}})
+			order := r.newOrder(t, "35.00")
+			saga := uuid.New()
+			external := tc.prefix + "received_void_" + saga.String()
+			r.send(t, manualChargeCmd(saga, "charge-payment", order, "35.00", external))
+			if got := r.awaitReply(t, saga, "charge-payment", 1)[0]; got.str("eventType") != "PaymentStepAuthorized.v1" {
+				t.Fatalf("authorize reply = %s", got.Raw)
+			}
+			compensation := compensateCmd(saga, "release-payment", "charge-payment")
+			r.send(t, compensation)
+			r.waitFor(t, "the provider received the compensation's void", func() bool { return r.svc.Provider.Undecided() == 1 })
+			// The completer runs every second: two runs, and still no reply.
+			r.quietFor(t, 2*time.Second, saga, "release-payment", 0)
+			if n := r.svc.Count(t, `SELECT count(*) FROM payment_transition WHERE status = 'PENDING' AND kind = 'void'`); n != 1 {
+				t.Fatalf("%d PENDING voids while the provider decides, want 1", n)
+			}
+			r.svc.Provider.DecideReceived()
+			released := r.awaitReply(t, saga, "release-payment", 1)[0]
+			if released.str("eventType") != "PaymentStepCompensated.v1" || released.str("amount") != "0" || released.Body["voided"] != true {
+				t.Fatalf("compensation reply once the void settled = %s", released.Raw)
+			}
+			hold := r.authorization(t, external)
+			if voids := r.svc.Provider.VoidsFor(hold.IdempotencyKey); len(voids) != 1 || voids[0].Status != sandboxprovider.StatusSucceeded {
+				t.Fatalf("the provider's voids %+v, want one succeeded", voids)
+			}
+			r.quietFor(t, time.Second, saga, "release-payment", 1)
+		})
+	}
+}

@@ -153,11 +153,16 @@ func newProvider(cfg config.Config) (domain.ProviderName, providerClient, httpap
 		}
 		return stripe.Name, c, events, nil
 	}
+	modifications := app.AnswersAtOnce
+	if cfg.SandboxModifications == config.ModificationsReceived {
+		modifications = app.AnswersReceived
+	}
 	c, err := sandbox.New(sandbox.Config{
 		BaseURL:        cfg.SandboxProviderURL,
 		ConnectTimeout: cfg.ProviderConnectTimeout,
 		Timeout:        cfg.ProviderTimeout,
 		MaxRequestAge:  cfg.ProviderMaxRequestAge,
+		Modifications:  modifications,
 	})
 	return sandbox.Name, c, nil, err
 }

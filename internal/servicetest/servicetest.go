@@ -14,6 +14,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"strings"
 	"sync"
@@ -35,7 +36,12 @@ type Options struct {
 	// Env is the environment, over BaseEnv: DATABASE_URL, HTTP_ADDR and
 	// SANDBOX_PROVIDER_URL are set by Start unless Env sets them.
 	Env map[string]string
-	// Provider configures the sandbox provider Start runs.
+	// Provider configures the sandbox provider Start runs. With
+	// Provider.Webhooks.Secret set and no URL, its events go to this
+	// service's POST /webhooks/sandbox, which holds the secret
+	// (WEBHOOK_SECRETS, unless Env sets it); in its received mode
+	// (Provider.Modifications), SANDBOX_PROVIDER_MODIFICATIONS says so
+	// unless Env sets it.
 	Provider sandboxprovider.Config
 	// Sandbox, if set, is the provider to charge through instead: one that
 	// outlives this service, for a test that runs several in turn.
@@ -164,7 +170,11 @@ func Start(t testing.TB, o Options) *Service {
 				vars[k] = v
 			}
 		}
-	} else if provider == nil {
+	}
+	// A provider whose events come to this service starts once the
+	// service's address is known; its listener is open from here on.
+	var startProvider func(serviceURL string)
+	if o.Stripe == nil && provider == nil {
 		// The provider keeps the request bound the service relies on.
 		if o.Provider.MaxRequestAge == 0 {
 			bound, err := time.ParseDuration(vars["PROVIDER_MAX_REQUEST_AGE"])
@@ -173,11 +183,30 @@ func Start(t testing.TB, o Options) *Service {
 			}
 			o.Provider.MaxRequestAge = bound
 		}
-		var err error
-		if provider, err = sandboxprovider.Start("127.0.0.1:0", o.Provider); err != nil {
+		if o.Provider.Modifications == sandboxprovider.ModificationsReceived {
+			setUnlessSet(vars, "SANDBOX_PROVIDER_MODIFICATIONS", config.ModificationsReceived)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
 			t.Fatal(err)
 		}
-		closeProvider = func() { _ = provider.Close() }
+		setUnlessSet(vars, "SANDBOX_PROVIDER_URL", "http://"+ln.Addr().String())
+		cfg := o.Provider
+		toService := cfg.Webhooks.Secret != "" && cfg.Webhooks.URL == ""
+		if toService {
+			setUnlessSet(vars, "WEBHOOK_SECRETS", cfg.Webhooks.Secret)
+		}
+		closeProvider = func() { _ = ln.Close() }
+		startProvider = func(serviceURL string) {
+			if toService {
+				cfg.Webhooks.URL = serviceURL + "/webhooks/sandbox"
+			}
+			provider = sandboxprovider.Serve(ln, cfg)
+			closeProvider = func() { _ = provider.Close() }
+		}
+		if !toService {
+			startProvider("")
+		}
 	}
 	if _, set := vars["SANDBOX_PROVIDER_URL"]; !set && provider != nil {
 		vars["SANDBOX_PROVIDER_URL"] = provider.URL
@@ -200,6 +229,9 @@ func Start(t testing.TB, o Options) *Service {
 	}
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(ctx) }()
+	if provider == nil && startProvider != nil {
+		startProvider("http://" + svc.Addr())
+	}
 	pool, err := pgxpool.New(context.Background(), o.DSN)
 	if err != nil {
 		t.Fatal(err)
@@ -231,6 +263,13 @@ func Start(t testing.TB, o Options) *Service {
 		closeProvider()
 	})
 	return s
+}
+
+// setUnlessSet sets vars[k] to v unless it is set.
+func setUnlessSet(vars map[string]string, k, v string) {
+	if _, set := vars[k]; !set {
+		vars[k] = v
+	}
 }
 
 // ownGroups names the consumer groups in vars that vars leaves unnamed

@@ -117,7 +117,20 @@ type stackOptions struct {
 	// with webhookSecret, which every replica holds. URL and Secret are
 	// filled in by newStack.
 	webhooks *sandboxprovider.WebhookConfig
+	// received runs the provider in its received mode: captures, refunds
+	// and voids answered 202 "received" and decided receivedDelay later,
+	// receivedFailures of them failing; the replicas are told so, and look
+	// a received one up a second after it (the completer runs every
+	// second), which settles those whose event was lost.
+	received bool
 }
+
+// The received mode's timings in the suite: a modification is decided
+// 100 ms after its receipt, and 15% of them fail.
+const (
+	receivedDelay    = 100 * time.Millisecond
+	receivedFailures = 0.15
+)
 
 // webhookSecret signs the provider's deliveries in a stack with webhooks.
 const webhookSecret = "whsec_fault_suite_0123456789" //nolint:gosec // G101: the fault suite's own secret
@@ -138,13 +151,16 @@ type stack struct {
 	replicas   []*replica
 	env        []string
 	logDir     string
+	// received: the provider answers modifications "received"
+	// (stackOptions.received).
+	received bool
 }
 
 func newStack(t testing.TB, opts stackOptions) *stack {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s := &stack{t: t, logDir: t.TempDir()}
+	s := &stack{t: t, logDir: t.TempDir(), received: opts.received}
 
 	pg, err := pgtemp.Start(ctx, pgtemp.Options{})
 	if err != nil {
@@ -179,6 +195,11 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 	}
 	if opts.provider.MaxRequestAge == 0 {
 		opts.provider.MaxRequestAge = requestBound
+	}
+	if opts.received {
+		opts.provider.Modifications = sandboxprovider.ModificationsReceived
+		opts.provider.ModificationDelay, opts.provider.ModificationFailureRate = receivedDelay, receivedFailures
+		opts.env = append([]string{"SANDBOX_PROVIDER_MODIFICATIONS=received", "RECEIVED_LOOKUP_AFTER=1s"}, opts.env...)
 	}
 	if opts.webhooks != nil {
 		w := *opts.webhooks
@@ -587,6 +608,9 @@ func (a answer) final() bool {
 	switch a.status {
 	case http.StatusOK, http.StatusCreated, http.StatusPaymentRequired:
 		return true
+	case http.StatusAccepted:
+		// Received by the provider, which decides later: the key's answer.
+		return a.refund || a.transition
 	case http.StatusUnprocessableEntity:
 		return a.code == "refund-declined" || a.code == "refund-failed" ||
 			(a.transition && transitionDecided[a.code])

@@ -392,6 +392,15 @@ func (c *checker) checkGlobal() violations {
 	if n := s.count(`SELECT count(*) FROM payment_transition WHERE status = 'PENDING'`); n != 0 {
 		v.add("%d captures or voids PENDING", n)
 	}
+	if n := s.count(`SELECT count(*) FROM payment_transition WHERE status = 'FAILED'`); n < cp.Failures+vo.Failures {
+		v.add("the provider failed %d captures and voids it received and the service has %d FAILED ones", cp.Failures+vo.Failures, n)
+	}
+	if n := s.count(`SELECT count(*) FROM payment_transition WHERE received_at IS NOT NULL`); n != 0 {
+		v.add("%d captures or voids still await their provider's decision", n)
+	}
+	if n := s.provider.Undecided(); n != 0 {
+		v.add("the provider has %d modifications it received and has not decided", n)
+	}
 	if n := s.count(`SELECT count(*) FROM payment WHERE status = 'PENDING'`); n != 0 {
 		v.add("%d payments PENDING", n)
 	}

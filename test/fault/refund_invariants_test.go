@@ -50,6 +50,15 @@ func (r refundRow) String() string {
 var refundStatus = map[sandboxprovider.ChargeStatus]string{
 	sandboxprovider.StatusSucceeded: "SUCCEEDED",
 	sandboxprovider.StatusDeclined:  "DECLINED",
+	// A modification received, then failed (the provider's received mode).
+	sandboxprovider.StatusFailed: "FAILED",
+}
+
+// failedAt reports whether the provider holds a FAILED row's object as it
+// should: nothing under its key (refused for good), or, received and
+// then failed, a failure.
+func failedAt(held bool, status sandboxprovider.ChargeStatus) bool {
+	return !held || status == sandboxprovider.StatusFailed
 }
 
 // refundEventType is the event of a refund's final status.
@@ -172,7 +181,7 @@ func (c *checker) checkRefunds(refunds []refundOp, answers []answer) violations 
 					v.add("refund %d (%s) is %s but the provider holds %v (%s)", r.id, r.ext, r.status, at, pr.Status)
 				}
 			case "FAILED":
-				if at {
+				if !failedAt(at, pr.Status) {
 					v.add("refund %d (%s) is FAILED but the provider %s it", r.id, r.ext, pr.Status)
 				}
 			}
@@ -208,7 +217,7 @@ func (c *checker) checkRefunds(refunds []refundOp, answers []answer) violations 
 				v.add("%s: the refund table says %+v and the provider %v %s", a, row, at, pr.Status)
 			}
 		case a.code == "refund-failed":
-			if !recorded || row.status != "FAILED" || at {
+			if !recorded || row.status != "FAILED" || !failedAt(at, pr.Status) {
 				v.add("%s: the refund table says %+v and the provider %v %s", a, row, at, pr.Status)
 			}
 		case a.code == codeRefundExceeds:
@@ -280,6 +289,12 @@ func (c *checker) checkRefundsGlobal(v *violations) {
 	}
 	if n := s.count(`SELECT count(*) FROM refund WHERE status = 'PENDING'`); n != 0 {
 		v.add("%d refunds PENDING", n)
+	}
+	if n := s.count(`SELECT count(*) FROM refund WHERE status = 'FAILED'`); n < l.Failures {
+		v.add("the provider failed %d refunds it received and the service has %d FAILED refunds", l.Failures, n)
+	}
+	if n := s.count(`SELECT count(*) FROM refund WHERE received_at IS NOT NULL`); n != 0 {
+		v.add("%d refunds still await their provider's decision", n)
 	}
 	if n := s.count(`SELECT count(*) FROM refund f WHERE NOT EXISTS (SELECT 1 FROM idempotency_record r WHERE r.refund_id = f.id)`); n != 0 {
 		v.add("%d refunds that no idempotency record holds: partial state", n)

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -24,6 +25,8 @@ var (
 	flagRound  = flag.Int("round", -1, "run only this round of -seed (to reproduce a failure)")
 
 	flagWebhookRounds = flag.Int("webhook-rounds", 30, "how many seeded fault rounds to run with webhooks on")
+
+	flagReceivedRounds = flag.Int("received-rounds", 25, "how many seeded fault rounds to run with the provider answering modifications \"received\"")
 )
 
 // Seeded fault rounds: a bounded loop in which every round draws, from the
@@ -70,6 +73,20 @@ func TestSeededWebhookRounds(t *testing.T) {
 	runSeededRounds(t, "TestSeededWebhookRounds", "webhook-rounds", *flagWebhookRounds, stackOptions{replicas: 3, webhooks: &roundWebhooks})
 }
 
+// The same rounds with the provider in its received mode (Adyen's
+// shape) and its webhooks on: every capture, void and refund is answered
+// 202 "received" and decided 100 ms later, 15% of them failing, the
+// decision announced by its event alone, which meets the webhook faults
+// (duplicated, swapped, late, lost: a lost one is settled by the
+// completer's lookup). The service answers each 202 with the pending
+// resource and holds what it reserved until the event; the invariants
+// are the same, a failed capture or refund agreeing with the provider's
+// failed one. This run has fewer rounds by default (-received-rounds).
+func TestSeededReceivedRounds(t *testing.T) {
+	runSeededRounds(t, "TestSeededReceivedRounds", "received-rounds", *flagReceivedRounds,
+		stackOptions{replicas: 3, webhooks: &roundWebhooks, received: true})
+}
+
 // roundWebhooks are the webhooks of TestSeededWebhookRounds: 40%
 // of the events meet a fault. A late one comes 3 s after its decision,
 // when the completer (every second, one second's grace) has settled its
@@ -108,6 +125,7 @@ func runSeededRounds(t *testing.T, name, roundsFlag string, rounds int, opts sta
 	s := newStack(t, opts)
 	c := newChecker(s)
 	faults := map[string]int{}
+	accepted := 0 // 202s the clients saw: modifications received
 	started := time.Now()
 	for r := first; r < last; r++ {
 		p := newPlan(seed, r)
@@ -116,6 +134,10 @@ func runSeededRounds(t *testing.T, name, roundsFlag string, rounds int, opts sta
 			faults[k]++
 		}
 		ops, refunds, answers := s.runRound(t, p)
+		accepted += countStatus(answers, http.StatusAccepted)
+		if p.twoStep != nil {
+			accepted += countStatus(p.twoStep.answers, http.StatusAccepted)
+		}
 		v := c.check(ops, answers)
 		v = append(v, c.checkRefunds(refunds, answers)...)
 		v = append(v, c.checkTwoStep(p.twoStep)...)
@@ -124,6 +146,10 @@ func runSeededRounds(t *testing.T, name, roundsFlag string, rounds int, opts sta
 		if (r+1)%500 == 0 {
 			fmt.Printf("fault rounds: %d done in %s\n", r+1-first, time.Since(started).Round(time.Second))
 		}
+	}
+	if opts.received && accepted == 0 {
+		require(t, violations{"no capture, void or refund was answered 202: the run did not test modifications received"},
+			fmt.Sprintf("seed %d; reproduce: %s", seed, reproduce))
 	}
 	webhooks := "off"
 	if opts.webhooks != nil {
@@ -140,11 +166,24 @@ func runSeededRounds(t *testing.T, name, roundsFlag string, rounds int, opts sta
 	au, cp, vo := s.provider.AuthorizationCounters(), s.provider.CaptureCounters(), s.provider.VoidCounters()
 	fmt.Printf("fault rounds: seed %d, %d rounds, %s, violations 0; provider: %d charges, %d declines, %d replays, %d in-progress refusals; "+
 		"refunds: %d made, %d declined, %d replays; two-step: %d authorizations, captures %d made, %d declined, %d refused, %d replays, "+
-		"voids %d made, %d refused, %d replays; events redelivered: %d; webhooks: %s\n"+
+		"voids %d made, %d refused, %d replays; received: %d refunds (%d failed), %d captures (%d failed), %d voids (%d failed), %d answered 202; "+
+		"events redelivered: %d; webhooks: %s\n"+
 		"fault rounds: faults injected: %s\n",
 		seed, last-first, time.Since(started).Round(time.Second), l.Charges, l.Declines, l.Replays, l.InProgressRefusals,
 		rl.Refunds, rl.Declines, rl.Replays, au.Authorizations, cp.Captures, cp.Declines, cp.Refusals, cp.Replays,
-		vo.Voids, vo.Refusals, vo.Replays, c.redeliveries, webhooks, strings.Join(kinds, " "))
+		vo.Voids, vo.Refusals, vo.Replays, rl.Received, rl.Failures, cp.Received, cp.Failures, vo.Received, vo.Failures, accepted,
+		c.redeliveries, webhooks, strings.Join(kinds, " "))
+}
+
+// countStatus counts the answers of status.
+func countStatus(answers []answer, status int) int {
+	n := 0
+	for _, a := range answers {
+		if a.status == status {
+			n++
+		}
+	}
+	return n
 }
 
 // plan is what one round does, drawn from the seed and the round number.
@@ -557,6 +596,13 @@ func (s *stack) runRound(t *testing.T, p plan) ([]op, []refundOp, []answer) {
 	}
 	settle.Wait()
 	if ts != nil {
+		if s.received {
+			// A capture answered 202 is settled by its event: its refunds
+			// wait for it.
+			waitFor(t, 30*time.Second, fmt.Sprintf("round %d: the two-step payment's captures and voids settled", p.round), func() bool {
+				return s.count(`SELECT count(*) FROM payment_transition WHERE status = 'PENDING' AND payment_id = $1`, ts.payment.id) == 0
+			})
+		}
 		s.refundCapture(ts, recordTwoStep)
 	}
 	keys := append(keysOf(ops), keysOf(refunds)...)

@@ -209,7 +209,7 @@ func (f twoStepFacts) check() violations {
 				v.add("%s %d of payment %d is %s and the provider holds %v (%s) under %s", t.kind, t.id, p.id, t.status, made, at, t.providerKey)
 			}
 		case "FAILED":
-			if made {
+			if !failedAt(made, at) {
 				v.add("%s %d of payment %d is FAILED and the provider %s it under %s", t.kind, t.id, p.id, at, t.providerKey)
 			}
 		}

@@ -54,6 +54,12 @@ type Config struct {
 	// (app.LooksUpWithinBound). Zero declares none. It assumes the two
 	// clocks agree: the sandbox runs beside the service.
 	MaxRequestAge time.Duration
+	// Modifications is how the sandbox answers captures, refunds and
+	// voids, as it is run (its SANDBOX_MODIFICATIONS): at once (the zero
+	// value), or "received" (202) and decided later, as Adyen does
+	// (app.AnswersReceived). A receipt from a sandbox declared to answer at
+	// once is not taken for one: the core sorts it as unknown.
+	Modifications app.ModificationAnswers
 }
 
 // Client is the sandbox provider's HTTP API as the ports of charges,
@@ -68,6 +74,7 @@ type Client struct {
 	voids          operation
 	http           *http.Client
 	maxRequestAge  time.Duration
+	modifications  app.ModificationAnswers
 }
 
 // operation is one kind of call the provider takes: charges, refunds,
@@ -82,6 +89,9 @@ type operation struct {
 	// describes reports whether a 200 answer describes the request that
 	// want stands for; nil means sameRequest.
 	describes func(got, want answer) bool
+	// modification: a capture, refund or void, which the sandbox's
+	// received mode answers 202 "received".
+	modification bool
 }
 
 // New returns a client with one connection pool for all calls.
@@ -95,14 +105,15 @@ func New(cfg Config) (*Client, error) {
 		charges: operation{noun: "charge", url: u.JoinPath("v1", "charges"), notFound: errTypeChargeNotFound,
 			nothingDone: func(e errorAnswer) *bool { return e.Error.Charged }},
 		refunds: operation{noun: "refund", url: u.JoinPath("v1", "refunds"), notFound: errTypeRefundNotFound,
-			nothingDone: func(e errorAnswer) *bool { return e.Error.Refunded }},
+			nothingDone: func(e errorAnswer) *bool { return e.Error.Refunded }, modification: true},
 		authorizations: operation{noun: "authorization", url: u.JoinPath("v1", "authorizations"), notFound: errTypeAuthorizationNotFound,
 			nothingDone: func(e errorAnswer) *bool { return e.Error.Authorized }},
 		captures: operation{noun: "capture", url: u.JoinPath("v1", "captures"), notFound: errTypeCaptureNotFound,
-			nothingDone: func(e errorAnswer) *bool { return e.Error.Captured }},
+			nothingDone: func(e errorAnswer) *bool { return e.Error.Captured }, modification: true},
 		voids: operation{noun: "void", url: u.JoinPath("v1", "voids"), notFound: errTypeVoidNotFound,
-			nothingDone: func(e errorAnswer) *bool { return e.Error.Voided }, describes: sameVoid},
+			nothingDone: func(e errorAnswer) *bool { return e.Error.Voided }, describes: sameVoid, modification: true},
 		maxRequestAge: cfg.MaxRequestAge,
+		modifications: cfg.Modifications,
 		http: &http.Client{
 			Transport: transport,
 			Timeout:   cfg.Timeout,
@@ -182,11 +193,12 @@ const MaxKeyLength = 255
 
 // Abilities: the sandbox answers a lookup by our idempotency key with
 // "nothing, and nothing being made", refuses a request older than the
-// bound it declares, answers a capture, refund or void at once, and takes
-// decimal amounts.
+// bound it declares, answers a capture, refund or void at once or
+// "received" as it is run (Config.Modifications), and takes decimal
+// amounts.
 func (c *Client) Abilities() app.ProviderAbilities {
 	return app.ProviderAbilities{Lookup: app.LookupByKey, RequestBound: c.maxRequestAge,
-		Modifications: app.AnswersAtOnce, MaxKeyLength: MaxKeyLength}
+		Modifications: c.modifications, MaxKeyLength: MaxKeyLength}
 }
 
 func (c *Client) Charge(ctx context.Context, req app.ProviderCharge) (app.ProviderDecision, error) {
@@ -275,10 +287,28 @@ func (c *Client) create(ctx context.Context, op operation, key string, body any,
 	if err != nil {
 		return "", fmt.Errorf("%w: reading the answer (%s): %w", app.ErrProviderOutcomeUnknown, resp.Status, err)
 	}
-	if resp.StatusCode == http.StatusOK {
+	switch {
+	case resp.StatusCode == http.StatusOK:
 		return decision(op, want, answerBody)
+	case resp.StatusCode == http.StatusAccepted && op.modification:
+		return receipt(op, want, answerBody)
 	}
 	return "", classifyRefusal(op, resp.StatusCode, answerBody)
+}
+
+// receipt reads a 202: the sandbox received the capture, refund or void
+// (its received mode) and decides it later, announcing the decision by
+// an event. A 202 that cannot be read, describes another request or says
+// anything but "received" is not a receipt: unknown.
+func receipt(op operation, want answer, body []byte) (app.ProviderDecision, error) {
+	a, err := describing(op, want, body)
+	if err != nil {
+		return "", err
+	}
+	if a.Status != statusReceived {
+		return "", fmt.Errorf("%w: a 202 for %s %s with status %q", app.ErrProviderOutcomeUnknown, op.noun, a.ID, a.Status)
+	}
+	return app.ProviderReceived, nil
 }
 
 // newRequest builds the POST. sent becomes true once the request has been
@@ -319,28 +349,49 @@ func newRequest(ctx context.Context, target, key string, body []byte, maxAge tim
 // describes another charge (refund, ...) than the one asked for, is not a
 // decision.
 func decision(op operation, want answer, body []byte) (app.ProviderDecision, error) {
+	a, err := describing(op, want, body)
+	if err != nil {
+		return "", err
+	}
+	return decisionOf(op, a)
+}
+
+// describing reads an answer that must describe the request want stands
+// for.
+func describing(op operation, want answer, body []byte) (answer, error) {
 	var a answer
 	if err := json.Unmarshal(body, &a); err != nil {
-		return "", fmt.Errorf("%w: unreadable answer: %w", app.ErrProviderOutcomeUnknown, err)
+		return answer{}, fmt.Errorf("%w: unreadable answer: %w", app.ErrProviderOutcomeUnknown, err)
 	}
 	describes := op.describes
 	if describes == nil {
 		describes = sameRequest
 	}
 	if !describes(a, want) {
-		return "", fmt.Errorf("%w: the answer describes another %s (key %q, reference %q, %s %s, charge %q, authorization %q)",
+		return answer{}, fmt.Errorf("%w: the answer describes another %s (key %q, reference %q, %s %s, charge %q, authorization %q)",
 			app.ErrProviderOutcomeUnknown, op.noun, a.IdempotencyKey, a.Reference, a.Amount, a.Currency, a.Charge, a.Authorization)
 	}
-	return decisionOf(op, a)
+	return a, nil
 }
 
-// decisionOf is the decision a charge's (or refund's) status states.
+// The statuses of the sandbox's received mode: a modification received
+// and not decided yet, and one that failed once decided.
+const (
+	statusReceived = "received"
+	statusFailed   = "failed"
+)
+
+// decisionOf is the decision a charge's (or refund's) status states. A
+// modification's lookup that answers "received" knows no decision yet:
+// unknown, as anything else that is not one.
 func decisionOf(op operation, a answer) (app.ProviderDecision, error) {
-	switch a.Status {
-	case "succeeded":
+	switch {
+	case a.Status == "succeeded":
 		return app.ProviderApproved, nil
-	case "declined":
+	case a.Status == "declined":
 		return app.ProviderDeclined, nil
+	case a.Status == statusFailed && op.modification:
+		return app.ProviderFailed, nil
 	default:
 		return "", fmt.Errorf("%w: %s %s has status %q", app.ErrProviderOutcomeUnknown, op.noun, a.ID, a.Status)
 	}

@@ -42,6 +42,7 @@ completed AS (
  RETURNING 1
 ),
 -- clause completed: end
+-- clause transition_settled: begin
 -- The transition's decision, only with the key's completion.
 settled AS (
     UPDATE payment_transition
@@ -60,6 +61,7 @@ moved AS (
       FROM settled s
      WHERE p.id = s.payment_id AND @status = 'SUCCEEDED' AND p.status = 'AUTHORIZED'
 ),
+-- clause transition_settled: end
 -- clause announced: begin
 -- The outbox row (R-DIST-IDEM-1): one event per decided reservation,
 -- written with the decision; the relay publishes it after the commit.
