@@ -122,7 +122,10 @@ func TestLookups(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := startFake(t, tc.cfg)
-			c, err := stripe.New(stripe.Config{SecretKey: secretKey, APIBase: f.URL, Timeout: time.Second, ConnectTimeout: time.Second, MaxLookupPages: tc.pages})
+			// A lookup is bounded as a whole by Timeout; paging through a
+			// few hundred records on a loaded machine can take seconds, and
+			// the bound is not what these rows test.
+			c, err := stripe.New(stripe.Config{SecretKey: secretKey, APIBase: f.URL, Timeout: 30 * time.Second, ConnectTimeout: time.Second, MaxLookupPages: tc.pages})
 			if err != nil {
 				t.Fatal(err)
 			}
