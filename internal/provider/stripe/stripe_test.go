@@ -34,7 +34,9 @@ func client(t *testing.T, base string, key ...string) *stripe.Client {
 	if len(key) > 0 {
 		k = key[0]
 	}
-	c, err := stripe.New(stripe.Config{SecretKey: k, APIBase: base, ConnectTimeout: time.Second, Timeout: time.Second})
+	// Timeout is what a call may take before it is unknown: far above what
+	// any row takes on a loaded machine, below the fake's slow answer.
+	c, err := stripe.New(stripe.Config{SecretKey: k, APIBase: base, ConnectTimeout: time.Second, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +224,7 @@ func TestEveryAnswerSortsIntoTheOutcomeModel(t *testing.T) {
 		{name: "the answer lost after acting: unknown", prepare: func(_ *testing.T, f *stripefake.Server, _ *stripe.Client) {
 			f.FailNext("stripe:pi_drop", stripefake.FaultDrop)
 		}, call: charge("pi_drop", stripefake.PMVisa), want: "unknown", sent: "stripe:pi_drop", executed: 1},
-		{name: "a timeout after acting: unknown", cfg: stripefake.Config{SlowDelay: 3 * time.Second}, prepare: func(_ *testing.T, f *stripefake.Server, _ *stripe.Client) {
+		{name: "a timeout after acting: unknown", cfg: stripefake.Config{SlowDelay: 8 * time.Second}, prepare: func(_ *testing.T, f *stripefake.Server, _ *stripe.Client) {
 			f.FailNext("stripe:pi_slow", stripefake.FaultSlow)
 		}, call: charge("pi_slow", stripefake.PMVisa), want: "unknown", sent: "stripe:pi_slow", executed: 1},
 		{name: "a gateway's 502 after acting: unknown", prepare: func(_ *testing.T, f *stripefake.Server, _ *stripe.Client) {
