@@ -346,8 +346,10 @@ func NewChargePayment(core *Core, providers map[domain.ProviderName]ChargeProvid
 		}
 	}
 	steps := &chargeSteps{providers: providers, authorizers: authorizers, responses: responses, replies: core.replies}
-	return &ChargePayment{db: core.db, providers: providers, authorizers: authorizers,
+	uc := &ChargePayment{db: core.db, providers: providers, authorizers: authorizers,
 		run: NewIdempotentCommand(core, CommandCharge, steps)}
+	core.resumes(CommandCharge, uc)
+	return uc
 }
 
 // Handle runs the charge. Errors are the core's (IdempotentCommand.Handle),

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -312,6 +313,8 @@ type Core struct {
 	tracer      trace.Tracer
 	running     *runningCommands
 	replays     *replayCache // nil: phase 0 always reads the database
+	// resumable are the commands built on the core, by name (Resumable).
+	resumable map[CommandName]Resumable
 }
 
 // NewCore builds the shared core. lockTimeout is how long a claim holds a
@@ -319,12 +322,23 @@ type Core struct {
 // call and the wait for earlier requests (ProviderAbilities.RequestBound).
 func NewCore(db Transactor, lockTimeout time.Duration, logger *slog.Logger, opts ...CoreOption) *Core {
 	c := &Core{db: db, lockTimeout: lockTimeout, answerBound: lockTimeout, logger: logger,
-		tracer: noop.NewTracerProvider().Tracer(""), running: newRunningCommands()}
+		tracer: noop.NewTracerProvider().Tracer(""), running: newRunningCommands(), resumable: map[CommandName]Resumable{}}
 	for _, opt := range opts {
 		opt(c)
 	}
 	return c
 }
+
+// Resumable are the commands built on the core, each under its name: the
+// ones the completer drives to their end (NewCompleteAbandonedCharges). A
+// command joins them as it is built (resumes), so that no list of the
+// commands is kept beside them, and a command on the core cannot be one
+// the completer does not know.
+func (c *Core) Resumable() map[CommandName]Resumable { return maps.Clone(c.resumable) }
+
+// resumes makes r the completer's way to finish name's abandoned records;
+// each command's constructor calls it once.
+func (c *Core) resumes(name CommandName, r Resumable) { c.resumable[name] = r }
 
 // CoreOption configures the Core.
 type CoreOption func(*Core)

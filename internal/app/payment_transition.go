@@ -199,7 +199,9 @@ type PaymentTransition struct {
 func NewPaymentTransition(core *Core, name CommandName, kind domain.TransitionKind, operation string, approved domain.PaymentStatus,
 	call TransitionCall, events TransitionEvents, responses TransitionResponses) *PaymentTransition {
 	steps := &transitionSteps{name: name, kind: kind, approved: approved, call: call, events: events, responses: responses, replies: core.replies}
-	return &PaymentTransition{db: core.db, kind: kind, operation: operation, run: NewIdempotentCommand(core, name, steps)}
+	uc := &PaymentTransition{db: core.db, kind: kind, operation: operation, run: NewIdempotentCommand(core, name, steps)}
+	core.resumes(name, uc)
+	return uc
 }
 
 // Handle runs the transition. Errors are the core's, domain.ErrPaymentNotFound,

@@ -300,8 +300,10 @@ type RefundPayment struct {
 
 // NewRefundPayment builds the use case on core.
 func NewRefundPayment(core *Core, provider RefundProvider, responses RefundResponses) *RefundPayment {
-	return &RefundPayment{db: core.db,
+	uc := &RefundPayment{db: core.db,
 		run: NewIdempotentCommand(core, CommandRefund, &refundSteps{provider: provider, responses: responses, replies: core.replies})}
+	core.resumes(CommandRefund, uc)
+	return uc
 }
 
 // Handle runs the refund. Errors are the core's (IdempotentCommand.Handle),
