@@ -395,12 +395,13 @@ func (uc *ChargePayment) accepts(c domain.Charge) error {
 // PENDING payment. A record that does not match its payment is left for
 // the client's own retry rather than guessed at.
 func (uc *ChargePayment) Resume(ctx context.Context, rec IdempotencyRecord) error {
-	if rec.PaymentID == nil {
+	if rec.RecoveryPoint == nil {
 		return ErrNothingReserved
 	}
-	payment, err := uc.db.AutoCommit().Charges.Get(ctx, *rec.PaymentID)
+	id := domain.PaymentID(*rec.RecoveryPoint)
+	payment, err := uc.db.AutoCommit().Charges.Get(ctx, id)
 	if err != nil {
-		return fmt.Errorf("read payment %d: %w", *rec.PaymentID, err)
+		return fmt.Errorf("read payment %d: %w", id, err)
 	}
 	cmd := ChargeCommand{Scope: rec.Scope, Charge: payment.Charge, Operation: OperationChargePayment}
 	if _, _, saga := SagaStepOf(rec.Scope); saga {

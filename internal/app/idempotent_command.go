@@ -113,15 +113,12 @@ type IdempotencyRecord struct {
 	Status RecordStatus
 	// Response is the stored answer, once COMPLETED.
 	Response StoredResponse
-	// PaymentID is a charge's recovery point, the payment reserved for it
-	// (a refund's record names its refund's payment too). Nil if none.
-	PaymentID *domain.PaymentID
-	// RefundID is a refund's recovery point. Read where the jobs need it,
-	// not on the hot path.
-	RefundID *domain.RefundID
-	// TransitionID is a capture's or a void's recovery point, read as
-	// RefundID is.
-	TransitionID *domain.TransitionID
+	// RecoveryPoint is the id of the reservation the command's claim made
+	// with it (a charge's payment, a refund's refund, a capture's or a
+	// void's transition): which table it is of is the command's own
+	// affair, and its Resume reads it. Nil if the claim reserved nothing,
+	// so nothing can have reached the provider.
+	RecoveryPoint *int64
 	// LockToken is the current owner's token while IN_PROGRESS; every
 	// write after the claim is fenced by it.
 	LockToken uuid.UUID

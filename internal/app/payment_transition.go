@@ -213,12 +213,13 @@ func (uc *PaymentTransition) Handle(ctx context.Context, cmd TransitionCommand) 
 // Resume is the completer's retry of an abandoned transition, rebuilt
 // from its PENDING row.
 func (uc *PaymentTransition) Resume(ctx context.Context, rec IdempotencyRecord) error {
-	if rec.TransitionID == nil {
+	if rec.RecoveryPoint == nil {
 		return ErrNothingReserved
 	}
-	t, err := uc.db.AutoCommit().Transitions.Get(ctx, *rec.TransitionID)
+	id := domain.TransitionID(*rec.RecoveryPoint)
+	t, err := uc.db.AutoCommit().Transitions.Get(ctx, id)
 	if err != nil {
-		return fmt.Errorf("read %s %d: %w", uc.kind, *rec.TransitionID, err)
+		return fmt.Errorf("read %s %d: %w", uc.kind, id, err)
 	}
 	cmd := TransitionCommand{Scope: rec.Scope, PaymentID: t.PaymentID, Reference: t.Reference, Operation: uc.operation}
 	if _, _, saga := SagaStepOf(rec.Scope); saga {

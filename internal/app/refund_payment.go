@@ -316,12 +316,13 @@ func (uc *RefundPayment) Handle(ctx context.Context, cmd RefundCommand) (Command
 // Resume is the completer's retry of an abandoned refund, rebuilt from its
 // PENDING refund.
 func (uc *RefundPayment) Resume(ctx context.Context, rec IdempotencyRecord) error {
-	if rec.RefundID == nil {
+	if rec.RecoveryPoint == nil {
 		return ErrNothingReserved
 	}
-	refund, err := uc.db.AutoCommit().Refunds.Get(ctx, *rec.RefundID)
+	id := domain.RefundID(*rec.RecoveryPoint)
+	refund, err := uc.db.AutoCommit().Refunds.Get(ctx, id)
 	if err != nil {
-		return fmt.Errorf("read refund %d: %w", *rec.RefundID, err)
+		return fmt.Errorf("read refund %d: %w", id, err)
 	}
 	cmd := RefundCommand{Scope: rec.Scope, PaymentID: refund.PaymentID, Amount: refund.Amount.Amount(),
 		ExternalRefundID: refund.ExternalRefundID, Operation: OperationRefundPayment}
