@@ -1,4 +1,4 @@
--- Releases: runs under the previous release and this one (expand only). The previous release never names recovery_point or the two new indexes, never read the three it drops, and passes the CHECK (it writes charges' claims only, which may name their payment alone); a rollback of the binary needs no rollback of this migration. A build of 00017 to 00023 (refunds, captures and voids before this migration) must not run beside it: its refund's or transition's claim, with no recovery point, fails the CHECK.
+-- Releases: runs under the previous release and this one (expand only). The previous release never names recovery_point or the new indexes, and passes the CHECK (it writes charges' claims only, which may name their payment alone); its completer's list, which read ix_idempotency_record_abandoned, reads ix_idempotency_record_in_progress instead (its "locked_until < ..." implies that index's predicate: the same rows, in another order, sorted after); a rollback of the binary needs no rollback of this migration. A build of 00017 to 00023 (refunds, captures and voids before this migration) must not run beside it: its refund's or transition's claim, with no recovery point, fails the CHECK.
 --
 -- idempotency_record.recovery_point: one recovery point, which every
 -- command writes (docs/decisions/0038).
@@ -66,36 +66,48 @@
 -- lets claims go on (as 00017's). Completed records are outside it: their
 -- links are not backfilled.
 --
--- The indexes. A provider's event about a reservation finds its claim in
--- progress by the command and the recovery point
--- (ix_idempotency_record_recovery_point, one for every command), and no
--- longer by a column per command: the three indexes of 00023 go. A claim
--- that reserved enters the primary key, created_at, abandoned and
--- ix_idempotency_record_recovery_point, four, as it entered four on 00023
--- (its own column's index instead of the shared one); a claim that
--- reserved nothing, three (db/migrations/claim_index_test.go counts them).
+-- The indexes: one of every claim in progress,
+-- ix_idempotency_record_in_progress, on (command, recovery_point) WHERE
+-- locked_until IS NOT NULL, replaces four. It holds the rows the
+-- completer's ix_idempotency_record_abandoned held (00023: every claim in
+-- progress, by that predicate), and is keyed by what a provider's event
+-- looks a claim up by, which the three indexes of 00023 were, a column
+-- each. A claim enters three indexes: the primary key, created_at and this
+-- one, where on 00023 a claim that reserved entered four (its column's
+-- and the abandoned one); a fourth command's claim enters the same three
+-- with nothing added for it (db/migrations/claim_index_test.go counts
+-- them). Its readers:
+--
+--   * a provider's event finds its claim by "r.command = ... AND
+--     r.recovery_point = <its row's id>" and names "r.locked_until IS NOT
+--     NULL", the predicate, literally (provider_event_*.sql);
+--   * the completer's list finds the claims of its commands by the first
+--     column and sorts them by locked_until, which the abandoned index
+--     gave in order: the claims in progress are few, and an index kept for
+--     that order cost every claim an entry (docs/benchmarks.md measures
+--     both);
+--   * the unresolved saga steps' count names the predicate, as before.
+--
+-- No statement that finds a record by its key implies the predicate
+-- (00023 says why that matters; TestKeyAddressedStatementsUseThePrimaryKey).
 -- ix_idempotency_record_previous_charge holds the previous release's
 -- charges' claims in progress (payment_id, no recovery_point), which a
 -- provider's event about their payment finds by payment_id
 -- (provider_event_charge.sql); no claim of this release enters it, and it
--- is empty once no replica of the previous release runs. PostgreSQL reads
--- a partial index only for a query that implies its predicate, in generic
--- plans too: each reader's "r.recovery_point = <its row's id>" implies
--- recovery_point IS NOT NULL, and the status and (for the previous
--- charges) the command are literals (claim_index_plan_test.go).
+-- is empty once no replica of the previous release runs. The plan tests
+-- hold each reader to its index (claim_index_plan_test.go).
 --
 -- Each new index is built CONCURRENTLY, dropped first so that a rerun after
 -- a failed build builds it anew; the old indexes are dropped CONCURRENTLY
--- after both exist (a SHARE UPDATE EXCLUSIVE lock on the index alone).
--- Their readers in this release read the new ones; a build of 00018 to
--- 00023 reads them for a provider's event only, and would be slower there,
--- not wrong.
+-- after both exist (a SHARE UPDATE EXCLUSIVE lock on the index alone), so
+-- a reader always has one. A build of 00018 to 00023 reads the three for a
+-- provider's event only, and would be slower there, not wrong.
 --
 -- Contract step, in the release after this one, once no release older than
 -- this one can run (deploy/previous-release names this release or a later
 -- one): the claims stop writing payment_id, refund_id and transition_id
--- (the clause claimed, the rare path's recovery point, the releases'), the
--- shared statements stop reading payment_id (retention.go,
+-- (the clause claimed, the rare path's recovery point), the shared
+-- statements stop reading payment_id (retention.go,
 -- provider_event_charge.sql), and then a migration drops
 -- ix_idempotency_record_previous_charge, this CHECK, 00017's, and the three
 -- columns (docs/deploying.md).
@@ -137,10 +149,10 @@ ALTER TABLE idempotency_record
                    AND (payment_id IS NULL OR recovery_point IS NOT NULL OR command = 'charge'))) NOT VALID;
 ALTER TABLE idempotency_record VALIDATE CONSTRAINT idempotency_record_recovery_point_check;
 
-DROP INDEX CONCURRENTLY IF EXISTS ix_idempotency_record_recovery_point;
-CREATE INDEX CONCURRENTLY ix_idempotency_record_recovery_point
+DROP INDEX CONCURRENTLY IF EXISTS ix_idempotency_record_in_progress;
+CREATE INDEX CONCURRENTLY ix_idempotency_record_in_progress
     ON idempotency_record (command, recovery_point)
-    WHERE status = 'IN_PROGRESS' AND recovery_point IS NOT NULL;
+    WHERE locked_until IS NOT NULL;
 DROP INDEX CONCURRENTLY IF EXISTS ix_idempotency_record_previous_charge;
 CREATE INDEX CONCURRENTLY ix_idempotency_record_previous_charge
     ON idempotency_record (payment_id)
@@ -149,6 +161,7 @@ CREATE INDEX CONCURRENTLY ix_idempotency_record_previous_charge
 DROP INDEX CONCURRENTLY IF EXISTS ix_idempotency_record_payment_in_progress;
 DROP INDEX CONCURRENTLY IF EXISTS ix_idempotency_record_refund_in_progress;
 DROP INDEX CONCURRENTLY IF EXISTS ix_idempotency_record_transition_in_progress;
+DROP INDEX CONCURRENTLY IF EXISTS ix_idempotency_record_abandoned;
 
 -- +goose Down
 -- The releases before this one find a claim's reservation by its command's
@@ -167,6 +180,10 @@ BEGIN
 END
 $$;
 -- +goose StatementEnd
+DROP INDEX CONCURRENTLY IF EXISTS ix_idempotency_record_abandoned;
+CREATE INDEX CONCURRENTLY ix_idempotency_record_abandoned
+    ON idempotency_record (locked_until)
+    WHERE locked_until IS NOT NULL;
 DROP INDEX CONCURRENTLY IF EXISTS ix_idempotency_record_payment_in_progress;
 CREATE INDEX CONCURRENTLY ix_idempotency_record_payment_in_progress
     ON idempotency_record (payment_id)
@@ -180,6 +197,6 @@ CREATE INDEX CONCURRENTLY ix_idempotency_record_transition_in_progress
     ON idempotency_record (transition_id)
     WHERE status = 'IN_PROGRESS' AND transition_id IS NOT NULL;
 DROP INDEX CONCURRENTLY IF EXISTS ix_idempotency_record_previous_charge;
-DROP INDEX CONCURRENTLY IF EXISTS ix_idempotency_record_recovery_point;
+DROP INDEX CONCURRENTLY IF EXISTS ix_idempotency_record_in_progress;
 ALTER TABLE idempotency_record DROP CONSTRAINT IF EXISTS idempotency_record_recovery_point_check;
 ALTER TABLE idempotency_record DROP COLUMN IF EXISTS recovery_point;

@@ -29,7 +29,7 @@ import (
 // payment as its recovery point, never released, and a charge's takeover
 // makes the payment its recovery point. Down refuses while a claim in
 // progress has a recovery point that no older column names, and brings
-// 00023's indexes back; up again.
+// 00023's four indexes back; up again.
 func TestOneRecoveryPointMigration(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -135,7 +135,8 @@ func TestOneRecoveryPointMigration(t *testing.T) {
 	if _, err := p.DownTo(ctx, 23); err != nil {
 		t.Fatalf("down to 23: %v", err)
 	}
-	for _, index := range []string{"ix_idempotency_record_payment_in_progress", "ix_idempotency_record_refund_in_progress", "ix_idempotency_record_transition_in_progress"} {
+	for _, index := range []string{"ix_idempotency_record_abandoned", "ix_idempotency_record_payment_in_progress",
+		"ix_idempotency_record_refund_in_progress", "ix_idempotency_record_transition_in_progress"} {
 		if got := count(ctx, t, db, `SELECT count(*) FROM pg_index WHERE indexrelid = to_regclass($1) AND indisvalid`, index); got != 1 {
 			t.Errorf("down to 23: %s is not back", index)
 		}

@@ -19,12 +19,11 @@ import (
 // connections (enable_seqscan off, decision 0017), on a table shaped like
 // production's (planStates). A partial index serves a statement only if
 // the statement implies its predicate, and migrations 00023 and 00024
-// narrowed them: the recovery point's, every command's claims by command
-// and recovery point (a claim that reserved nothing is in none), the
-// previous release's charges' by payment_id, and the completer's, whose
-// predicate names locked_until alone, so that no statement that finds a
-// record by its key reads it (TestKeyAddressedStatementsUseThePrimaryKey).
-// A reader that no longer
+// made them two: every claim in progress by command and recovery point,
+// whose predicate names locked_until alone, so that no statement that
+// finds a record by its key reads it
+// (TestKeyAddressedStatementsUseThePrimaryKey), and the previous
+// release's charges' claims by payment_id. A reader that no longer
 // implied its index's predicate would fall back to another index or a
 // whole scan, and nothing but its plan would show it.
 //
@@ -45,19 +44,19 @@ func TestClaimReadersUseTheirIndexes(t *testing.T) {
 		// point; the previous release's charges' in one of their own,
 		// by payment_id (migration 00024).
 		{explained: explained{"a provider's event about a payment (reportedChargeSQL)", reportedChargeSQL.text, inProgressPayment},
-			index: "ix_idempotency_record_recovery_point", also: "ix_idempotency_record_previous_charge"},
+			index: "ix_idempotency_record_in_progress", also: "ix_idempotency_record_previous_charge"},
 		{explained: explained{"a provider's event about a payment the previous release claimed (reportedChargeSQL)", reportedChargeSQL.text, previousPayment},
-			index: "ix_idempotency_record_recovery_point", also: "ix_idempotency_record_previous_charge"},
+			index: "ix_idempotency_record_in_progress", also: "ix_idempotency_record_previous_charge"},
 		{explained: explained{"a provider's event about a refund (reportedRefundSQL)", reportedRefundSQL.text, inProgressRefund},
-			index: "ix_idempotency_record_recovery_point"},
+			index: "ix_idempotency_record_in_progress"},
 		{explained: explained{"a provider's event about a capture or void (reportedTransitionSQL)", reportedTransitionSQL.text, inProgressCapture},
-			index: "ix_idempotency_record_recovery_point"},
+			index: "ix_idempotency_record_in_progress"},
 		{explained: explained{"the unresolved saga steps (unresolvedStepsSQL)", unresolvedStepsStmt.text, "'saga', '§saga:', 60000000"},
-			any: []string{"ix_idempotency_record_abandoned", "idempotency_record_pkey"}},
+			any: []string{"ix_idempotency_record_in_progress", "idempotency_record_pkey"}},
 		{explained: explained{"the purge (retention)", retentionStmts[app.TableIdempotencyRecord].text, "now() - interval '72 hours', 5000"},
 			any: []string{"ix_idempotency_record_created_at", "idempotency_record_pkey"}},
 		{explained: named("the completer's list (ListAbandoned)", listAbandonedStmt),
-			index: "ix_idempotency_record_abandoned"},
+			index: "ix_idempotency_record_in_progress"},
 	}
 	checkPlans(ctx, t, sqlDB, readers)
 }

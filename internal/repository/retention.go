@@ -148,9 +148,9 @@ func (s *Retention) DeleteExpiredBatch(ctx context.Context, table app.RetentionT
 	return int(deleted), nil
 }
 
-// ListAbandoned implements app.AbandonedCharges. The partial index
-// ix_idempotency_record_abandoned keeps this cheap however many completed
-// records the table holds.
+// ListAbandoned implements app.AbandonedCharges. The partial index of the
+// claims in progress, ix_idempotency_record_in_progress, keeps this cheap
+// however many completed records the table holds.
 // Expiry is judged by the database clock, the clock the claim uses. Records
 // of other commands are filtered out here, not after the LIMIT, so however
 // many of them wait, they never crowd the caller's records out of a page.
@@ -194,15 +194,19 @@ func (s *Retention) ReleaseAbandoned(ctx context.Context, commands []app.Command
 // writes its reservation's id as recovery_point in the statement that
 // reserves it (migration 00024); a claim the previous release made, which
 // knows the charge only, names its payment in payment_id alone. The
-// contract step (docs/deploying.md) leaves recovery_point alone here.
+// contract step (docs/deploying.md) leaves "recovery_point IS NULL".
 const nothingReserved = "recovery_point IS NULL AND payment_id IS NULL"
 
 // listAbandonedSQL is ListAbandoned's query, releaseAbandonedSQL
 // ReleaseAbandoned's.
 //
-// The list reads ix_idempotency_record_abandoned, whose predicate is
-// locked_until IS NOT NULL (00023): "locked_until < ..." implies it, in
-// generic plans too. The release finds its record by the key: it compares
+// The list reads ix_idempotency_record_in_progress, every claim in
+// progress by command and recovery point, whose predicate is locked_until
+// IS NOT NULL (00023, 00024): "locked_until < ..." implies it, in generic
+// plans too; it finds the claims of the commands it is given by the
+// index's first column, and sorts them (the claims in progress are few:
+// an index in locked_until's order, for this list alone, cost every claim
+// an entry more, docs/decisions/0038). The release finds its record by the key: it compares
 // coalesce(locked_until, ...), which is not strict, so its condition
 // implies nothing about locked_until and that index cannot serve it. The
 // planner would otherwise scan the whole index, thinking it as small as

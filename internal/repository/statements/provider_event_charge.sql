@@ -13,14 +13,13 @@ SELECT p.id, p.client_id, p.order_id, p.customer_id, p.payment_provider,
 -- clause payment_columns: end
 -- clause reported_claim: begin
 -- The claim an event about a PENDING object records under: its
--- IN_PROGRESS record, found by its command and its recovery point (the
--- partial index ix_idempotency_record_recovery_point, every command's),
--- NULL when the key is completed. PostgreSQL reads a partial index only
--- for a query that implies its predicate: "r.recovery_point = <the row's
--- id>" implies "recovery_point IS NOT NULL", and the status is a literal,
--- in generic plans too; the command, a literal or the row's own column,
--- is the index's first column. A parameter in the status's place, or a
--- join that no longer compares the recovery point, would leave the index
+-- IN_PROGRESS record, found by its command and its recovery point in the
+-- partial index of every claim in progress,
+-- ix_idempotency_record_in_progress (its key is the two), NULL when the
+-- key is completed. PostgreSQL reads a partial index only for a query that
+-- implies its predicate, locked_until IS NOT NULL: a literal condition of
+-- the join, so in generic plans too. A parameter in its place, or a join
+-- that no longer compares the recovery point, would leave the index
 -- unread (TestClaimReadersUseTheirIndexes).
        o.saga_id, r.client_id, r.idempotency_key, r.command_hash, r.lock_token
 -- clause reported_claim: end
@@ -29,7 +28,7 @@ SELECT p.id, p.client_id, p.order_id, p.customer_id, p.payment_provider,
   LEFT JOIN LATERAL (
         SELECT client_id, idempotency_key, command_hash, lock_token
           FROM idempotency_record
-         WHERE command = 'charge' AND recovery_point = p.id AND status = 'IN_PROGRESS'
+         WHERE command = 'charge' AND recovery_point = p.id AND status = 'IN_PROGRESS' AND locked_until IS NOT NULL
          UNION ALL
         -- A claim the previous release made names its payment in
         -- payment_id alone (migration 00024), in the partial index
