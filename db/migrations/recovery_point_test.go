@@ -2,8 +2,6 @@ package migrations_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -80,15 +78,7 @@ func TestOneRecoveryPointMigration(t *testing.T) {
 	run(`INSERT INTO idempotency_record (client_id, idempotency_key, command_hash, status, lock_token, locked_until, payment_id)
 		VALUES ('c', 'previous', 'h-previous', 'IN_PROGRESS', gen_random_uuid(), now() - interval '1 hour', 3)`)
 
-	gdb, err := repository.Open(dsn, repository.PoolConfig{MaxOpenConns: 4}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := gdb.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	gdb := openRepository(t, dsn)
 	retention := repository.NewRetention(gdb)
 	listed, err := retention.ListAbandoned(ctx, []app.CommandName{app.CommandCharge}, 0, 10)
 	if err != nil {
