@@ -206,9 +206,10 @@ const nothingReserved = "recovery_point IS NULL AND payment_id IS NULL"
 // plans too; it finds the claims of the commands it is given by the
 // index's first column, and sorts them (the claims in progress are few:
 // an index in locked_until's order, for this list alone, cost every claim
-// an entry more, docs/decisions/0038). The release finds its record by the key: it compares
-// coalesce(locked_until, ...), which is not strict, so its condition
-// implies nothing about locked_until and that index cannot serve it. The
+// an entry more, docs/decisions/0038). The release finds its record by
+// the key: it compares coalesce(locked_until, ...), which is not strict,
+// so its condition implies nothing about locked_until and that index
+// cannot serve it. The
 // planner would otherwise scan the whole index, thinking it as small as
 // the claims in progress at the last analyze, where it also holds an
 // entry for every claim completed since the last vacuum. An IN_PROGRESS
