@@ -53,8 +53,8 @@ SELECT 'client-' || g % 50, @base + g, 1 + g % 100000, t.payment_provider, 'pi_f
   FROM (SELECT * FROM payment WHERE status = 'SUCCEEDED' LIMIT 1) t,
        generate_series(1, @n::bigint) g,
        LATERAL (SELECT now() - @idem_from::interval - @idem_span::interval * ((@n::bigint - g)::float8 / @n::bigint)) a(at)`, `
-INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, response, http_status, payment_id, created_at, updated_at)
-SELECT p.client_id, gen_random_uuid()::text, 'charge', t.command_hash, 'COMPLETED', t.response, t.http_status, p.id, p.created_at, p.created_at
+INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, response, http_status, payment_id, recovery_point, created_at, updated_at)
+SELECT p.client_id, gen_random_uuid()::text, 'charge', t.command_hash, 'COMPLETED', t.response, t.http_status, p.id, p.id, p.created_at, p.created_at
   FROM (SELECT * FROM idempotency_record WHERE status = 'COMPLETED' LIMIT 1) t,
        payment p
  WHERE p.order_id > @base::bigint AND p.order_id <= @base::bigint + @n::bigint`, `

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,8 +16,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/pressly/goose/v3"
+	"gorm.io/gorm"
 
 	"github.com/example/payment-service/db/migrations"
+	"github.com/example/payment-service/internal/repository"
 	"github.com/example/payment-service/internal/testdb"
 )
 
@@ -113,6 +117,22 @@ func openProvider(t *testing.T, dsn string) (*sql.DB, *goose.Provider) {
 		t.Fatal(err)
 	}
 	return db, p
+}
+
+// openRepository opens the database at dsn as the service does, closed
+// when the test ends: to run the service's own statements on a schema.
+func openRepository(t *testing.T, dsn string) *gorm.DB {
+	t.Helper()
+	gdb, err := repository.Open(dsn, repository.PoolConfig{MaxOpenConns: 4}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := gdb.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	return gdb
 }
 
 // upSection returns a migration's version and the text of its Up section.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -92,15 +90,7 @@ func TestRefundMigrationsOverEarlierRows(t *testing.T) {
 	if _, err := p.Up(ctx); err != nil {
 		t.Fatalf("up: %v", err)
 	}
-	gdb, err := repository.Open(dsn, repository.PoolConfig{MaxOpenConns: 4}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := gdb.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	gdb := openRepository(t, dsn)
 	outbox := repository.OutboxConfig{PaymentEventsTopic: "payment.events"}
 	eur := func(amount string) domain.Money {
 		m, err := domain.NewMoney(decimal.RequireFromString(amount), "EUR")

@@ -345,8 +345,10 @@ func NewChargePayment(core *Core, providers map[domain.ProviderName]ChargeProvid
 		}
 	}
 	steps := &chargeSteps{providers: providers, authorizers: authorizers}
-	return &ChargePayment{db: core.db, providers: providers, authorizers: authorizers, steps: steps,
+	uc := &ChargePayment{db: core.db, providers: providers, authorizers: authorizers, steps: steps,
 		run: NewIdempotentCommand(core, CommandCharge, steps)}
+	core.resumes(CommandCharge, uc)
+	return uc
 }
 
 // Handle runs the charge. Errors are the core's (IdempotentCommand.Handle),
@@ -378,12 +380,13 @@ func (uc *ChargePayment) accepts(c domain.Charge) error {
 // PENDING payment. A record that does not match its payment is left for
 // the client's own retry rather than guessed at.
 func (uc *ChargePayment) Resume(ctx context.Context, rec IdempotencyRecord) error {
-	if rec.PaymentID == nil {
+	if rec.RecoveryPoint == nil {
 		return ErrNothingReserved
 	}
-	payment, err := uc.db.AutoCommit().Charges.Get(ctx, *rec.PaymentID)
+	id := domain.PaymentID(*rec.RecoveryPoint)
+	payment, err := uc.db.AutoCommit().Charges.Get(ctx, id)
 	if err != nil {
-		return fmt.Errorf("read payment %d: %w", *rec.PaymentID, err)
+		return fmt.Errorf("read payment %d: %w", id, err)
 	}
 	return uc.run.resume(ctx, rec, chargeReservation{payment: payment}, OperationChargePayment)
 }

@@ -114,15 +114,12 @@ type IdempotencyRecord struct {
 	Status RecordStatus
 	// Response is the stored answer, once COMPLETED.
 	Response StoredResponse
-	// PaymentID is a charge's recovery point, the payment reserved for it
-	// (a refund's record names its refund's payment too). Nil if none.
-	PaymentID *domain.PaymentID
-	// RefundID is a refund's recovery point. Read where the jobs need it,
-	// not on the hot path.
-	RefundID *domain.RefundID
-	// TransitionID is a capture's or a void's recovery point, read as
-	// RefundID is.
-	TransitionID *domain.TransitionID
+	// RecoveryPoint is the id of the reservation the command's claim made
+	// with it (a charge's payment, a refund's refund, a capture's or a
+	// void's transition): which table it is of is the command's own
+	// affair, and its Resume reads it. Nil if the claim reserved nothing,
+	// so nothing can have reached the provider.
+	RecoveryPoint *int64
 	// LockToken is the current owner's token while IN_PROGRESS; every
 	// write after the claim is fenced by it.
 	LockToken uuid.UUID
@@ -349,6 +346,8 @@ type Core struct {
 	tracer      trace.Tracer
 	running     *runningCommands
 	replays     *replayCache // nil: phase 0 always reads the database
+	// resumable are the commands built on the core, by name (Resumable).
+	resumable map[CommandName]Resumable
 }
 
 // NewCore builds the shared core. answers is the transport of every
@@ -358,7 +357,7 @@ type Core struct {
 // call and the wait for earlier requests (ProviderAbilities.RequestBound).
 func NewCore(db Transactor, answers Transport, lockTimeout time.Duration, logger *slog.Logger, opts ...CoreOption) *Core {
 	c := &Core{db: db, answers: answers, transports: map[string]Transport{}, lockTimeout: lockTimeout, answerBound: lockTimeout,
-		logger: logger, tracer: noop.NewTracerProvider().Tracer(""), running: newRunningCommands()}
+		logger: logger, tracer: noop.NewTracerProvider().Tracer(""), running: newRunningCommands(), resumable: map[CommandName]Resumable{}}
 	for _, opt := range opts {
 		opt(c)
 	}
@@ -373,6 +372,17 @@ func (c *Core) transport(operation string) Transport {
 	}
 	return c.answers
 }
+
+// Resumable are the commands built on the core, each under its name: the
+// ones the completer drives to their end (NewCompleteAbandonedCharges). A
+// command joins them as it is built (resumes), so that no list of the
+// commands is kept beside them, and a command on the core cannot be one
+// the completer does not know.
+func (c *Core) Resumable() map[CommandName]Resumable { return maps.Clone(c.resumable) }
+
+// resumes makes r the completer's way to finish name's abandoned records;
+// each command's constructor calls it once.
+func (c *Core) resumes(name CommandName, r Resumable) { c.resumable[name] = r }
 
 // CoreOption configures the Core.
 type CoreOption func(*Core)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -686,5 +687,27 @@ func TestKeyReadingClaimAnswersFromTheRecordItRead(t *testing.T) {
 				t.Errorf("the core read the key %d times, want %d", keys.lookups, tc.lookups)
 			}
 		})
+	}
+}
+
+// Every command built on a core is one the completer resumes, under its
+// own name (Core.Resumable): the service hands the core's commands to the
+// completer, and keeps no list of them beside it, so a command added to
+// the core cannot be one the completer does not know.
+func TestEveryCommandOnTheCoreIsResumable(t *testing.T) {
+	t.Parallel()
+	core := app.NewCore(&fakeDB{}, nil, testLock, slog.New(slog.DiscardHandler))
+	if got := core.Resumable(); len(got) != 0 {
+		t.Fatalf("a core with no command resumes %v", got)
+	}
+	charge := app.NewChargePayment(core, nil)
+	refund := app.NewRefundPayment(core, nil)
+	capture := app.NewCapturePayment(core, nil)
+	void := app.NewVoidPayment(core, nil)
+	want := map[app.CommandName]app.Resumable{
+		app.CommandCharge: charge, app.CommandRefund: refund, app.CommandCapture: capture, app.CommandVoid: void,
+	}
+	if got := core.Resumable(); !maps.Equal(got, want) {
+		t.Fatalf("the core resumes %v, want %v", got, want)
 	}
 }

@@ -222,7 +222,9 @@ type PaymentTransition struct {
 func NewPaymentTransition(core *Core, name CommandName, kind domain.TransitionKind, operation string, approved domain.PaymentStatus,
 	call TransitionCall, events TransitionEvents) *PaymentTransition {
 	steps := &transitionSteps{name: name, kind: kind, approved: approved, call: call, events: events}
-	return &PaymentTransition{db: core.db, kind: kind, operation: operation, run: NewIdempotentCommand(core, name, steps)}
+	uc := &PaymentTransition{db: core.db, kind: kind, operation: operation, run: NewIdempotentCommand(core, name, steps)}
+	core.resumes(name, uc)
+	return uc
 }
 
 // Handle runs the transition. Errors are the core's, domain.ErrPaymentNotFound,
@@ -234,12 +236,13 @@ func (uc *PaymentTransition) Handle(ctx context.Context, cmd TransitionCommand) 
 // Resume is the completer's retry of an abandoned transition, rebuilt
 // from its PENDING row.
 func (uc *PaymentTransition) Resume(ctx context.Context, rec IdempotencyRecord) error {
-	if rec.TransitionID == nil {
+	if rec.RecoveryPoint == nil {
 		return ErrNothingReserved
 	}
-	t, err := uc.db.AutoCommit().Transitions.Get(ctx, *rec.TransitionID)
+	id := domain.TransitionID(*rec.RecoveryPoint)
+	t, err := uc.db.AutoCommit().Transitions.Get(ctx, id)
 	if err != nil {
-		return fmt.Errorf("read %s %d: %w", uc.kind, *rec.TransitionID, err)
+		return fmt.Errorf("read %s %d: %w", uc.kind, id, err)
 	}
 	return uc.run.resume(ctx, rec, transitionReservation{transition: t}, uc.operation)
 }

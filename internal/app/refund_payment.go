@@ -326,7 +326,9 @@ type RefundPayment struct {
 
 // NewRefundPayment builds the use case on core.
 func NewRefundPayment(core *Core, provider RefundProvider) *RefundPayment {
-	return &RefundPayment{db: core.db, run: NewIdempotentCommand(core, CommandRefund, &refundSteps{provider: provider})}
+	uc := &RefundPayment{db: core.db, run: NewIdempotentCommand(core, CommandRefund, &refundSteps{provider: provider})}
+	core.resumes(CommandRefund, uc)
+	return uc
 }
 
 // Handle runs the refund. Errors are the core's (IdempotentCommand.Handle),
@@ -339,12 +341,13 @@ func (uc *RefundPayment) Handle(ctx context.Context, cmd RefundCommand) (Command
 // Resume is the completer's retry of an abandoned refund, rebuilt from its
 // PENDING refund.
 func (uc *RefundPayment) Resume(ctx context.Context, rec IdempotencyRecord) error {
-	if rec.RefundID == nil {
+	if rec.RecoveryPoint == nil {
 		return ErrNothingReserved
 	}
-	refund, err := uc.db.AutoCommit().Refunds.Get(ctx, *rec.RefundID)
+	id := domain.RefundID(*rec.RecoveryPoint)
+	refund, err := uc.db.AutoCommit().Refunds.Get(ctx, id)
 	if err != nil {
-		return fmt.Errorf("read refund %d: %w", *rec.RefundID, err)
+		return fmt.Errorf("read refund %d: %w", id, err)
 	}
 	return uc.run.resume(ctx, rec, refundReservation{refund: refund}, OperationRefundPayment)
 }

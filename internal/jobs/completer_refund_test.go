@@ -106,8 +106,8 @@ func TestCompleterNeverReleasesARecordWithARefund(t *testing.T) {
 		VALUES ('c', 1, 1, 'sandbox', 'pi_1', 10, 'RUB', 'SUCCEEDED', 5)`)
 	exec(t, db, `INSERT INTO refund (payment_id, client_id, payment_provider, external_refund_id, amount, currency, status)
 		SELECT id, 'c', 'sandbox', 're_1', 5, 'RUB', 'PENDING' FROM payment`)
-	exec(t, db, `INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, refund_id, payment_id, lock_token, locked_until, created_at)
-		SELECT 'c', 'refund-in-flight', 'refund', 'h', 'IN_PROGRESS', id, payment_id, gen_random_uuid(), now() - interval '2 minutes', now() - interval '100 hours' FROM refund`)
+	exec(t, db, `INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, recovery_point, refund_id, payment_id, lock_token, locked_until, created_at)
+		SELECT 'c', 'refund-in-flight', 'refund', 'h', 'IN_PROGRESS', id, id, payment_id, gen_random_uuid(), now() - interval '2 minutes', now() - interval '100 hours' FROM refund`)
 
 	completer := app.NewCompleteAbandonedCharges(repository.NewRetention(r.db),
 		map[app.CommandName]app.Resumable{app.CommandRefund: alwaysNothingReserved{}}, time.Minute, 100, discardLogger)

@@ -26,13 +26,16 @@ type record struct {
 	status      app.RecordStatus
 	age         time.Duration // created_at = now - age
 	lockedUntil time.Time     // IN_PROGRESS only; compared with the database clock
+	// withPayment: the record's reservation is a payment of its own, its
+	// recovery point, named in payment_id too, as the claims name it
+	// (migration 00024).
 	withPayment bool
 	kept        bool
 }
 
 func insertRecord(t testing.TB, db *pgxpool.Pool, now time.Time, r record) {
 	t.Helper()
-	var paymentID *int64
+	var paymentID, recoveryPoint *int64
 	if r.withPayment {
 		// Each payment its own order: an order has one live payment at most
 		// (the third layer, the partial unique index on order_id over live
@@ -45,16 +48,16 @@ func insertRecord(t testing.TB, db *pgxpool.Pool, now time.Time, r record) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		paymentID = &id
+		paymentID, recoveryPoint = &id, &id
 	}
 	command := cmp.Or(r.command, app.CommandCharge)
 	if r.status == app.RecordCompleted {
-		exec(t, db, `INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, response, http_status, payment_id, created_at)
-			VALUES ('c', $1, $2, 'h', 'COMPLETED', '{}', 201, $3, $4)`, r.key, command, paymentID, now.Add(-r.age))
+		exec(t, db, `INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, response, http_status, payment_id, recovery_point, created_at)
+			VALUES ('c', $1, $2, 'h', 'COMPLETED', '{}', 201, $3, $4, $5)`, r.key, command, paymentID, recoveryPoint, now.Add(-r.age))
 		return
 	}
-	exec(t, db, `INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, payment_id, lock_token, locked_until, created_at)
-		VALUES ('c', $1, $2, 'h', 'IN_PROGRESS', $3, $4, $5, $6)`, r.key, command, paymentID, uuid.New(), r.lockedUntil, now.Add(-r.age))
+	exec(t, db, `INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, payment_id, recovery_point, lock_token, locked_until, created_at)
+		VALUES ('c', $1, $2, 'h', 'IN_PROGRESS', $3, $4, $5, $6, $7)`, r.key, command, paymentID, recoveryPoint, uuid.New(), r.lockedUntil, now.Add(-r.age))
 }
 
 // withSearchPath puts schema first on the connection's search_path.

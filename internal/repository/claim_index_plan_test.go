@@ -18,11 +18,12 @@ import (
 // its key reads it through the index meant for it, on the service's own
 // connections (enable_seqscan off, decision 0017), on a table shaped like
 // production's (planStates). A partial index serves a statement only if
-// the statement implies its predicate, and migration 00023 narrowed the
-// four of them: the three of the recovery points (a claim enters only the
-// index of its own) and the completer's, whose predicate names locked_until
-// alone, so that no statement that finds a record by its key reads it
-// (TestKeyAddressedStatementsUseThePrimaryKey). A reader that no longer
+// the statement implies its predicate, and migrations 00023 and 00024
+// made them two: every claim in progress by command and recovery point,
+// whose predicate names locked_until alone, so that no statement that
+// finds a record by its key reads it
+// (TestKeyAddressedStatementsUseThePrimaryKey), and the previous
+// release's charges' claims by payment_id. A reader that no longer
 // implied its index's predicate would fall back to another index or a
 // whole scan, and nothing but its plan would show it.
 //
@@ -34,34 +35,39 @@ func TestClaimReadersUseTheirIndexes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, sqlDB := filledLikeProduction(t)
-	// A PENDING payment (its charge's claim in progress), a refund and a
-	// capture in progress.
-	const inProgressPayment, inProgressRefund, inProgressCapture = "'sandbox', 'pi_1000'", "'sandbox', 're_802'", "'cap_41'"
+	// A PENDING payment (its charge's claim in progress), one the previous
+	// release claimed, a refund and a capture in progress.
+	const inProgressPayment, previousPayment, inProgressRefund, inProgressCapture = "'sandbox', 'pi_1000'", "'sandbox', 'pi_4000'", "'sandbox', 're_802'", "'cap_41'"
 
 	readers := []planCase{
+		// Every command's claims are in one index, by command and recovery
+		// point; the previous release's charges' in one of their own,
+		// by payment_id (migration 00024).
 		{explained: explained{"a provider's event about a payment (reportedChargeSQL)", reportedChargeSQL.text, inProgressPayment},
-			index: "ix_idempotency_record_payment_in_progress"},
+			index: "ix_idempotency_record_in_progress", also: "ix_idempotency_record_previous_charge"},
+		{explained: explained{"a provider's event about a payment the previous release claimed (reportedChargeSQL)", reportedChargeSQL.text, previousPayment},
+			index: "ix_idempotency_record_in_progress", also: "ix_idempotency_record_previous_charge"},
 		{explained: explained{"a provider's event about a refund (reportedRefundSQL)", reportedRefundSQL.text, inProgressRefund},
-			index: "ix_idempotency_record_refund_in_progress"},
+			index: "ix_idempotency_record_in_progress"},
 		{explained: explained{"a provider's event about a capture or void (reportedTransitionSQL)", reportedTransitionSQL.text, inProgressCapture},
-			index: "ix_idempotency_record_transition_in_progress"},
+			index: "ix_idempotency_record_in_progress"},
 		{explained: explained{"the unresolved saga steps (unresolvedStepsSQL)", unresolvedStepsStmt.text, "'saga', '§saga:', 60000000"},
-			any: []string{"ix_idempotency_record_abandoned", "idempotency_record_pkey"}},
+			any: []string{"ix_idempotency_record_in_progress", "idempotency_record_pkey"}},
 		{explained: explained{"the purge (retention)", retentionStmts[app.TableIdempotencyRecord].text, "now() - interval '72 hours', 5000"},
 			any: []string{"ix_idempotency_record_created_at", "idempotency_record_pkey"}},
 		{explained: named("the completer's list (ListAbandoned)", listAbandonedStmt),
-			index: "ix_idempotency_record_abandoned"},
+			index: "ix_idempotency_record_in_progress"},
 	}
 	checkPlans(ctx, t, sqlDB, readers)
 }
 
 // planCase is a statement whose plans must read idempotency_record by
-// index only: index is the one it must read, any the ones it may read
-// instead.
+// index only: index is the one it must read, also one it must read too,
+// any the ones it may read instead.
 type planCase struct {
 	explained
-	index string
-	any   []string
+	index, also string
+	any         []string
 }
 
 // checkPlans explains every case in custom and generic plans, in each of
@@ -77,14 +83,14 @@ func checkPlans(ctx context.Context, t *testing.T, sqlDB *sql.DB, cases []planCa
 				used := explainIndexes(ctx, t, sqlDB, mode, tc.sql, tc.args)
 				ok := len(used.indexes) > 0 && used.seqScans == 0
 				for _, index := range used.indexes {
-					ok = ok && (index == tc.index || slices.Contains(tc.any, index))
+					ok = ok && (index == tc.index || index == tc.also || slices.Contains(tc.any, index))
 				}
-				if tc.index != "" {
-					ok = ok && slices.Contains(used.indexes, tc.index)
+				for _, want := range []string{tc.index, tc.also} {
+					ok = ok && (want == "" || slices.Contains(used.indexes, want))
 				}
 				if !ok {
-					t.Errorf("%s, %s, %s: idempotency_record read by %d sequential scans and the indexes %v; want %s %v only:\n%s",
-						state.name, tc.name, mode, used.seqScans, used.indexes, tc.index, tc.any, used.plan)
+					t.Errorf("%s, %s, %s: idempotency_record read by %d sequential scans and the indexes %v; want %s %s %v only:\n%s",
+						state.name, tc.name, mode, used.seqScans, used.indexes, tc.index, tc.also, tc.any, used.plan)
 				}
 			}
 		}
@@ -99,9 +105,11 @@ func filledLikeProduction(t *testing.T) (*gorm.DB, *sql.DB) {
 	t.Helper()
 	db, sqlDB := openInternal(t, 2)
 	// 20,000 orders, each charged: 1 in 40 authorized (and captured), 1 in
-	// 1,000 still PENDING with its charge's claim in progress; a refund of
-	// every tenth, 1 in 40 of them in progress; 1 in 10 captures in
-	// progress; claims that reserved nothing, and saga steps' claims.
+	// 1,000 still PENDING with its charge's claim in progress, 1 in 4,000
+	// claimed by the previous release (payment_id, no recovery point:
+	// migration 00024); a refund of every tenth, 1 in 40 of them in
+	// progress; 1 in 10 captures in progress; claims that reserved nothing,
+	// and saga steps' claims.
 	err := db.Exec(`
 		INSERT INTO order_projection (order_id, customer_id, amount, currency)
 		SELECT g, 42, 10.00, 'RUB' FROM generate_series(1, 20000) g;
@@ -110,12 +118,12 @@ func filledLikeProduction(t *testing.T) (*gorm.DB, *sql.DB) {
 		       CASE WHEN g % 1000 = 0 THEN 'PENDING' WHEN g % 40 = 1 THEN 'AUTHORIZED' ELSE 'SUCCEEDED' END,
 		       CASE WHEN g % 40 = 1 THEN 'manual' ELSE 'automatic' END
 		  FROM generate_series(1, 20000) g;
-		INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, response, http_status, lock_token, locked_until, payment_id, created_at)
+		INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, response, http_status, lock_token, locked_until, payment_id, recovery_point, created_at)
 		SELECT 'c', 'k' || p.id, 'charge', 'h', CASE WHEN p.status = 'PENDING' THEN 'IN_PROGRESS' ELSE 'COMPLETED' END,
 		       CASE WHEN p.status <> 'PENDING' THEN '{}'::json END, CASE WHEN p.status <> 'PENDING' THEN 201 END,
 		       CASE WHEN p.status = 'PENDING' THEN gen_random_uuid() END,
 		       CASE WHEN p.status = 'PENDING' THEN now() - interval '1 minute' END,
-		       p.id, now() - p.id * interval '10 seconds'
+		       p.id, CASE WHEN p.id % 4000 <> 0 THEN p.id END, now() - p.id * interval '10 seconds'
 		  FROM payment p;
 		INSERT INTO refund (payment_id, client_id, payment_provider, external_refund_id, amount, currency, status)
 		SELECT id, 'c', 'sandbox', 're_' || id, 1.00, 'RUB', CASE WHEN id % 400 = 2 THEN 'PENDING' ELSE 'SUCCEEDED' END
@@ -123,11 +131,11 @@ func filledLikeProduction(t *testing.T) (*gorm.DB, *sql.DB) {
 		INSERT INTO payment_transition (payment_id, client_id, kind, amount, currency, reference, provider_key, status)
 		SELECT id, 'c', 'capture', 5.00, 'RUB', 'ref', 'cap_' || id, CASE WHEN (id / 40) % 10 = 0 THEN 'PENDING' ELSE 'SUCCEEDED' END
 		  FROM payment WHERE status = 'AUTHORIZED';
-		INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, response, http_status, lock_token, locked_until, payment_id, refund_id, transition_id)
+		INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, response, http_status, lock_token, locked_until, payment_id, refund_id, transition_id, recovery_point)
 		SELECT 'c', kind || id, kind, 'h', CASE WHEN pending THEN 'IN_PROGRESS' ELSE 'COMPLETED' END,
 		       CASE WHEN NOT pending THEN '{}'::json END, CASE WHEN NOT pending THEN 201 END,
 		       CASE WHEN pending THEN gen_random_uuid() END, CASE WHEN pending THEN now() - interval '1 minute' END,
-		       payment_id, refund_id, transition_id
+		       payment_id, refund_id, transition_id, id
 		  FROM (SELECT 'refund' AS kind, id, status = 'PENDING' AS pending, payment_id, id AS refund_id, NULL::bigint AS transition_id FROM refund
 		        UNION ALL
 		        SELECT 'capture', id, status = 'PENDING', payment_id, NULL, id FROM payment_transition) o;

@@ -66,13 +66,13 @@ func lookupKey(ctx context.Context, db *gorm.DB, scope app.IdempotencyScope) (ap
 type recordRow struct {
 	hash, status, response sql.NullString
 	httpStatus             sql.NullInt32
-	paymentID              sql.NullInt64
+	recoveryPoint          sql.NullInt64
 	lockToken              uuid.NullUUID
 	lockedUntil, createdAt sql.NullTime
 }
 
 func (r *recordRow) targets() []any {
-	return []any{&r.hash, &r.status, &r.httpStatus, &r.response, &r.paymentID, &r.lockToken, &r.lockedUntil, &r.createdAt}
+	return []any{&r.hash, &r.status, &r.httpStatus, &r.response, &r.recoveryPoint, &r.lockToken, &r.lockedUntil, &r.createdAt}
 }
 
 // toApp is the record of scope, and false when there was none.
@@ -85,9 +85,8 @@ func (r *recordRow) toApp(scope app.IdempotencyScope) (app.IdempotencyRecord, bo
 	if r.httpStatus.Valid {
 		rec.Response = app.StoredResponse{StatusCode: int(r.httpStatus.Int32), Body: []byte(r.response.String)}
 	}
-	if r.paymentID.Valid {
-		id := domain.PaymentID(r.paymentID.Int64)
-		rec.PaymentID = &id
+	if r.recoveryPoint.Valid {
+		rec.RecoveryPoint = &r.recoveryPoint.Int64
 	}
 	return rec, true
 }
@@ -246,7 +245,7 @@ type idempotencyRecordRow struct {
 	ClientID, IdempotencyKey, CommandHash, Command, Status string
 	Response                                               []byte
 	HTTPStatus                                             sql.NullInt32
-	PaymentID, RefundID, TransitionID                      sql.NullInt64
+	RecoveryPoint                                          sql.NullInt64
 	LockToken                                              uuid.NullUUID
 	LockedUntil                                            sql.NullTime
 	CreatedAt                                              time.Time
@@ -255,7 +254,7 @@ type idempotencyRecordRow struct {
 // targets are the row's fields in the order listAbandonedSQL selects them.
 func (row *idempotencyRecordRow) targets() []any {
 	return []any{&row.ClientID, &row.IdempotencyKey, &row.CommandHash, &row.Command, &row.Status, &row.Response, &row.HTTPStatus,
-		&row.PaymentID, &row.RefundID, &row.TransitionID, &row.LockToken, &row.LockedUntil, &row.CreatedAt}
+		&row.RecoveryPoint, &row.LockToken, &row.LockedUntil, &row.CreatedAt}
 }
 
 func (row idempotencyRecordRow) toApp() app.IdempotencyRecord {
@@ -271,17 +270,8 @@ func (row idempotencyRecordRow) toApp() app.IdempotencyRecord {
 	if row.HTTPStatus.Valid {
 		rec.Response = app.StoredResponse{StatusCode: int(row.HTTPStatus.Int32), Body: row.Response}
 	}
-	if row.PaymentID.Valid {
-		id := domain.PaymentID(row.PaymentID.Int64)
-		rec.PaymentID = &id
-	}
-	if row.RefundID.Valid {
-		id := domain.RefundID(row.RefundID.Int64)
-		rec.RefundID = &id
-	}
-	if row.TransitionID.Valid {
-		id := domain.TransitionID(row.TransitionID.Int64)
-		rec.TransitionID = &id
+	if row.RecoveryPoint.Valid {
+		rec.RecoveryPoint = &row.RecoveryPoint.Int64
 	}
 	return rec
 }

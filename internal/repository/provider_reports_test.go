@@ -28,18 +28,25 @@ func TestProviderReportsFindTheObjectAndItsClaim(t *testing.T) {
 	exec(`INSERT INTO order_projection (order_id, customer_id, amount, currency, saga_id) VALUES (1, 42, 10, 'EUR', ?)`, saga)
 	pending := addPayment(t, db, "demo-client", 1, "10.00", "EUR", domain.PaymentPending)
 	settled := addPayment(t, db, "demo-client", 2, "20.00", "EUR", domain.PaymentSucceeded)
-	token := uuid.New()
+	byPrevious := addPayment(t, db, "demo-client", 3, "30.00", "EUR", domain.PaymentPending)
+	token, previousToken := uuid.New(), uuid.New()
+	exec(`INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, recovery_point, payment_id)
+		VALUES ('demo-client', 'k-pending', 'charge', 'h1', 'IN_PROGRESS', ?, now() + interval '1 minute', ?, ?)`, token, int64(pending.ID), int64(pending.ID))
+	// The previous release's claim names its payment in payment_id alone
+	// (migration 00024).
 	exec(`INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, payment_id)
-		VALUES ('demo-client', 'k-pending', 'charge', 'h1', 'IN_PROGRESS', ?, now() + interval '1 minute', ?)`, token, int64(pending.ID))
-	exec(`INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, response, http_status, payment_id)
-		VALUES ('demo-client', 'k-settled', 'charge', 'h2', 'COMPLETED', '{}', 201, ?)`, int64(settled.ID))
+		VALUES ('demo-client', 'k-previous', 'charge', 'h4', 'IN_PROGRESS', ?, now() + interval '1 minute', ?)`, previousToken, int64(byPrevious.ID))
+	exec(`INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, response, http_status, recovery_point, payment_id)
+		VALUES ('demo-client', 'k-settled', 'charge', 'h2', 'COMPLETED', '{}', 201, ?, ?)`, int64(settled.ID), int64(settled.ID))
 	exec(`INSERT INTO refund (payment_id, client_id, payment_provider, external_refund_id, amount, currency, status)
 		VALUES (?, 'demo-client', 'sandbox', 're_1', 5, 'EUR', 'PENDING')`, int64(settled.ID))
 	refundToken := uuid.New()
-	// A refund's record names its payment too: the
-	// settled charge's event must not take the refund's claim for its own.
-	exec(`INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, refund_id, payment_id)
-		VALUES ('demo-client', 'k-refund', 'refund', 'h3', 'IN_PROGRESS', ?, now(), (SELECT id FROM refund WHERE external_refund_id = 're_1'), ?)`, refundToken, int64(settled.ID))
+	// A refund's record names its payment too, and its recovery point is
+	// an id of another table, which may be a payment's id as well: the
+	// settled charge's event, or the pending one's, must not take the
+	// refund's claim for its own.
+	exec(`INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, recovery_point, refund_id, payment_id)
+		SELECT 'demo-client', 'k-refund', 'refund', 'h3', 'IN_PROGRESS', ?, now(), id, id, payment_id FROM refund WHERE external_refund_id = 're_1'`, refundToken)
 
 	err := tx.Transact(ctx, func(ctx context.Context, r app.Repos) error {
 		charges := []struct {
@@ -50,6 +57,7 @@ func TestProviderReportsFindTheObjectAndItsClaim(t *testing.T) {
 		}{
 			{"pi_1", true, domain.PaymentPending, &app.IdempotencyRecord{Scope: app.IdempotencyScope{ClientID: "demo-client", Key: "k-pending"}, CommandHash: "h1", Status: app.RecordInProgress, LockToken: token}},
 			{"pi_2", true, domain.PaymentSucceeded, nil},
+			{"pi_3", true, domain.PaymentPending, &app.IdempotencyRecord{Scope: app.IdempotencyScope{ClientID: "demo-client", Key: "k-previous"}, CommandHash: "h4", Status: app.RecordInProgress, LockToken: previousToken}},
 			{"pi_nobody", false, "", nil},
 		}
 		for _, tc := range charges {

@@ -28,7 +28,8 @@ func TestRarePathReservationBecomesTheRecoveryPoint(t *testing.T) {
 		// reserve runs the command's Reserve, and answers the ids it
 		// reserved: the payment, and the refund for a refund.
 		reserve func(r app.Repos, k app.KeyClaim) (payment, refund *int64, err error)
-		// recorded is the recovery point the record holds.
+		// recorded is the recovery point the record holds, and the
+		// columns that name it for the builds before migration 00024.
 		recorded string
 	}{
 		{app.CommandCharge, func(r app.Repos, k app.KeyClaim) (*int64, *int64, error) {
@@ -38,7 +39,7 @@ func TestRarePathReservationBecomesTheRecoveryPoint(t *testing.T) {
 			}
 			id := int64(res.Payment.ID)
 			return &id, nil, nil
-		}, `SELECT coalesce(payment_id::text, '') FROM idempotency_record WHERE idempotency_key = ?`},
+		}, `SELECT coalesce(recovery_point::text || ' ' || payment_id::text, '') FROM idempotency_record WHERE idempotency_key = ?`},
 		{app.CommandRefund, func(r app.Repos, k app.KeyClaim) (*int64, *int64, error) {
 			res, err := r.Refunds.Reserve(ctx, k, newRefund(t, succeeded, "10.00", "re_rare_"+k.Token.String()))
 			if err != nil || res.Kind != app.RefundReserved {
@@ -46,7 +47,7 @@ func TestRarePathReservationBecomesTheRecoveryPoint(t *testing.T) {
 			}
 			payment, refund := int64(res.Refund.PaymentID), int64(res.Refund.ID)
 			return &payment, &refund, nil
-		}, `SELECT coalesce(refund_id::text || ' ' || payment_id::text, '') FROM idempotency_record WHERE idempotency_key = ?`},
+		}, `SELECT coalesce(recovery_point::text || ' ' || refund_id::text || ' ' || payment_id::text, '') FROM idempotency_record WHERE idempotency_key = ?`},
 	} {
 		t.Run(string(tc.command), func(t *testing.T) {
 			key, owner := "rare-"+string(tc.command), uuid.New()
@@ -89,9 +90,9 @@ func TestRarePathReservationBecomesTheRecoveryPoint(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the owner's reservation: %v", err)
 			}
-			want := fmtID(*payment)
+			want := fmtID(*payment) + " " + fmtID(*payment)
 			if refund != nil {
-				want = fmtID(*refund) + " " + fmtID(*payment)
+				want = fmtID(*refund) + " " + fmtID(*refund) + " " + fmtID(*payment)
 			}
 			if got := recorded(); got != want {
 				t.Fatalf("the record's recovery point is %q, want %q", got, want)

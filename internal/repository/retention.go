@@ -27,14 +27,17 @@ var retentionTargets = map[app.RetentionTable]retentionTarget{
 	// R-DIST-IDEM-5: a record is kept for the TTL after it was created. Past
 	// it, a COMPLETED record goes, whatever its command: its outcome is
 	// final, and the TTL is the rule's for every command. An IN_PROGRESS
-	// record goes only if it is a charge's (app.CommandCharge), its lock has expired by the database clock (the clock the
-	// claim uses to grant takeovers) and no payment was reserved: while the
-	// lock is live a request is still working on it, and an expired claim
-	// with a reserved payment is the recovery point the completer needs to
-	// finish the charge. Once the completer has recorded the outcome it goes
-	// with the next run. Only for a charge does payment_id NULL mean that
-	// nothing was reserved; another command's unfinished record may stand
-	// for money moved, and stays until that command finishes it.
+	// record goes only if it is a charge's (app.CommandCharge), its lock has
+	// expired by the database clock (the clock the claim uses to grant
+	// takeovers) and it holds no recovery point (nothingReserved): while
+	// the lock is live a request is still working on it, and an expired
+	// claim with a reserved payment is the recovery point the completer
+	// needs to finish the charge. Once the completer has recorded the
+	// outcome it goes with the next run. Another command's unfinished
+	// record stays until the completer, which knows that command, finishes
+	// or releases it: the purge, which every release runs the same way
+	// (the previous release's included), releases only the claims of the
+	// one command every release knows.
 	// A client that retries after its record is gone is still not charged
 	// twice: the payment row's UNIQUE (provider, external id), the second
 	// layer of R-DIST-IDEM-4, returns the existing payment.
@@ -42,7 +45,7 @@ var retentionTargets = map[app.RetentionTable]retentionTarget{
 		table: "idempotency_record",
 		key:   "client_id, idempotency_key",
 		age:   "created_at",
-		also:  "(status = 'COMPLETED' OR (command = 'charge' AND locked_until < clock_timestamp() AND payment_id IS NULL))",
+		also:  "(status = 'COMPLETED' OR (command = 'charge' AND locked_until < clock_timestamp() AND " + nothingReserved + "))",
 	},
 	// R-DIST-IDEM-2: a row is kept for the configured retention, which the
 	// configuration keeps at least as long as the idempotency TTL.
@@ -145,9 +148,9 @@ func (s *Retention) DeleteExpiredBatch(ctx context.Context, table app.RetentionT
 	return int(deleted), nil
 }
 
-// ListAbandoned implements app.AbandonedCharges. The partial index
-// ix_idempotency_record_abandoned keeps this cheap however many completed
-// records the table holds.
+// ListAbandoned implements app.AbandonedCharges. The partial index of the
+// claims in progress, ix_idempotency_record_in_progress, keeps this cheap
+// however many completed records the table holds.
 // Expiry is judged by the database clock, the clock the claim uses. Records
 // of other commands are filtered out here, not after the LIMIT, so however
 // many of them wait, they never crowd the caller's records out of a page.
@@ -173,7 +176,7 @@ func (s *Retention) ListAbandoned(ctx context.Context, commands []app.CommandNam
 // re-checked in the DELETE itself, so a record that a retry took over after
 // it was listed is left alone, and so is one that another command claimed
 // under the same key after the listed one went. A record with a recovery
-// point of any command (payment_id, refund_id) is never released: its
+// point, whatever its command (nothingReserved), is never released: its
 // reservation may have reached the provider.
 func (s *Retention) ReleaseAbandoned(ctx context.Context, commands []app.CommandName, scope app.IdempotencyScope) (bool, error) {
 	released, err := exec(ctx, s.db, releaseAbandonedStmt, map[string]any{
@@ -185,19 +188,38 @@ func (s *Retention) ReleaseAbandoned(ctx context.Context, commands []app.Command
 	return released == 1, nil
 }
 
+// nothingReserved is the condition under which a claim in progress
+// reserved nothing, whatever its command, so that nothing of it can have
+// reached the provider: it holds no recovery point. Every command's claim
+// writes its reservation's id as recovery_point in the statement that
+// reserves it (migration 00024); a claim the previous release made, which
+// knows the charge only, names its payment in payment_id alone. The
+// contract step (docs/deploying.md) leaves "recovery_point IS NULL".
+const nothingReserved = "recovery_point IS NULL AND payment_id IS NULL"
+
 // listAbandonedSQL is ListAbandoned's query, releaseAbandonedSQL
 // ReleaseAbandoned's.
 //
-// The list reads ix_idempotency_record_abandoned, whose predicate is
-// locked_until IS NOT NULL (00023): "locked_until < ..." implies it, in
-// generic plans too. The release finds its record by the key: it compares
-// coalesce(locked_until, ...), which is not strict, so its condition
-// implies nothing about locked_until and that index cannot serve it. The
+// The list reads ix_idempotency_record_in_progress, every claim in
+// progress by command and recovery point, whose predicate is locked_until
+// IS NOT NULL (00023, 00024): "locked_until < ..." implies it, in generic
+// plans too; it finds the claims of the commands it is given by the
+// index's first column, and sorts them (the claims in progress are few:
+// an index in locked_until's order, for this list alone, cost every claim
+// an entry more, docs/decisions/0038). The release finds its record by
+// the key: it compares coalesce(locked_until, ...), which is not strict,
+// so its condition implies nothing about locked_until and that index
+// cannot serve it. The
 // planner would otherwise scan the whole index, thinking it as small as
 // the claims in progress at the last analyze, where it also holds an
 // entry for every claim completed since the last vacuum. An IN_PROGRESS
 // record always has its locked_until (00001's CHECK): coalesce changes
 // no answer.
+//
+// The list answers each record's recovery point, which a claim the
+// previous release made has in payment_id alone (nothingReserved): only a
+// charge's claim names its payment without a recovery point (00024's
+// CHECK), so coalesce is the recovery point of every record.
 //
 // 'IN_PROGRESS' is written into the SQL, not bound: a generic plan proves
 // a partial index's predicate only from values it sees, and with the
@@ -207,7 +229,7 @@ func (s *Retention) ReleaseAbandoned(ctx context.Context, commands []app.Command
 const (
 	listAbandonedSQL = `
 SELECT client_id, idempotency_key, command_hash, command, status, response, http_status,
-       payment_id, refund_id, transition_id, lock_token, locked_until, created_at
+       coalesce(recovery_point, payment_id), lock_token, locked_until, created_at
   FROM idempotency_record
  WHERE status = 'IN_PROGRESS' AND locked_until < clock_timestamp() - @micros * interval '1 microsecond'
    AND command = ANY(@commands)
@@ -216,7 +238,7 @@ SELECT client_id, idempotency_key, command_hash, command, status, response, http
 	releaseAbandonedSQL = `
 DELETE FROM idempotency_record
  WHERE client_id = @client AND idempotency_key = @key AND command = ANY(@commands) AND status = 'IN_PROGRESS'
-   AND coalesce(locked_until, 'infinity') < clock_timestamp() AND payment_id IS NULL AND refund_id IS NULL AND transition_id IS NULL`
+   AND coalesce(locked_until, 'infinity') < clock_timestamp() AND ` + nothingReserved
 )
 
 var (

@@ -155,9 +155,9 @@ func (s *SagaStore) Waiting(ctx context.Context, limit int) ([]app.SagaStepRecor
 // claimed keys of saga steps and waiting compensations (over its own
 // partial index). "locked_until IS NOT NULL", which every IN_PROGRESS
 // record meets (00001's CHECK), is the predicate of the index of claims
-// in progress, ix_idempotency_record_abandoned (00023): named here, it
-// lets the count read that index or the primary key, not every record
-// since the cutoff by created_at.
+// in progress, ix_idempotency_record_in_progress (00023, 00024): named
+// here, it lets the count read that index or the primary key, not every
+// record since the cutoff by created_at.
 const unresolvedStepsSQL = `
 SELECT (SELECT count(*) FROM idempotency_record
          WHERE status = 'IN_PROGRESS' AND locked_until IS NOT NULL AND client_id = @client

@@ -121,9 +121,21 @@ var (
 // command is the command the claim names, a literal.
 func command(name string) subst { return subst{"'" + name + "'", "'{command}'"} }
 
-// recoveryPoint is the record's column that names the command's
-// reservation.
-func recoveryPoint(column string) subst { return subst{column, "{recovery_point}"} }
+// ownColumn: the record names its reservation in its command's own column
+// too, kept on a takeover like the recovery point (migration 00024: for
+// the builds before it, until the contract step).
+func ownColumn(column string) []subst {
+	return []subst{
+		{", recovery_point, " + column + ")", ", recovery_point)"},
+		{"(SELECT id FROM reserved), (SELECT id FROM reserved))", "(SELECT id FROM reserved))"},
+		{" " + column + " = coalesce(r." + column + ", EXCLUDED." + column + "),", ""},
+	}
+}
+
+// previousCharge: a charge's takeover makes the payment a claim of the
+// previous release names in payment_id alone its recovery point
+// (migration 00024).
+var previousCharge = subst{"coalesce(r.recovery_point, r.payment_id, EXCLUDED.recovery_point)", "coalesce(r.recovery_point, EXCLUDED.recovery_point)"}
 
 // alias is the alias of the reservation's (or payment's) row.
 func alias(a string) subst { return subst{a + ".", "{alias}."} }
@@ -184,32 +196,32 @@ var sharedClauses = []sharedClause{
 		copyOf("statements/charge_step_claim.sql"),
 	}},
 	{"claimed", []clauseCopy{
-		copyOf("statements/charge_claim.sql", gated(keyFree), one(command("charge"), recoveryPoint("payment_id"))),
-		copyOf("statements/charge_step_claim.sql", one(stepGate), gated(keyFree), one(command("charge"), recoveryPoint("payment_id"))),
-		copyOf("statements/refund_claim.sql", paymentLink, one(command("refund"), recoveryPoint("refund_id"))),
-		copyOf("statements/capture_claim.sql", paymentLink, one(command("capture"), recoveryPoint("transition_id"))),
-		copyOf("statements/void_claim.sql", paymentLink, one(command("void"), recoveryPoint("transition_id"))),
+		copyOf("statements/charge_claim.sql", gated(keyFree), ownColumn("payment_id"), one(command("charge"), previousCharge)),
+		copyOf("statements/charge_step_claim.sql", one(stepGate), gated(keyFree), ownColumn("payment_id"), one(command("charge"), previousCharge)),
+		copyOf("statements/refund_claim.sql", paymentLink, ownColumn("refund_id"), one(command("refund"))),
+		copyOf("statements/capture_claim.sql", paymentLink, ownColumn("transition_id"), one(command("capture"))),
+		copyOf("statements/void_claim.sql", paymentLink, ownColumn("transition_id"), one(command("void"))),
 	}},
 	{"goes_on_with", []clauseCopy{
-		copyOf("statements/charge_claim.sql", goesOnWith("charged", "payment", "p"), one(recoveryPoint("payment_id"))),
-		copyOf("statements/charge_step_claim.sql", goesOnWith("charged", "payment", "p"), one(recoveryPoint("payment_id"))),
-		copyOf("statements/refund_claim.sql", goesOnWith("refund_row", "refund", "f"), one(recoveryPoint("refund_id"))),
-		copyOf("statements/capture_claim.sql", goesOnWith("transitioned", "payment_transition", "t"), one(recoveryPoint("transition_id"))),
-		copyOf("statements/void_claim.sql", goesOnWith("transitioned", "payment_transition", "t"), one(recoveryPoint("transition_id"))),
+		copyOf("statements/charge_claim.sql", goesOnWith("charged", "payment", "p")),
+		copyOf("statements/charge_step_claim.sql", goesOnWith("charged", "payment", "p")),
+		copyOf("statements/refund_claim.sql", goesOnWith("refund_row", "refund", "f")),
+		copyOf("statements/capture_claim.sql", goesOnWith("transitioned", "payment_transition", "t")),
+		copyOf("statements/void_claim.sql", goesOnWith("transitioned", "payment_transition", "t")),
 	}},
 	{"claim_answers", []clauseCopy{
-		copyOf("statements/charge_claim.sql", one(recoveryPoint("payment_id"))),
-		copyOf("statements/charge_step_claim.sql", one(recoveryPoint("payment_id"))),
-		copyOf("statements/refund_claim.sql", one(recoveryPoint("refund_id"))),
-		copyOf("statements/capture_claim.sql", one(recoveryPoint("transition_id"))),
-		copyOf("statements/void_claim.sql", one(recoveryPoint("transition_id"))),
+		copyOf("statements/charge_claim.sql"),
+		copyOf("statements/charge_step_claim.sql"),
+		copyOf("statements/refund_claim.sql"),
+		copyOf("statements/capture_claim.sql"),
+		copyOf("statements/void_claim.sql"),
 	}},
 	{"usual_answer", []clauseCopy{
-		copyOf("statements/charge_claim.sql", one(unlessStanding, alias("ch"), recoveryPoint("payment_id"))),
-		copyOf("statements/charge_step_claim.sql", one(alias("ch"), recoveryPoint("payment_id"))),
-		copyOf("statements/refund_claim.sql", one(alias("f"), recoveryPoint("refund_id"))),
-		copyOf("statements/capture_claim.sql", one(alias("t"), recoveryPoint("transition_id"))),
-		copyOf("statements/void_claim.sql", one(alias("t"), recoveryPoint("transition_id"))),
+		copyOf("statements/charge_claim.sql", one(unlessStanding, alias("ch"))),
+		copyOf("statements/charge_step_claim.sql", one(alias("ch"))),
+		copyOf("statements/refund_claim.sql", one(alias("f"))),
+		copyOf("statements/capture_claim.sql", one(alias("t"))),
+		copyOf("statements/void_claim.sql", one(alias("t"))),
 	}},
 	{"payment_columns", []clauseCopy{
 		// The charge's claim names the payment's id apart from the claim's
@@ -261,9 +273,9 @@ var sharedClauses = []sharedClause{
 		copyOf("statements/refund_receive.sql", one(subst{") AS lock_held", ")"})),
 	}},
 	{"released", []clauseCopy{
-		copyOf("statements/charge_release.sql", one(guard("true"), recoveryPoint("payment_id"))),
-		copyOf("statements/refund_release.sql", one(guard("EXISTS (SELECT 1 FROM refund_payment)"), recoveryPoint("refund_id"))),
-		copyOf("statements/transition_release.sql", one(guard("EXISTS (SELECT 1 FROM transition_payment)"), recoveryPoint("transition_id"))),
+		copyOf("statements/charge_release.sql", one(guard("true"))),
+		copyOf("statements/refund_release.sql", one(guard("EXISTS (SELECT 1 FROM refund_payment)"))),
+		copyOf("statements/transition_release.sql", one(guard("EXISTS (SELECT 1 FROM transition_payment)"))),
 	}},
 	{"refund_reservation", []clauseCopy{
 		copyOf("statements/refund_claim.sql"),

@@ -34,7 +34,8 @@ func newJobs(cfg config.Config, db *gorm.DB, uc useCases, registry prometheus.Re
 			ProcessedEvents: r.ProcessedEventRetention,
 			PublishedOutbox: r.OutboxRetention,
 		}, r.BatchSize),
-		Complete: app.NewCompleteAbandonedCharges(retention, resumable(uc),
+		// Every command built on the core, each by its name.
+		Complete: app.NewCompleteAbandonedCharges(retention, uc.core.Resumable(),
 			r.CompleterGrace, abandonedChargesPerRun, logger),
 		Saga: uc.sagaSteps,
 		// A step is unresolved once the completer should have taken it
@@ -45,19 +46,6 @@ func newJobs(cfg config.Config, db *gorm.DB, uc useCases, registry prometheus.Re
 		Logger:              logger,
 		Registry:            registry,
 	})
-}
-
-// resumable are the commands the completer drives to their end.
-func resumable(uc useCases) map[app.CommandName]app.Resumable {
-	commands := map[app.CommandName]app.Resumable{
-		app.CommandCharge: uc.chargePayment,
-		app.CommandRefund: uc.refundPayment,
-	}
-	if uc.capturePayment != nil {
-		commands[app.CommandCapture] = uc.capturePayment
-		commands[app.CommandVoid] = uc.voidPayment
-	}
-	return commands
 }
 
 // scheduledJobs are the jobs on their schedule plus the leader lock that

@@ -105,6 +105,57 @@ func TestPreviousReleaseLeavesARefundInProgressAlone(t *testing.T) {
 	require(t, v, "after the previous release's jobs and the current completer")
 }
 
+// A command that neither release knows, as one added after this release
+// (or run by a newer release beside it) writes its claim: its recovery
+// point, and the payment it is about in payment_id (migration 00024's
+// CHECK refuses it without one, because the previous release's completer
+// and purge release any claim in progress with payment_id NULL, whatever
+// its command: the code at deploy/previous-release). Its claim is
+// abandoned in progress and aged past every TTL; then the previous
+// release's jobs run (`payment-service cleanup`), and this release's. The
+// previous release's completer meets it and leaves it (it cannot rebuild
+// a charge from it); this release's completer does not list a command it
+// does not know, and neither purge releases a claim with a payment. The
+// record is exactly as it was.
+func TestNeitherReleasesJobsTouchAFourthCommandsClaim(t *testing.T) {
+	previous := previousRelease(t)
+	s := newStack(t, stackOptions{})
+	ctx := context.Background()
+	var paymentID int64
+	must(t, s.db.QueryRow(ctx, `INSERT INTO payment (client_id, order_id, customer_id, payment_provider, external_payment_id, amount, currency, status)
+		VALUES ($1, 7000101, 7, 'sandbox', 'pi_payout_of', 10, 'RUB', 'SUCCEEDED') RETURNING id`, clientID).Scan(&paymentID))
+	_, err := s.db.Exec(ctx, `INSERT INTO idempotency_record (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until,
+			recovery_point, payment_id, created_at)
+		VALUES ($1, 'payout-abandoned', 'payout', 'h', 'IN_PROGRESS', gen_random_uuid(), clock_timestamp() - interval '1 hour',
+			41, $2, now() - interval '5 days')`, clientID, paymentID)
+	must(t, err)
+	record := func() string {
+		t.Helper()
+		var row string
+		must(t, s.db.QueryRow(ctx, `SELECT coalesce((SELECT row_to_json(r)::text FROM idempotency_record r WHERE idempotency_key = 'payout-abandoned'), '')`).Scan(&row))
+		return row
+	}
+	before := record()
+	for _, release := range []struct{ name, bin, meets string }{
+		{"the previous release", previous, "does not match its payment's charge"},
+		{"this release", binary, ""},
+	} {
+		cleanup := exec.Command(release.bin, "cleanup")
+		cleanup.Env = append(append([]string{}, s.env...), "LOG_LEVEL=info")
+		out, err := cleanup.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s's cleanup: %v\n%s", release.name, err, out)
+		}
+		if release.meets != "" && !strings.Contains(string(out), release.meets) {
+			t.Errorf("%s's completer did not meet the claim:\n%s", release.name, out)
+		}
+		if after := record(); after != before {
+			t.Fatalf("after %s's cleanup the fourth command's claim, whose reservation may have reached the provider, is gone or changed:\n before %s\n after  %s\n%s",
+				release.name, before, after, out)
+		}
+	}
+}
+
 // A rolling deploy under load with faults: three replicas of the previous
 // release on its schema, charged by the careful clients with kill -9 and
 // lock expiry; the migrations run while they serve; then each replica in

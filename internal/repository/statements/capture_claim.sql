@@ -40,13 +40,15 @@ reserved AS (
 -- the recovery point it finds (charge_claim.sql says it at length). The
 -- command is a literal, as every command's claim names its own. The
 -- record names the transition's payment too (payment_id), as a refund's
--- does (decision 0022).
+-- does (decision 0022), and the transition in transition_id, where a build
+-- before migration 00024 looks for it.
 claimed AS (
-    INSERT INTO idempotency_record AS r (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, transition_id, payment_id)
-    VALUES (@client, @key, 'capture', @hash, 'IN_PROGRESS', @token, clock_timestamp() + @lock_micros * interval '1 microsecond', (SELECT id FROM reserved), (SELECT payment_id FROM reserved))
+    INSERT INTO idempotency_record AS r (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, recovery_point, transition_id, payment_id)
+    VALUES (@client, @key, 'capture', @hash, 'IN_PROGRESS', @token, clock_timestamp() + @lock_micros * interval '1 microsecond', (SELECT id FROM reserved), (SELECT id FROM reserved), (SELECT payment_id FROM reserved))
         ON CONFLICT (client_id, idempotency_key) DO UPDATE
        SET lock_token = EXCLUDED.lock_token,
            locked_until = EXCLUDED.locked_until,
+           recovery_point = coalesce(r.recovery_point, EXCLUDED.recovery_point),
            transition_id = coalesce(r.transition_id, EXCLUDED.transition_id),
            payment_id = coalesce(r.payment_id, EXCLUDED.payment_id),
            updated_at = now()
@@ -54,7 +56,7 @@ claimed AS (
        AND r.locked_until < clock_timestamp()
        AND r.command = EXCLUDED.command
        AND r.command_hash = EXCLUDED.command_hash
- RETURNING r.transition_id
+ RETURNING r.recovery_point
 ),
 -- clause claimed: end
 -- clause goes_on_with: begin
@@ -63,7 +65,7 @@ claimed AS (
 transitioned AS (
     SELECT * FROM reserved
      UNION ALL
-    SELECT t.* FROM payment_transition t JOIN claimed c ON t.id = c.transition_id
+    SELECT t.* FROM payment_transition t JOIN claimed c ON t.id = c.recovery_point
      WHERE NOT EXISTS (SELECT 1 FROM reserved)
 )
 -- clause goes_on_with: end
@@ -72,7 +74,7 @@ transitioned AS (
 -- holds.
 SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
        EXISTS (SELECT 1 FROM reserved) AS reserved,
-       (SELECT transition_id FROM claimed) AS recovery_point,
+       (SELECT recovery_point FROM claimed) AS recovery_point,
 -- clause claim_answers: end
        t.id, t.payment_id, t.kind, t.amount, t.currency, t.reference, t.status
   FROM (SELECT 1) AS one
@@ -84,7 +86,7 @@ SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
  WHERE CASE WHEN @atomic AND NOT coalesce(
                  EXISTS (SELECT 1 FROM claimed)
              AND t.status = 'PENDING'
-             AND t.id = (SELECT transition_id FROM claimed), false)
+             AND t.id = (SELECT recovery_point FROM claimed), false)
             THEN charge_needs_transaction()
             ELSE true
        END

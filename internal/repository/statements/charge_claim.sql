@@ -34,7 +34,7 @@ WITH
 -- when no record stops the claim: a replay, a reused key or a live claim
 -- is answered from this read, having written and locked nothing.
 standing AS (
-    SELECT command_hash, status, http_status, response::text AS response, payment_id, lock_token, locked_until, created_at,
+    SELECT command_hash, status, http_status, response::text AS response, recovery_point, lock_token, locked_until, created_at,
            NOT (status = 'IN_PROGRESS'
                 AND locked_until < clock_timestamp()
                 AND command = 'charge'
@@ -72,8 +72,9 @@ reserved AS (
 -- clause claimed: begin
 -- The key claimed, its recovery point the payment just reserved (the key's
 -- lock is the last every command takes). Insert-if-absent, never
--- find-then-save (R-DIST-IDEM-3). The record names its command: the jobs
--- read a recovery point only in records of the command whose it is.
+-- find-then-save (R-DIST-IDEM-3). The record names its command and its
+-- recovery point, the reservation's id (the command knows its table): the
+-- jobs and the provider's events know a claim by the two (decision 0038).
 -- DO UPDATE is the takeover of a crashed or answer-lost claim: only an
 -- IN_PROGRESS record of the same command and command hash whose lock has
 -- run out, by the database's clock (the hash covers the operation too,
@@ -81,21 +82,25 @@ reserved AS (
 -- well). The new lock_token fences the old owner out; a takeover keeps
 -- the recovery point it finds. The insert is made only when no record
 -- stops the claim: a conflict's DO UPDATE locks the row even when its
--- WHERE says no.
+-- WHERE says no. The record names the payment in payment_id too, for the
+-- previous release's jobs (migration 00024); a claim the previous release
+-- made names it there alone, and its takeover makes it the recovery
+-- point.
 claimed AS (
-    INSERT INTO idempotency_record AS r (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, payment_id)
-    SELECT @client, @key, 'charge', @hash, 'IN_PROGRESS', @token, clock_timestamp() + @lock_micros * interval '1 microsecond', (SELECT id FROM reserved)
+    INSERT INTO idempotency_record AS r (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, recovery_point, payment_id)
+    SELECT @client, @key, 'charge', @hash, 'IN_PROGRESS', @token, clock_timestamp() + @lock_micros * interval '1 microsecond', (SELECT id FROM reserved), (SELECT id FROM reserved)
      WHERE NOT EXISTS (SELECT 1 FROM standing WHERE stops)
         ON CONFLICT (client_id, idempotency_key) DO UPDATE
        SET lock_token = EXCLUDED.lock_token,
            locked_until = EXCLUDED.locked_until,
+           recovery_point = coalesce(r.recovery_point, r.payment_id, EXCLUDED.recovery_point),
            payment_id = coalesce(r.payment_id, EXCLUDED.payment_id),
            updated_at = now()
      WHERE r.status = 'IN_PROGRESS'
        AND r.locked_until < clock_timestamp()
        AND r.command = EXCLUDED.command
        AND r.command_hash = EXCLUDED.command_hash
- RETURNING r.payment_id
+ RETURNING r.recovery_point
 ),
 -- clause claimed: end
 -- clause goes_on_with: begin
@@ -104,7 +109,7 @@ claimed AS (
 charged AS (
     SELECT * FROM reserved
      UNION ALL
-    SELECT p.* FROM payment p JOIN claimed c ON p.id = c.payment_id
+    SELECT p.* FROM payment p JOIN claimed c ON p.id = c.recovery_point
      WHERE NOT EXISTS (SELECT 1 FROM reserved)
 )
 -- clause goes_on_with: end
@@ -113,7 +118,7 @@ charged AS (
 -- holds.
 SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
        EXISTS (SELECT 1 FROM reserved) AS reserved,
-       (SELECT payment_id FROM claimed) AS recovery_point,
+       (SELECT recovery_point FROM claimed) AS recovery_point,
 -- clause claim_answers: end
        EXISTS (SELECT 1 FROM matching_order) AS order_matches,
        (SELECT saga_id FROM order_projection WHERE order_id = @order) AS saga_id,
@@ -129,7 +134,7 @@ SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
 -- ceiling's \gset, would otherwise take from the wrong one.
        st.command_hash AS standing_command_hash, st.status AS standing_status,
        st.http_status AS standing_http_status, st.response AS standing_response,
-       st.payment_id AS standing_payment_id, st.lock_token AS standing_lock_token,
+       st.recovery_point AS standing_recovery_point, st.lock_token AS standing_lock_token,
        st.locked_until AS standing_locked_until, st.created_at AS standing_created_at
 -- clause standing_answers: end
   FROM (SELECT 1) AS one
@@ -145,7 +150,7 @@ SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
  WHERE CASE WHEN @atomic AND NOT EXISTS (SELECT 1 FROM standing WHERE stops) AND NOT coalesce(
                  EXISTS (SELECT 1 FROM claimed)
              AND ch.status = 'PENDING'
-             AND ch.id = (SELECT payment_id FROM claimed), false)
+             AND ch.id = (SELECT recovery_point FROM claimed), false)
             THEN charge_needs_transaction()
             ELSE true
        END

@@ -18,13 +18,13 @@ released AS (
      WHERE client_id = @client AND idempotency_key = @key
        AND status = 'IN_PROGRESS' AND lock_token = @token
        AND true
- RETURNING payment_id
+ RETURNING recovery_point
 ),
 -- clause released: end
 -- Only a PENDING payment, and only the one the released key names.
 given_back AS (
     DELETE FROM payment
      WHERE id = @payment AND status = 'PENDING'
-       AND id IN (SELECT payment_id FROM released)
+       AND id IN (SELECT recovery_point FROM released)
 )
 SELECT EXISTS (SELECT 1 FROM released)

@@ -4,6 +4,6 @@
 -- nothing. Only an absent record, or a claim whose lock has run out, goes
 -- on to the command's claim. Its columns are recordRow's, as the charge's
 -- claim's standing answers are.
-SELECT command_hash, status, http_status, response::text, payment_id, lock_token, locked_until, created_at
+SELECT command_hash, status, http_status, response::text, recovery_point, lock_token, locked_until, created_at
   FROM idempotency_record
  WHERE client_id = @client AND idempotency_key = @key

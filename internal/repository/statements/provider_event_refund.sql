@@ -12,15 +12,16 @@ SELECT f.id, f.payment_id, f.client_id, f.payment_provider, f.external_refund_id
        p.external_payment_id, p.amount, p.currency, p.status, p.created_at, p.capture_method, p.captured_amount, p.payment_method,
 -- clause payment_columns: end
 -- clause reported_claim: begin
--- The claim in progress, found by its recovery point over the partial
--- index ix_idempotency_record_refund_in_progress, which PostgreSQL reads
--- because the join's "r.refund_id = f.id" implies its predicate
--- (provider_event_charge.sql; TestClaimReadersUseTheirIndexes). NULL when
+-- The claim in progress, found by its command and recovery point over the
+-- partial index ix_idempotency_record_in_progress, which PostgreSQL reads
+-- because the join names its predicate ("r.locked_until IS NOT NULL") and
+-- its key (the command, and "r.recovery_point = f.id"):
+-- provider_event_charge.sql, TestClaimReadersUseTheirIndexes. NULL when
 -- the key is completed.
        o.saga_id, r.client_id, r.idempotency_key, r.command_hash, r.lock_token
 -- clause reported_claim: end
   FROM refund f
   JOIN payment p ON p.id = f.payment_id
   LEFT JOIN order_projection o ON o.order_id = p.order_id
-  LEFT JOIN idempotency_record r ON r.refund_id = f.id AND r.status = 'IN_PROGRESS'
+  LEFT JOIN idempotency_record r ON r.command = 'refund' AND r.recovery_point = f.id AND r.status = 'IN_PROGRESS' AND r.locked_until IS NOT NULL
  WHERE f.payment_provider = @provider AND f.external_refund_id = @external

@@ -7,7 +7,7 @@
 --
 -- Lock order (docs/adding-a-command.md): the payment (refund_target), then
 -- the refund row it inserts (reserved), then the key (claimed), whose
--- recovery point is the refund (refund_id).
+-- recovery point is the refund.
 --
 -- Between "-- clause NAME: begin" and "-- clause NAME: end" is a clause
 -- other statements have too, kept the same by TestSharedClausesAreTheSame
@@ -76,16 +76,18 @@ refund_existing AS (
 -- has run out, with a new lock_token that fences the old owner out and
 -- the recovery point it finds (charge_claim.sql says it at length). The
 -- record names the refund's payment too (payment_id), kept on a takeover
--- like the recovery point: a release older than the record's command
--- column reads payment_id NULL on any unfinished record as "a charge that
--- reserved nothing" and deletes it, so during a rolling deploy from one a
--- refund's record must not look like one (decision 0022).
+-- like the recovery point: the previous release reads payment_id NULL on
+-- any unfinished record as "a charge that reserved nothing" and deletes
+-- it, so during a rolling deploy from it a refund's record must not look
+-- like one (decision 0022). And it names the refund in refund_id, where a
+-- build before migration 00024 looks for it.
 claimed AS (
-    INSERT INTO idempotency_record AS r (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, refund_id, payment_id)
-    VALUES (@client, @key, 'refund', @hash, 'IN_PROGRESS', @token, clock_timestamp() + @lock_micros * interval '1 microsecond', (SELECT id FROM reserved), (SELECT payment_id FROM reserved))
+    INSERT INTO idempotency_record AS r (client_id, idempotency_key, command, command_hash, status, lock_token, locked_until, recovery_point, refund_id, payment_id)
+    VALUES (@client, @key, 'refund', @hash, 'IN_PROGRESS', @token, clock_timestamp() + @lock_micros * interval '1 microsecond', (SELECT id FROM reserved), (SELECT id FROM reserved), (SELECT payment_id FROM reserved))
         ON CONFLICT (client_id, idempotency_key) DO UPDATE
        SET lock_token = EXCLUDED.lock_token,
            locked_until = EXCLUDED.locked_until,
+           recovery_point = coalesce(r.recovery_point, EXCLUDED.recovery_point),
            refund_id = coalesce(r.refund_id, EXCLUDED.refund_id),
            payment_id = coalesce(r.payment_id, EXCLUDED.payment_id),
            updated_at = now()
@@ -93,7 +95,7 @@ claimed AS (
        AND r.locked_until < clock_timestamp()
        AND r.command = EXCLUDED.command
        AND r.command_hash = EXCLUDED.command_hash
- RETURNING r.refund_id
+ RETURNING r.recovery_point
 ),
 -- clause claimed: end
 -- clause goes_on_with: begin
@@ -102,7 +104,7 @@ claimed AS (
 refund_row AS (
     SELECT * FROM reserved
      UNION ALL
-    SELECT f.* FROM refund f JOIN claimed c ON f.id = c.refund_id
+    SELECT f.* FROM refund f JOIN claimed c ON f.id = c.recovery_point
      WHERE NOT EXISTS (SELECT 1 FROM reserved)
 )
 -- clause goes_on_with: end
@@ -111,7 +113,7 @@ refund_row AS (
 -- holds.
 SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
        EXISTS (SELECT 1 FROM reserved) AS reserved,
-       (SELECT refund_id FROM claimed) AS recovery_point,
+       (SELECT recovery_point FROM claimed) AS recovery_point,
 -- clause claim_answers: end
        (SELECT o.saga_id FROM order_projection o JOIN payment p ON p.order_id = o.order_id
          WHERE p.id = @payment) AS saga_id,
@@ -125,7 +127,7 @@ SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
  WHERE CASE WHEN @atomic AND NOT coalesce(
                  EXISTS (SELECT 1 FROM claimed)
              AND f.status = 'PENDING'
-             AND f.id = (SELECT refund_id FROM claimed), false)
+             AND f.id = (SELECT recovery_point FROM claimed), false)
             THEN charge_needs_transaction()
             ELSE true
        END

@@ -26,14 +26,14 @@ released AS (
      WHERE client_id = @client AND idempotency_key = @key
        AND status = 'IN_PROGRESS' AND lock_token = @token
        AND EXISTS (SELECT 1 FROM refund_payment)
- RETURNING refund_id
+ RETURNING recovery_point
 ),
 -- clause released: end
 -- Only a PENDING refund, and only the one the released key names.
 removed AS (
     DELETE FROM refund
      WHERE id = @refund AND status = 'PENDING'
-       AND id IN (SELECT refund_id FROM released)
+       AND id IN (SELECT recovery_point FROM released)
  RETURNING payment_id, amount
 ),
 -- The new total is the locked row's: a statement that waited for the

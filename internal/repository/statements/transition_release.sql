@@ -27,13 +27,13 @@ released AS (
      WHERE client_id = @client AND idempotency_key = @key
        AND status = 'IN_PROGRESS' AND lock_token = @token
        AND EXISTS (SELECT 1 FROM transition_payment)
- RETURNING transition_id
+ RETURNING recovery_point
 ),
 -- clause released: end
 -- Only a PENDING transition, and only the one the released key names.
 removed AS (
     DELETE FROM payment_transition
      WHERE id = @transition AND status = 'PENDING'
-       AND id IN (SELECT transition_id FROM released)
+       AND id IN (SELECT recovery_point FROM released)
 )
 SELECT EXISTS (SELECT 1 FROM released)
