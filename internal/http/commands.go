@@ -375,16 +375,23 @@ func fieldMessage(fe validator.FieldError) string {
 	}
 }
 
+// apiProviders are the payment providers the API names (the enum of
+// paymentProvider in api/openapi.yaml). A charge naming another is invalid
+// (400); one naming a provider of these that this service does not charge
+// through is provider-not-offered (422), decided by the use case, which
+// holds the adapters.
+var apiProviders = []domain.ProviderName{sandboxProvider, stripeProvider}
+
 // newValidator builds the request validator: JSON field names in errors, a
-// decimal amount rule, and the set of known providers.
-func newValidator(providers []domain.ProviderName) *validator.Validate {
+// decimal amount rule, and the providers the API names.
+func newValidator() *validator.Validate {
 	v := validator.New(validator.WithRequiredStructEnabled())
 	v.RegisterTagNameFunc(func(f reflect.StructField) string {
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		return name
 	})
 	known := map[string]bool{}
-	for _, p := range providers {
+	for _, p := range apiProviders {
 		known[string(p)] = true
 	}
 	must(v.RegisterValidation("provider", func(fl validator.FieldLevel) bool {

@@ -89,9 +89,9 @@ func TestContractOpenAPI(t *testing.T) {
 		{name: "a payment method, which the sandbox ignores", method: "POST", path: "/payments", key: "c12", body: withPaymentMethod(chargeBody(1006, 42, "7.00", "RUB", "pi_contract_6"), `"pm_card_visa"`), wantStatus: 201},
 		{name: "a payment method with a space", method: "POST", path: "/payments", key: "c7", body: withPaymentMethod(chargeBody(1006, 42, "7.00", "RUB", "pi_contract_7"), `"pm card"`), wantStatus: 400, specRejects: true},
 		{name: "a payment method not a string", method: "POST", path: "/payments", key: "c7", body: withPaymentMethod(chargeBody(1006, 42, "7.00", "RUB", "pi_contract_7"), `7`), wantStatus: 400, specRejects: true},
-		// The spec lists every provider the service offers; this one runs
+		// The spec lists every provider the API names; this service runs
 		// with the sandbox only.
-		{name: "a provider this service is not configured for", method: "POST", path: "/payments", key: "c7", body: strings.Replace(chargeBody(1006, 42, "7.00", "RUB", "pi_contract_7"), `"sandbox"`, `"stripe"`, 1), wantStatus: 400, specBlind: true},
+		{name: "a provider this service does not charge through", method: "POST", path: "/payments", key: "c7", body: strings.Replace(chargeBody(1006, 42, "7.00", "RUB", "pi_contract_7"), `"sandbox"`, `"stripe"`, 1), wantStatus: 422},
 		{name: "wrong content type", method: "POST", path: "/payments", key: "c7", contentType: "text/plain", body: charge, wantStatus: 415, specRejects: true},
 		{name: "no auth", method: "POST", path: "/payments", key: "c8", body: charge, noAuth: true, wantStatus: 401, specRejects: true},
 		{name: "get payment", method: "GET", path: "/payments/1", wantStatus: 200},
@@ -123,8 +123,10 @@ func TestContractOpenAPI(t *testing.T) {
 		{name: "order id zero", method: "GET", path: "/orders/0", wantStatus: 400, specRejects: true},
 		{name: "get order without auth", method: "GET", path: "/orders/1001", noAuth: true, wantStatus: 401, specRejects: true},
 		// The provider's events: the charge c1 made, as its lookup answers.
-		{name: "stripe's webhook, not configured here", method: "POST", path: "/webhooks/stripe", noAuth: true, body: `{"id":"evt_1","type":"payment_intent.succeeded","data":{"object":{}}}`,
-			headers: map[string]string{"Stripe-Signature": "t=1,v1=00"}, wantStatus: 503},
+		{name: "stripe's webhook, to a service that does not charge through Stripe", method: "POST", path: "/webhooks/stripe", noAuth: true, body: `{"id":"evt_1","type":"payment_intent.succeeded","data":{"object":{}}}`,
+			headers: map[string]string{"Stripe-Signature": "t=1,v1=00"}, wantStatus: 404},
+		{name: "stripe's webhook unsigned: refused before anything is said of the configuration", method: "POST", path: "/webhooks/stripe", noAuth: true, body: `{"id":"evt_1","type":"payment_intent.succeeded","data":{"object":{}}}`,
+			wantStatus: 401, specRejects: true},
 		{name: "webhook agreeing", method: "POST", path: "/webhooks/sandbox", noAuth: true, body: agreeing, headers: signed(agreeing), wantStatus: 200},
 		{name: "webhook redelivered", method: "POST", path: "/webhooks/sandbox", noAuth: true, body: agreeing, headers: signed(agreeing), wantStatus: 200},
 		{name: "webhook contradicting", method: "POST", path: "/webhooks/sandbox", noAuth: true, body: contradicting, headers: signed(contradicting), wantStatus: 200},

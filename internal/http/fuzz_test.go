@@ -39,7 +39,7 @@ func FuzzDecodeCharge(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	h := &paymentHandlers{validate: newValidator([]domain.ProviderName{"sandbox"})}
+	h := &paymentHandlers{validate: newValidator()}
 	e := echo.New()
 	decode := func(body []byte) (domain.Charge, error) {
 		req := httptest.NewRequest(http.MethodPost, "/payments", bytes.NewReader(body))
@@ -149,7 +149,7 @@ func FuzzDecodeRefund(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	h := &paymentHandlers{validate: newValidator([]domain.ProviderName{"sandbox"})}
+	h := &paymentHandlers{validate: newValidator()}
 	e := echo.New()
 	decode := func(body []byte) (app.RefundCommand, error) {
 		req := httptest.NewRequest(http.MethodPost, "/payments/1/refunds", bytes.NewReader(body))

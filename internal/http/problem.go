@@ -100,6 +100,8 @@ const (
 	codeAmountNotInMinorUnits   = "amount-not-in-minor-units"
 	codeServiceUnavailable      = "service-unavailable"
 	codeWebhooksNotConfigured   = "webhooks-not-configured"
+	codeWebhooksNotOffered      = "webhooks-not-offered"
+	codeProviderNotOffered      = "provider-not-offered"
 	codeWebhookSignatureInvalid = "webhook-signature-invalid"
 	codeWebhookEventInvalid     = "webhook-event-invalid"
 	codeWebhookObjectUnknown    = "webhook-object-unknown"
@@ -170,7 +172,8 @@ func problemFor(err error) *Problem {
 			"The payment provider counts in each currency's minor units (cents; none for JPY, three digits for KWD), and "+err.Error()+
 				" has more fraction digits than that: it is never rounded. Nothing was stored or sent; fix the amount and retry with the same key.")
 	case errors.Is(err, app.ErrUnknownProvider):
-		return validationProblem([]FieldError{{Field: "paymentProvider", Message: "unknown payment provider"}})
+		return newProblem(http.StatusUnprocessableEntity, codeProviderNotOffered, "Payment provider not offered",
+			"This service does not charge through the payment provider the charge names (it charges through the one its configuration names). Nothing was stored or sent for this key.")
 	case errors.Is(err, app.ErrNoTwoStepPayments):
 		return validationProblem([]FieldError{{Field: "captureMethod", Message: "the payment provider takes no two-step payments"}})
 	case errors.Is(err, app.ErrProviderUnavailable):

@@ -100,7 +100,7 @@ func NewHandler(d Deps) http.Handler {
 	h := &paymentHandlers{
 		charge:   d.ChargePayment,
 		get:      d.GetPayment,
-		validate: newValidator(d.Providers),
+		validate: newValidator(),
 		metrics:  m,
 	}
 	// Authentication is per route, not on a group: an echo group with

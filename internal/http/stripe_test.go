@@ -108,7 +108,7 @@ func TestStripeEndToEnd(t *testing.T) {
 		{"3-D Secure asked for", "st-5", stripeCharge(9305, "10.50", "EUR", "pi_st_3ds", stripefake.PMThreeDSecure, false), 402, "payment-declined", true},
 		{"an amount not in minor units", "st-6", stripeCharge(9306, "10.505", "EUR", "pi_st_frac", stripefake.PMVisa, false), 422, "amount-not-in-minor-units", false},
 		{"no payment method", "st-7", stripeCharge(9307, "10.50", "EUR", "pi_st_nopm", "", false), 402, "payment-failed", false},
-		{"the sandbox, not offered here", "st-8", chargeBody(9307, 42, "10.50", "EUR", "pi_st_sandbox"), 400, "validation-failed", false},
+		{"the sandbox, not offered here", "st-8", chargeBody(9307, 42, "10.50", "EUR", "pi_st_sandbox"), 422, "provider-not-offered", false},
 	}
 	for _, tc := range tests {
 		r := s.charge(t, tc.key, tc.body)

@@ -132,6 +132,10 @@ const sandboxProvider domain.ProviderName = "sandbox"
 // stripeProvider is Stripe, as the API names it.
 const stripeProvider domain.ProviderName = "stripe"
 
+// signatureHeaders are the headers each provider signs its deliveries in,
+// as api/openapi.yaml's webhook routes require them.
+var signatureHeaders = map[domain.ProviderName]string{sandboxProvider: webhooksig.Header, stripeProvider: "Stripe-Signature"}
+
 // sandboxReader reads the sandbox's deliveries, signed with
 // internal/webhooksig under WEBHOOK_SECRETS.
 type sandboxReader struct {
@@ -159,6 +163,7 @@ func (r sandboxReader) Read(body []byte, signature string) (app.ProviderEvent, e
 type webhookHandlers struct {
 	provider domain.ProviderName
 	apply    *app.ApplyProviderEvent
+	offered  bool                // the service charges through provider
 	reader   ProviderEventReader // nil: not configured
 	logger   *slog.Logger
 	events   *prometheus.CounterVec
@@ -226,7 +231,7 @@ func newWebhookHandlers(d Deps, reg prometheus.Registerer) []*webhookHandlers {
 	}
 	var hs []*webhookHandlers
 	for _, p := range []domain.ProviderName{sandboxProvider, stripeProvider} {
-		h := &webhookHandlers{provider: p, apply: d.ApplyProviderEvent, logger: d.Logger, events: events}
+		h := &webhookHandlers{provider: p, offered: offered[p], apply: d.ApplyProviderEvent, logger: d.Logger, events: events}
 		if offered[p] && d.ApplyProviderEvent != nil {
 			h.reader = readers[p]
 		}
@@ -252,9 +257,22 @@ func (h *webhookHandlers) deliver(c echo.Context) error {
 
 func (h *webhookHandlers) handle(c echo.Context) (result string, err error) {
 	ctx := c.Request().Context()
-	if h.reader == nil {
+	// An unsigned delivery is refused before anything else, so that it
+	// learns nothing of the configuration. A provider the service does not
+	// charge through has nothing here its events could settle: the route
+	// is not this deployment's. One it charges through without a secret is
+	// misconfigured, and the provider's redelivery after the fix is
+	// applied: 503, not 404.
+	switch header := signatureHeaders[h.provider]; {
+	case c.Request().Header.Get(header) == "":
+		h.logger.WarnContext(ctx, "webhook delivery refused", "provider", h.provider, "reason", "no "+header+" header")
+		return deliveryRefused, signatureInvalid(header)
+	case !h.offered:
+		return deliveryNotConfigured, newProblem(http.StatusNotFound, codeWebhooksNotOffered, "Webhooks not offered",
+			"This service does not charge through this provider, so it takes none of its events. Nothing was stored.")
+	case h.reader == nil:
 		p := newProblem(http.StatusServiceUnavailable, codeWebhooksNotConfigured, "Webhooks not configured",
-			"This service takes no events from this provider: it does not charge through it, or holds no secret to verify its deliveries with. Nothing was stored; deliver again later.")
+			"This service charges through this provider but holds no secret to verify its deliveries with. Nothing was stored; deliver again later.")
 		p.retryAfter = time.Minute
 		return deliveryNotConfigured, p
 	}
@@ -273,8 +291,7 @@ func (h *webhookHandlers) handle(c echo.Context) (result string, err error) {
 	switch {
 	case errors.Is(err, app.ErrEventNotAuthentic):
 		h.logger.WarnContext(ctx, "webhook delivery refused", "provider", h.provider, "reason", err)
-		return deliveryRefused, newProblem(http.StatusUnauthorized, codeWebhookSignatureInvalid, "Webhook signature invalid",
-			"The delivery is not authenticated: send it with a valid, current "+h.reader.SignatureHeader()+" header over the exact body. Nothing was stored.")
+		return deliveryRefused, signatureInvalid(h.reader.SignatureHeader())
 	case err != nil:
 		// Another API version than the one pinned among them: logged, for
 		// the operator who must create the endpoint with the pinned one.
@@ -306,4 +323,10 @@ func (h *webhookHandlers) handle(c echo.Context) (result string, err error) {
 // webhookPath is the route of a provider's deliveries.
 func webhookPath(provider domain.ProviderName) string {
 	return "/webhooks/" + strings.ToLower(string(provider))
+}
+
+// signatureInvalid is the answer to a delivery that is not authenticated.
+func signatureInvalid(header string) *Problem {
+	return newProblem(http.StatusUnauthorized, codeWebhookSignatureInvalid, "Webhook signature invalid",
+		"The delivery is not authenticated: send it with a valid, current "+header+" header over the exact body. Nothing was stored.")
 }
