@@ -15,7 +15,7 @@ BIN         ?= bin
 	model-mutant-refund-nowait model-mutant-saga-notombstone model-mutant-saga-nowait model-mutant-twostep-noindex model-mutant-twostep-statefirst
 
 help:
-	@echo "make dev      run the service on a throwaway PostgreSQL (no Docker), http://127.0.0.1:8080"
+	@echo "make dev      run the service on a throwaway PostgreSQL (no Docker), http://127.0.0.1:8080; PAYMENT_PROVIDER=stripe charges through the Stripe fake instead of the sandbox"
 	@echo "make demo     publish an order event, charge it twice and with a changed body, refund part of it (and replay, over-refund, list), show rows and events; authorize an order, capture part, refund part of the capture, authorize another and void it; then a saga step by command: charge, compensate, re-send, each reply (needs make dev or compose)"
 	@echo "make compose-check  docker-compose.yml and the Dockerfile run for real: health, make demo, a refund, traces, metrics, a saga step's reply (docs/compose-check.md)"
 	@echo "make test     run every test with -race against real PostgreSQL (and a Kafka-protocol broker)"

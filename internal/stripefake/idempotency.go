@@ -89,6 +89,7 @@ func (s *Server) post(ep endpoint) http.HandlerFunc {
 			return
 		}
 		if key == "" {
+			time.Sleep(s.cfg.Latency)
 			a := execute(fault)
 			rec.Executed = true
 			writeJSON(w, a.status, a.body)
@@ -112,6 +113,12 @@ func (s *Server) post(ep endpoint) http.HandlerFunc {
 			s.deliver(w, saved.answer, fault)
 			return
 		}
+		if fault == "" && r.PostForm.Get("payment_method") == PMLostAnswer {
+			// The test payment method's own fault, for the request that
+			// executes only: a replay under the key answers.
+			fault = FaultDrop
+		}
+		time.Sleep(s.cfg.Latency)
 		switch fault {
 		case FaultBusy:
 			time.Sleep(s.cfg.SlowDelay)

@@ -21,6 +21,11 @@ const (
 	// PMProcessing leaves the PaymentIntent processing until
 	// SettlePaymentIntent.
 	PMProcessing = "pm_fake_processing"
+	// PMLostAnswer approves, and the request that made the PaymentIntent
+	// loses its answer: the connection is closed without one (FaultDrop),
+	// while a replay under its key answers. It is how a client outside
+	// the test's process (make dev's tour) asks for a lost answer.
+	PMLostAnswer = "pm_fake_lostAnswer"
 	// PMVisa approves.
 	PMVisa = "pm_card_visa"
 )
@@ -147,7 +152,7 @@ func (s *Server) createPaymentIntent(_ *http.Request, v url.Values) (func(Fault)
 	switch {
 	case confirm && pm == "":
 		f.fail(invalid("payment_method", "You cannot confirm this PaymentIntent because it's missing a payment method."))
-	case pm != "" && !strings.HasPrefix(pm, "pm_card_") && pm != PMProcessing:
+	case pm != "" && !strings.HasPrefix(pm, "pm_card_") && pm != PMProcessing && pm != PMLostAnswer:
 		f.fail(missing("payment_method", "No such PaymentMethod: '"+pm+"'"))
 	}
 	if f.bad != nil {

@@ -36,6 +36,7 @@
 //	pm_card_chargeDeclined          402 card_error card_declined (the PaymentIntent is made, requires_payment_method)
 //	pm_card_threeDSecureRequired    requires_action (3-D Secure asked for)
 //	pm_fake_processing              processing, until SettlePaymentIntent
+//	pm_fake_lostAnswer              approved, the answer of the request that made it lost (FaultDrop)
 //	any other pm_card_...           approved: succeeded, or requires_capture with capture_method manual
 //	anything else                   400 resource_missing
 //
@@ -106,6 +107,11 @@ type Config struct {
 	// SlowDelay is how late FaultSlow answers and how long FaultBusy keeps
 	// a key in flight; default 3 s.
 	SlowDelay time.Duration
+	// Latency is how long executing a POST takes (its key in flight
+	// meanwhile, so a request with the same key gets 409), as the sandbox
+	// provider's Latency is for a new charge; GETs and replays answer at
+	// once.
+	Latency time.Duration
 	// Now is the fake's clock; default time.Now. Tests move it to expire
 	// saved answers (24 h).
 	Now func() time.Time

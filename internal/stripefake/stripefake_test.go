@@ -183,6 +183,9 @@ func TestIdempotencyAsStripeDocumentsIt(t *testing.T) {
 			first: post(visa), wantFirst: 429, then: post(visa), wantThen: 200, executed: 1},
 		{name: "an injected validation refusal is not saved", faults: []stripefake.Fault{stripefake.FaultInvalid},
 			first: post(visa), wantFirst: 400, then: post(visa), wantThen: 200, executed: 1},
+		{name: "the lost answer's payment method: the first answer lost, its replay answers",
+			first: post(intent(1050, stripefake.PMLostAnswer, "k")), wantFirst: 0,
+			then: post(intent(1050, stripefake.PMLostAnswer, "k")), wantThen: 200, replayed: true, executed: 1},
 		{name: "a validation failure is not saved",
 			first: post(url.Values{"currency": {"eur"}, "metadata[provider_key]": {"k"}}), wantFirst: 400,
 			then: post(visa), wantThen: 200, executed: 1},
@@ -272,24 +275,37 @@ func (f *fake) last(t *testing.T) string {
 	return l.Data[0].ID
 }
 
-// A request under a key whose first request is still executing gets 409
+// A request under a key whose first request is still executing (kept in
+// flight by FaultBusy, or by the fake's latency) gets 409
 // idempotency_key_in_use, and the endpoint runs once.
 func TestAKeyInUseIsAConflict(t *testing.T) {
 	t.Parallel()
-	f := start(t, stripefake.Config{SlowDelay: 500 * time.Millisecond})
-	f.FailNext("busy", stripefake.FaultBusy)
-	first := make(chan reply)
-	go func() { first <- post(intent(1050, stripefake.PMVisa, "busy"))(f, "busy") }()
-	f.waitInFlight(t, "busy")
-	second := f.call(t, "POST", "/v1/payment_intents", "busy", intent(1050, stripefake.PMVisa, "busy"))
-	if second.status != 409 || second.str(t, "error.code") != "idempotency_key_in_use" {
-		t.Fatalf("a second request in flight got %d: %s", second.status, second.body)
-	}
-	if got := <-first; got.status != 200 {
-		t.Fatalf("the first got %d: %s", got.status, got.body)
-	}
-	if n := f.Executed("busy"); n != 1 {
-		t.Fatalf("executed %d times", n)
+	for _, tc := range []struct {
+		name   string
+		cfg    stripefake.Config
+		faults []stripefake.Fault
+	}{
+		{"busy", stripefake.Config{SlowDelay: 500 * time.Millisecond}, []stripefake.Fault{stripefake.FaultBusy}},
+		{"latency", stripefake.Config{Latency: 500 * time.Millisecond}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := start(t, tc.cfg)
+			f.FailNext("busy", tc.faults...)
+			first := make(chan reply)
+			go func() { first <- post(intent(1050, stripefake.PMVisa, "busy"))(f, "busy") }()
+			f.waitInFlight(t, "busy")
+			second := f.call(t, "POST", "/v1/payment_intents", "busy", intent(1050, stripefake.PMVisa, "busy"))
+			if second.status != 409 || second.str(t, "error.code") != "idempotency_key_in_use" {
+				t.Fatalf("a second request in flight got %d: %s", second.status, second.body)
+			}
+			if got := <-first; got.status != 200 {
+				t.Fatalf("the first got %d: %s", got.status, got.body)
+			}
+			if n := f.Executed("busy"); n != 1 {
+				t.Fatalf("executed %d times", n)
+			}
+		})
 	}
 }
 
