@@ -5,7 +5,7 @@ GO          ?= go
 GOLANGCI_LINT ?= github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 BIN         ?= bin
 
-.PHONY: dev demo compose-check fresh-machine-check test test-pgbench test-kafka test-fault test-fault-long test-fault-rolling-long fuzz contract-fuzz lint build migrate bench bench-api bench-scale bench-tracing docs-screenshot help model model-mutants model-deep \
+.PHONY: dev demo compose-check fresh-machine-check test test-pgbench test-stripe-mock test-kafka test-fault test-fault-long test-fault-rolling-long fuzz contract-fuzz lint build migrate bench bench-api bench-scale bench-tracing docs-screenshot help model model-mutants model-deep \
 	model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease \
 	model-mutant-nolookup model-mutant-busyasnone model-mutant-nosettle model-mutant-nowait \
 	model-mutant-hooknofence model-mutant-hookfinal model-mutant-hooknodedup \
@@ -15,13 +15,14 @@ BIN         ?= bin
 	model-mutant-refund-nowait model-mutant-saga-notombstone model-mutant-saga-nowait model-mutant-twostep-noindex model-mutant-twostep-statefirst
 
 help:
-	@echo "make dev      run the service on a throwaway PostgreSQL (no Docker), http://127.0.0.1:8080"
+	@echo "make dev      run the service on a throwaway PostgreSQL (no Docker), http://127.0.0.1:8080; PAYMENT_PROVIDER=stripe charges through the Stripe fake instead of the sandbox"
 	@echo "make demo     publish an order event, charge it twice and with a changed body, refund part of it (and replay, over-refund, list), show rows and events; authorize an order, capture part, refund part of the capture, authorize another and void it; then a saga step by command: charge, compensate, re-send, each reply (needs make dev or compose)"
 	@echo "make compose-check  docker-compose.yml and the Dockerfile run for real: health, make demo, a refund, traces, metrics, a saga step's reply (docs/compose-check.md)"
 	@echo "make test     run every test with -race against real PostgreSQL (and a Kafka-protocol broker)"
 	@echo "make fresh-machine-check  make dev and make test on a fresh Debian root (debootstrap, chroot): nothing installed by hand"
 	@echo "make test-kafka  run the Kafka tests again against a real Apache Kafka broker (scripts/kafka-local.sh)"
 	@echo "make test-pgbench  the pgbench ceiling's scripts run on the schema (needs Debian's postgresql for pgbench; CI runs it)"
+	@echo "make test-stripe-mock  the Stripe adapter's requests against stripe-mock, started on loopback and stopped by its pid (CI runs it)"
 	@echo "make test-fault  the fault suite (test/fault): replicas, kill -9, lossy links, database and broker outages, seeded rounds"
 	@echo "make test-fault-long  10,000 seeded fault rounds (about an hour; FAULT_FLAGS=\"-seed N\" to pick the seed)"
 	@echo "make test-fault-rolling-long  the rolling deploy (previous release beside this one) with 150 seeded rounds per rolled replica"
@@ -74,6 +75,18 @@ test:
 # it on its host, where that package is installed.
 test-pgbench:
 	$(GO) test -race -count=1 -tags pgbench -run TestPgbenchScriptsRunOnTheSchema ./cmd/bench-api
+
+# The Stripe adapter's every request against stripe-mock (Stripe's mock of
+# its API, the go.mod tool dependency), which scripts/stripe-mock.sh starts
+# on loopback (HTTP and HTTPS on 127.0.0.1) and stops by its pid whatever
+# the test's result, Ctrl-C included; the test reads its address from
+# STRIPE_MOCK_URL. make test runs the same test on a stripe-mock it starts
+# itself.
+test-stripe-mock:
+	@trap 'GO=$(GO) scripts/stripe-mock.sh stop' EXIT INT TERM; \
+	out=$$(GO=$(GO) scripts/stripe-mock.sh start) || { echo "test-stripe-mock: could not start stripe-mock" >&2; exit 1; }; \
+	export "$$out"; echo "$$out"; \
+	$(GO) test -race -count=1 -v -run 'TestStripeMockTakesEveryRequestTheAdapterSends' ./internal/provider/stripe/
 
 # The README's two commands on a fresh Debian root (debootstrap, chroot):
 # make dev as a normal user serves the tour's first charge and stops on

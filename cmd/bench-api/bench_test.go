@@ -224,6 +224,10 @@ func TestInstructionTableTakesMediansAndTheRatio(t *testing.T) {
 	if alone := instructionTable(counts[:1], 1); !strings.Contains(alone, "| new charge | 900 | – | – |") {
 		t.Errorf("a table without -compare-bin:\n%s", alone)
 	}
+	through := append(counts[:1:1], instructionCount{Binary: "stripe", Round: 1, PerCreate: 990, PerReplay: 200})
+	if got := instructionTable(through, 1); !strings.Contains(got, "| new charge | 900 | – | – | 990 | 1.100 |") || !strings.Contains(got, "| replay | 200 | – | – | 200 | 1.000 |") {
+		t.Errorf("a table with -provider stripe:\n%s", got)
+	}
 }
 
 func TestTableWithoutACeilingHasNoRatios(t *testing.T) {
@@ -234,6 +238,27 @@ func TestTableWithoutACeilingHasNoRatios(t *testing.T) {
 	got := summarize(options{passes: 1, createC: []int{1}}, runs).String()
 	if want := "| create | 1 | 240 | 0.00 | 0.00 | 1600 | – | – | – | – | 250 | 1500 | – |"; !strings.Contains(got, want) {
 		t.Errorf("table lacks %q:\n%s", want, got)
+	}
+}
+
+// The provider table sets Stripe's CPU per request beside the sandbox's of
+// the same passes: their medians, and the median of the per-pass ratios.
+func TestProviderTableTakesMediansAndPerPassRatios(t *testing.T) {
+	runs := map[string][]result{
+		name("service", "create", 16): {{PerSecond: 900, CPUPerRequest: 1000 * time.Microsecond}, {PerSecond: 950, CPUPerRequest: 1100 * time.Microsecond}, {PerSecond: 1000, CPUPerRequest: 900 * time.Microsecond}},
+		name("stripe", "create", 16):  {{PerSecond: 800, CPUPerRequest: 1050 * time.Microsecond}, {PerSecond: 850, CPUPerRequest: 1210 * time.Microsecond}, {PerSecond: 810, CPUPerRequest: 1080 * time.Microsecond}},
+		name("service", "replay", 16): {{PerSecond: 5000, CPUPerRequest: 200 * time.Microsecond}},
+		name("stripe", "replay", 16):  {{PerSecond: 5000, CPUPerRequest: 200 * time.Microsecond}},
+	}
+	got := providerTable(options{passes: 3, createC: []int{16}, replayC: []int{16}, providerLatency: 10 * time.Millisecond}, runs)
+	for _, want := range []string{
+		"| create | 16 | 950 | 1000 | 810 | 1080 | 1.10 (1.05, 1.10, 1.20) |",
+		"| replay | 16 | 5000 | 200 | 5000 | 200 | 1.00 (1.00) |",
+		"both answering after 10ms",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
 	}
 }
 

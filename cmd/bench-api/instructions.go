@@ -42,7 +42,9 @@ const instructionWarmup = 100
 
 // instructionCount is one binary's count in one round.
 type instructionCount struct {
-	Binary string `json:"binary"` // "service" or "compare"
+	// Binary is "service", "compare", or "stripe": the service's binary
+	// charging through Stripe (-provider stripe).
+	Binary string `json:"binary"`
 	Round  int    `json:"round"`
 	// PerCreate and PerReplay are instructions per new charge and per
 	// replay.
@@ -50,21 +52,31 @@ type instructionCount struct {
 	PerReplay float64 `json:"perReplay"`
 }
 
-// instructionCounts counts the service's (and -compare-bin's binary's)
-// instructions per charge and per replay.
+// instructionCounts counts the service's (and -compare-bin's binary's, and
+// with -provider stripe the service's through Stripe) instructions per
+// charge and per replay.
 func (b *bench) instructionCounts(ctx context.Context, serviceBin string) ([]instructionCount, error) {
 	for _, tool := range []string{"valgrind", "callgrind_control"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return nil, fmt.Errorf("-instructions needs %s (Debian package valgrind)", tool)
 		}
 	}
-	bins := []struct{ who, bin string }{{"service", serviceBin}}
-	if b.o.compareBin != "" {
-		bins = append(bins, struct{ who, bin string }{"compare", b.o.compareBin})
+	type binary struct {
+		who, bin string
+		stripe   bool
 	}
+	bins := []binary{{"service", serviceBin, false}}
+	if b.o.compareBin != "" {
+		bins = append(bins, binary{"compare", b.o.compareBin, false})
+	}
+	if b.o.stripeEnabled() {
+		bins = append(bins, binary{"stripe", serviceBin, true})
+	}
+	defer func() { b.viaStripe = false }()
 	var counts []instructionCount
 	for round := 1; round <= b.o.instructionRounds; round++ {
 		for _, bin := range bins {
+			b.viaStripe = bin.stripe
 			c, err := b.countInstructions(ctx, bin.bin, round)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", bin.who, err)
@@ -83,8 +95,16 @@ func (b *bench) countInstructions(ctx context.Context, bin string, round int) (i
 	if err != nil {
 		return instructionCount{}, err
 	}
-	stop, err := b.startWrapped(ctx, bin, []string{"env", "GODEBUG=asyncpreemptoff=1",
-		"valgrind", "--tool=callgrind", "--callgrind-out-file=" + filepath.Join(dir, "out")})
+	valgrind, err := exec.LookPath("valgrind")
+	if err != nil {
+		return instructionCount{}, err
+	}
+	// No PATH: stripe-go runs `uname -a` once per process, for the user
+	// agent it sends Stripe, and callgrind dies of the process Go starts
+	// (it knows no pidfd_open); with no uname to find, stripe-go sends
+	// "unknown platform". The sandbox's service runs so too, alike.
+	stop, err := b.startWrapped(ctx, bin, []string{"env", "PATH=", "GODEBUG=asyncpreemptoff=1",
+		valgrind, "--tool=callgrind", "--callgrind-out-file=" + filepath.Join(dir, "out")})
 	if err != nil {
 		return instructionCount{}, err
 	}
@@ -97,10 +117,10 @@ func (b *bench) countInstructions(ctx context.Context, bin string, round int) (i
 				return nil, fmt.Errorf("out of orders; options.serviceOrders counts too few")
 			}
 			id := "instr-" + strconv.FormatInt(order, 10)
-			if status, err := do(http.DefaultClient, chargeRequest(b.api, apiKey, id, chargeBody(order, id)).WithContext(ctx)); err != nil || status != http.StatusCreated {
+			if status, err := do(http.DefaultClient, chargeRequest(b.api, apiKey, id, b.body(order, id)).WithContext(ctx)); err != nil || status != http.StatusCreated {
 				return nil, fmt.Errorf("charge %s: %d %v", id, status, err) //nolint:errorlint // err may be nil: the message shows what came back, and nothing classifies it
 			}
-			replays = append(replays, chargeRequest(b.api, apiKey, id, chargeBody(order, id)))
+			replays = append(replays, chargeRequest(b.api, apiKey, id, b.body(order, id)))
 		}
 		return replays, nil
 	}
@@ -202,7 +222,8 @@ func callgrindTotal(dump string) (int64, error) {
 }
 
 // instructionTable is the counts' table: the median over the rounds of
-// each binary, and after over before.
+// each binary, and after over before; with counts through Stripe, those
+// too, and Stripe over the sandbox.
 func instructionTable(counts []instructionCount, rounds int) string {
 	median := func(who string, f func(instructionCount) float64) float64 {
 		var v []float64
@@ -222,7 +243,16 @@ func instructionTable(counts []instructionCount, rounds int) string {
 	}
 	var s strings.Builder
 	fmt.Fprintf(&s, "Instructions per request in the service's process (callgrind, median of %d rounds):\n\n", rounds)
-	s.WriteString("| request | service | compare | service / compare |\n|---|---|---|---|\n")
+	stripe := median("stripe", func(c instructionCount) float64 { return c.PerCreate }) > 0
+	s.WriteString("| request | service | compare | service / compare |")
+	if stripe {
+		s.WriteString(" through Stripe | Stripe / sandbox |")
+	}
+	s.WriteString("\n|---|---|---|---|")
+	if stripe {
+		s.WriteString("---|---|")
+	}
+	s.WriteString("\n")
 	for _, row := range []struct {
 		name string
 		f    func(instructionCount) float64
@@ -236,7 +266,12 @@ func instructionTable(counts []instructionCount, rounds int) string {
 		if cmp > 0 {
 			compare = fmt.Sprintf("%.0f", cmp)
 		}
-		fmt.Fprintf(&s, "| %s | %.0f | %s | %s |\n", row.name, svc, compare, ratio)
+		fmt.Fprintf(&s, "| %s | %.0f | %s | %s |", row.name, svc, compare, ratio)
+		if stripe {
+			through := median("stripe", row.f)
+			fmt.Fprintf(&s, " %.0f | %.3f |", through, through/svc)
+		}
+		s.WriteString("\n")
 	}
 	return s.String()
 }

@@ -157,6 +157,8 @@ func chargeRequest(api, apiKey, key, body string) *http.Request {
 	return req
 }
 
-func chargeBody(order int64, external string) string {
-	return fmt.Sprintf(`{"orderId":%d,"customerId":42,"amount":"10.00","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"%s"}`, order, external)
+// chargeBodyWith is a charge of order as external, with tail as its
+// provider's members (sandboxTail, stripeTail).
+func chargeBodyWith(order int64, external, tail string) string {
+	return fmt.Sprintf(`{"orderId":%d,"customerId":42,"amount":"10.00","currency":"RUB",%s,"externalPaymentId":"%s"}`, order, tail, external)
 }

@@ -43,6 +43,7 @@ import (
 	"github.com/example/payment-service/db/migrations"
 	"github.com/example/payment-service/internal/pgtemp"
 	"github.com/example/payment-service/internal/sandboxprovider"
+	"github.com/example/payment-service/internal/stripefake"
 )
 
 const (
@@ -106,6 +107,12 @@ type options struct {
 	statementsC int
 	// serviceEnv are more settings for the service, NAME=value.
 	serviceEnv []string
+	// provider "stripe" also runs each pass's create and replay runs with
+	// the service charging through Stripe, the stateful fake in its place
+	// (stripe.go); providerLatency is how long both providers take to
+	// answer a charge.
+	provider        string
+	providerLatency time.Duration
 }
 
 func main() {
@@ -117,7 +124,7 @@ func main() {
 	flag.StringVar(&createC, "create", "1,16,64", "concurrencies of new charges")
 	flag.StringVar(&replayC, "replay", "1,16,64", "concurrencies of replays")
 	flag.StringVar(&o.out, "out", "bench-api.json", "results as JSON, for scripts/bench-chart")
-	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the service during the first pass's run named by -profile")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the service during the first pass's run named by -profile (with -provider stripe, that run through Stripe too, to the file's name and .stripe)")
 	flag.StringVar(&o.profileRun, "profile", "create 64", `the run -cpuprofile profiles: "create C", "replay C" or (with -saga) "saga C"`)
 	flag.BoolVar(&o.ceiling, "ceiling", true, "run pgbench for the ceilings")
 	flag.StringVar(&o.serviceBin, "service-bin", "", "run this payment-service binary instead of building ./cmd/payment-service (to measure another version against the same ceiling)")
@@ -139,6 +146,8 @@ func main() {
 	flag.IntVar(&o.sagaWorkers, "saga-workers", 0, "with -saga, the service's SAGA_WORKERS (0: its default)")
 	flag.BoolVar(&o.statements, "statements", false, "after the passes, measure the service's statements per request with pg_stat_statements (track_planning on) and the tables' HOT updates, over one create and one replay run")
 	flag.IntVar(&o.statementsC, "statements-c", 16, "concurrency of -statements' runs")
+	flag.StringVar(&o.provider, "provider", "", `"stripe": also run each pass's create and replay runs with the service charging through Stripe (the stateful fake on loopback), right after the sandbox's, and print the service's CPU per request through each and their ratio`)
+	flag.DurationVar(&o.providerLatency, "provider-latency", 0, "how long the sandbox and (with -provider stripe) the Stripe fake take to answer a new charge")
 	var serviceEnv string
 	flag.StringVar(&serviceEnv, "service-env", "", "more settings for the service, comma-separated NAME=value (e.g. KAFKA_CONSUMER_BATCH_WAIT=1ms)")
 	flag.Parse()
@@ -159,6 +168,9 @@ func main() {
 	}
 	if err == nil && o.coldStart > 0 && (o.coldPart < time.Second || o.coldStart < o.coldPart || o.coldSteady < o.coldPart) {
 		err = fmt.Errorf("-cold-part must be at least 1s and at most -cold-start and -cold-steady")
+	}
+	if err == nil && o.provider != "" && o.provider != "stripe" {
+		err = fmt.Errorf("-provider must be stripe (or empty: the sandbox alone), got %q", o.provider)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-api:", err)
@@ -191,19 +203,22 @@ func main() {
 // serviceOrders is how many orders the service's runs need: the replay
 // keys' and a slice for each run of new charges, on each binary.
 func (o options) serviceOrders() int64 {
-	binaries := 1
+	binaries, replaySets := 1, 1
 	if o.compareBin != "" {
 		binaries = 2
 	}
-	runs := o.passes * binaries * len(o.createC)
+	if o.stripeEnabled() {
+		replaySets = 2
+	}
+	runs := o.passes * (binaries + replaySets - 1) * len(o.createC)
 	if o.saga {
 		runs *= 2
 	}
 	if o.statements {
 		runs++
 	}
-	return replayKeys + 1 + int64(runs)*maxLoadThreads*ordersPerThread(o.warmup+o.duration) +
-		int64(o.instructionRounds*binaries*(instructionWarmup+o.instructions))
+	return int64(replaySets*replayKeys) + 1 + int64(runs)*maxLoadThreads*ordersPerThread(o.warmup+o.duration) +
+		int64(o.instructionRounds*(binaries+replaySets-1)*(instructionWarmup+o.instructions))
 }
 
 // ordersPerThread is one load generator thread's slice of orders for a run
@@ -273,6 +288,12 @@ type bench struct {
 	// the ones after it are pgbench's.
 	lastOrder int64
 	provider  *sandboxprovider.Server
+	// fake is the Stripe fake of -provider stripe; viaStripe says that the
+	// running service charges through it (else through the sandbox), and
+	// stripeReplayOrder is the order of its first replay key (stripe.go).
+	fake              *stripefake.Server
+	viaStripe         bool
+	stripeReplayOrder int64
 	// servicePID is the running service's process, for its CPU time;
 	// postmasterPID the cluster's, for the database's.
 	servicePID, postmasterPID int
@@ -320,10 +341,16 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	if b.provider, err = sandboxprovider.Start("127.0.0.1:0", sandboxprovider.Config{}); err != nil {
+	if b.provider, err = sandboxprovider.Start("127.0.0.1:0", sandboxprovider.Config{Latency: o.providerLatency}); err != nil {
 		return err
 	}
 	defer func() { _ = b.provider.Close() }() // after the run: its results are in already
+	if o.stripeEnabled() {
+		if b.fake, err = stripefake.Start("127.0.0.1:0", stripefake.Config{SecretKey: benchStripeKey, Latency: o.providerLatency}); err != nil {
+			return err
+		}
+		defer func() { _ = b.fake.Close() }()
+	}
 	serviceBin := o.serviceBin
 	if serviceBin == "" {
 		serviceBin = filepath.Join(b.tmp, "payment-service")
@@ -374,6 +401,9 @@ func run(ctx context.Context, o options) error {
 		fmt.Println(tab.String())
 		if o.saga {
 			fmt.Println(sagaTable(o, runs))
+		}
+		if o.stripeEnabled() {
+			fmt.Println(providerTable(o, runs))
 		}
 		if err := b.printServerTime(ctx); err != nil {
 			return err
@@ -482,22 +512,40 @@ func (b *bench) passes(ctx context.Context, serviceBin string) (map[string][]res
 		if err := measure("service", true); err != nil {
 			return nil, err
 		}
-		if o.compareBin != "" {
-			// The same workloads on the other binary, then back, so that the
-			// next pass starts as this one did.
-			restart := func(bin string) (err error) {
-				stopService()
-				if stopService, err = b.startService(ctx, bin); err != nil || b.saga == nil {
-					return err
-				}
-				return b.awaitSaga(ctx)
+		// The same workloads on the other binary, or through the other
+		// provider, then back, so that the next pass starts as this one did.
+		restart := func(bin string) (err error) {
+			stopService()
+			if stopService, err = b.startService(ctx, bin); err != nil || b.saga == nil {
+				return err
 			}
+			return b.awaitSaga(ctx)
+		}
+		if o.compareBin != "" {
 			if err := restart(o.compareBin); err != nil {
 				return nil, err
 			}
 			if err := measure("compare", false); err != nil {
 				return nil, err
 			}
+			if err := restart(serviceBin); err != nil {
+				return nil, err
+			}
+		}
+		if o.stripeEnabled() {
+			b.viaStripe = true
+			if err := restart(serviceBin); err != nil {
+				return nil, err
+			}
+			if pass == 1 {
+				if err := b.chargeReplayKeys(ctx); err != nil {
+					return nil, err
+				}
+			}
+			if err := measure("stripe", true); err != nil {
+				return nil, err
+			}
+			b.viaStripe = false
 			if err := restart(serviceBin); err != nil {
 				return nil, err
 			}
@@ -576,8 +624,8 @@ func (b *bench) startWrapped(ctx context.Context, bin string, wrap []string) (st
 		"HTTP_ADDR=127.0.0.1:"+strconv.Itoa(httpPort),
 		"DEBUG_ADDR=127.0.0.1:"+strconv.Itoa(debugPort),
 		"API_KEYS=bench:"+apiKey,
-		"SANDBOX_PROVIDER_URL="+b.provider.URL,
 	)
+	cmd.Env = append(cmd.Env, b.providerEnv()...)
 	cmd.Env = append(append(cmd.Env, b.env...), b.o.serviceEnv...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
@@ -618,13 +666,18 @@ func (b *bench) chargeReplayKeys(ctx context.Context) error {
 	return b.chargeReplayKeyRange(ctx, 0, replayKeys)
 }
 
-// chargeReplayKeyRange charges replay keys from to to-1, in order: key k
-// is order k+1.
+// chargeReplayKeyRange charges replay keys from to to-1, in order, through
+// the running service's provider: key k is order k+1 through the sandbox,
+// whose replay keys are charged first; through Stripe the next orders.
 func (b *bench) chargeReplayKeyRange(ctx context.Context, from, to int) error {
 	logf("charging %d orders once, to replay them", to-from)
+	if b.viaStripe && from == 0 {
+		b.stripeReplayOrder = b.orders.Load() + 1
+	}
+	first, _ := b.replayBase()
 	for i := from; i < to; i++ {
 		order := b.orders.Add(1)
-		req := chargeRequest(b.api, apiKey, strconv.Itoa(firstReplayKey+i), chargeBody(order, "replay_"+strconv.Itoa(i)))
+		req := chargeRequest(b.api, apiKey, strconv.Itoa(first+i), b.body(order, "replay_"+strconv.Itoa(i)))
 		if status, err := do(http.DefaultClient, req.WithContext(ctx)); err != nil || status != http.StatusCreated {
 			return fmt.Errorf("seeding replay key %d: %d %v", i, status, err) //nolint:errorlint // err may be nil: the message shows what came back, and nothing classifies it
 		}
@@ -648,13 +701,14 @@ func (b *bench) load(ctx context.Context, workload string, clients int, warmup, 
 			panic("bench-api: out of orders for the service; options.serviceOrders counts too few")
 		}
 		id := strconv.FormatInt(order, 10)
-		return chargeRequest(b.api, apiKey, "create-"+id, chargeBody(order, "pi_"+id)), http.StatusCreated
+		return chargeRequest(b.api, apiKey, "create-"+id, b.body(order, "pi_"+id)), http.StatusCreated
 	}
 	if workload == "replay" {
+		first, firstOrder := b.replayBase()
 		next = func(c, i int) (*http.Request, int) {
 			k := (c*7919 + i) % replayKeys
-			order := int64(k + 1) // the replay keys were charged first, orders 1..replayKeys
-			return chargeRequest(b.api, apiKey, strconv.Itoa(firstReplayKey+k), chargeBody(order, "replay_"+strconv.Itoa(k))), http.StatusCreated
+			order := firstOrder + int64(k)
+			return chargeRequest(b.api, apiKey, strconv.Itoa(first+k), b.body(order, "replay_"+strconv.Itoa(k))), http.StatusCreated
 		}
 	}
 	var profiled chan error
@@ -696,7 +750,11 @@ func (b *bench) cpuProfile(ctx context.Context) error {
 		return err
 	}
 	defer resp.Body.Close()
-	f, err := os.Create(b.o.cpuProfile)
+	file := b.o.cpuProfile
+	if b.viaStripe {
+		file += ".stripe" // the same run through Stripe
+	}
+	f, err := os.Create(file) //nolint:gosec // G304: the file -cpuprofile names
 	if err != nil {
 		return err
 	}
@@ -707,7 +765,7 @@ func (b *bench) cpuProfile(ctx context.Context) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	logf("CPU profile of the service written to %s (go tool pprof -top %s)", b.o.cpuProfile, b.o.cpuProfile)
+	logf("CPU profile of the service written to %s (go tool pprof -top %s)", file, file)
 	return nil
 }
 

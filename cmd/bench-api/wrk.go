@@ -21,7 +21,7 @@ import (
 // new charges count through a range of orders of their own, a slice per
 // wrk thread.
 const wrkScript = `
-local api_key, workload, first, span, replay_key, replay_keys = "", "", 0, 0, 0, 0
+local api_key, workload, first, span, replay_key, replay_order, replay_keys, tail = "", "", 0, 0, 0, 0, 0, ""
 local threads, counter = 0, 0
 
 function setup(thread)
@@ -32,7 +32,8 @@ end
 function init(args)
   api_key, workload = args[1], args[2]
   first, span = tonumber(args[3]), tonumber(args[4])
-  replay_key, replay_keys = tonumber(args[5]), tonumber(args[6])
+  replay_key, replay_order, replay_keys = tonumber(args[5]), tonumber(args[6]), tonumber(args[7])
+  tail = args[8]
   wrk.method = "POST"
   wrk.path = "/payments"
   wrk.headers["Authorization"] = "Bearer " .. api_key
@@ -40,20 +41,20 @@ function init(args)
   math.randomseed(os.time() + (index or 0))
 end
 
-local body = '{"orderId":%d,"customerId":42,"amount":"10.00","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"%s"}'
+local body = '{"orderId":%d,"customerId":42,"amount":"10.00","currency":"RUB",%s,"externalPaymentId":"%s"}'
 
 function request()
   local order, key, external
   if workload == "replay" then
     local k = math.random(0, replay_keys - 1)
-    order, key, external = k + 1, tostring(replay_key + k), "replay_" .. k
+    order, key, external = replay_order + k, tostring(replay_key + k), "replay_" .. k
   else
     order = first + index * span + counter
     counter = counter + 1
     key, external = "create-" .. order, "pi_" .. order
   end
   wrk.headers["Idempotency-Key"] = key
-  return wrk.format(nil, nil, nil, string.format(body, order, external))
+  return wrk.format(nil, nil, nil, string.format(body, order, tail, external))
 end
 `
 
@@ -81,8 +82,8 @@ func (b *bench) wrkRun(ctx context.Context, workload string, clients int, warmup
 	run := func(d time.Duration, offset int64) (string, error) {
 		args := []string{"-t", strconv.Itoa(threads), "-c", strconv.Itoa(clients), "-d", fmt.Sprintf("%ds", int(d.Seconds())),
 			"--latency", "-s", script, b.api, "--",
-			apiKey, workload, strconv.FormatInt(first+offset, 10), strconv.FormatInt(span, 10),
-			strconv.Itoa(firstReplayKey), strconv.Itoa(replayKeys)}
+			apiKey, workload, strconv.FormatInt(first+offset, 10), strconv.FormatInt(span, 10)}
+		args = append(append(args, b.replayKeyArgs()...), b.tail())
 		out, err := exec.CommandContext(ctx, "wrk", args...).CombinedOutput()
 		if err != nil {
 			return "", fmt.Errorf("wrk: %w\n%s", err, out)

@@ -25,7 +25,16 @@
 //	API_KEY        default demo-secret
 //	SAGA_API_KEY   default saga-secret (the key of the saga's client, SAGA_CLIENT_ID)
 //	KAFKA_BROKERS  default 127.0.0.1:9092 (the dev stack's and compose's host listener)
-//	PROVIDER_URL   default http://127.0.0.1:8081 (the sandbox provider, for its ledger)
+//	PROVIDER_URL   default http://127.0.0.1:8081 (the provider, for what it holds)
+//	PAYMENT_PROVIDER  sandbox or stripe, as the stack's; unset, the one at PROVIDER_URL
+//	STRIPE_SECRET_KEY  default make dev's Stripe fake's key, to read what the fake holds
+//
+// Through Stripe (make dev PAYMENT_PROVIDER=stripe: the stateful Stripe
+// fake) each charge pays with the fake's test payment methods
+// (pm_card_visa; pm_fake_lostAnswer for the lost answer), what the
+// provider holds is read by Stripe's API (provider.go), and the saga step
+// is answered PaymentStepFailed.v1: a ChargeOrder.v1 carries no payment
+// method, and Stripe charges none without one (decision 0035).
 //
 // The topics are the service's defaults: order.events, payment.events,
 // payment.commands and payment.replies.
@@ -110,14 +119,14 @@ func seed(ctx context.Context) error {
 }
 
 type demo struct {
-	api      string
-	key      string
-	sagaKey  string // the saga's client's key, to read a step's payment
-	brokers  []string
-	topics   topics
-	provider string
-	http     *http.Client // prints every answer (printingTransport)
-	client   *paymentclient.Client
+	api     string
+	key     string
+	sagaKey string // the saga's client's key, to read a step's payment
+	brokers []string
+	topics  topics
+	prov    provider
+	http    *http.Client // prints every answer (printingTransport)
+	client  *paymentclient.Client
 	// orderPause is the pause between charges of an order the service
 	// does not know yet (422 order-not-found).
 	orderPause time.Duration
@@ -129,15 +138,16 @@ type demo struct {
 
 // newDemo returns a demo against the service at api, charging through the
 // reference client over a transport that prints every attempt, on the
-// service's default topics.
-func newDemo(api, key, provider string, brokers []string) (demo, error) {
+// service's default topics, through the sandbox at providerURL (run
+// changes the provider to the stack's).
+func newDemo(api, key, providerURL string, brokers []string) (demo, error) {
 	d := demo{
 		api:        strings.TrimRight(api, "/"),
 		key:        key,
 		sagaKey:    "saga-secret",
 		brokers:    brokers,
 		topics:     defaultTopics,
-		provider:   strings.TrimRight(provider, "/"),
+		prov:       provider{name: providerSandbox, url: strings.TrimRight(providerURL, "/")},
 		http:       &http.Client{Timeout: 30 * time.Second, Transport: printingTransport{next: http.DefaultTransport}},
 		orderPause: 200 * time.Millisecond,
 		replyWait:  time.Minute,
@@ -164,6 +174,11 @@ func run(ctx context.Context) error {
 		return err
 	}
 	d.sagaKey = env("SAGA_API_KEY", d.sagaKey)
+	d.prov.name = detectProvider(ctx, d.prov.url, os.Getenv("PAYMENT_PROVIDER"))
+	if d.prov.name == providerStripe {
+		d.prov.key = env("STRIPE_SECRET_KEY", devStripeKey)
+	}
+	fmt.Printf("the stack charges through %s (its API: %s)\n", d.prov.name, d.prov.url)
 	// A fresh order each run, so the demo can be repeated on one stack.
 	orderID := 500_000 + time.Now().Unix()%1_000_000
 	eventID, err := uuid.NewV7()
@@ -178,7 +193,7 @@ func run(ctx context.Context) error {
 
 	// The operation's key, made once: every attempt below sends it.
 	key := "demo-" + eventID.String()
-	req := demoCharge(orderID, fmt.Sprintf("pi_demo_%d", orderID))
+	req := d.prov.charge(orderID, fmt.Sprintf("pi_demo_%d", orderID))
 	step("2. charge it: POST /payments, Idempotency-Key: %s (422 order-not-found until the consumer has projected the order; nothing is stored, so the same key is retried)", key)
 	first, err := d.chargeOnceOrderKnown(ctx, key, req)
 	if err != nil {
@@ -241,7 +256,7 @@ func (d demo) refund(ctx context.Context, payment paymentclient.Payment, key str
 		return fmt.Errorf("the same refund again: %+v, %v; want refund %d replayed", again, err, first.Refund.ID) //nolint:errorlint // err may be nil: the message shows what came back, and nothing classifies it
 	}
 	fmt.Printf("what the provider refunded under the refund's provider key: one refund\n")
-	if _, err := d.getFrom(ctx, d.provider, "/v1/refunds?idempotency_key=refund:"+payment.PaymentProvider+":"+req.ExternalRefundID); err != nil {
+	if err := d.showRefund(ctx, payment.PaymentProvider+":"+payment.ExternalPaymentID, "refund:"+payment.PaymentProvider+":"+req.ExternalRefundID); err != nil {
 		return err
 	}
 	step("%d. a new refund of 70.51, beyond the 70.50 left: 409 refund-exceeds-payment, nothing refunded", refundSteps+2)
@@ -257,10 +272,10 @@ func (d demo) refund(ctx context.Context, payment paymentclient.Payment, key str
 	return nil
 }
 
-// demoCharge is the charge of a demo order (customer 42, 100.50 RUB).
+// demoCharge is the charge of a demo order (customer 42, 100.50 RUB)
+// through the sandbox.
 func demoCharge(orderID int64, externalPaymentID string) paymentclient.ChargeRequest {
-	return paymentclient.ChargeRequest{OrderID: orderID, CustomerID: 42, Amount: "100.50", Currency: "RUB",
-		PaymentProvider: "sandbox", ExternalPaymentID: externalPaymentID}
+	return provider{name: providerSandbox}.charge(orderID, externalPaymentID)
 }
 
 // expect checks that a charge or a refund was refused with want, and says
@@ -276,9 +291,10 @@ func expect[R any](_ R, err error) func(want error) error {
 }
 
 // lostAnswer charges a new order through a provider that charges and then
-// drops the connection (the sandbox's drop_ prefix): the service answers
-// 503 outcome-unknown and keeps the payment; the provider's webhook, or
-// the retry with the same key, records the provider's answer. Then a new key with a new external
+// drops the connection (the sandbox's drop_ prefix, the Stripe fake's
+// pm_fake_lostAnswer): the service answers 503 outcome-unknown and keeps
+// the payment; the provider's webhook, or the retry with the same key,
+// records the provider's answer. Then a new key with a new external
 // payment for the paid order is refused by the third layer.
 func (d demo) lostAnswer(ctx context.Context, orderID int64) error {
 	eventID, err := uuid.NewV7()
@@ -290,19 +306,19 @@ func (d demo) lostAnswer(ctx context.Context, orderID int64) error {
 		return err
 	}
 	key := "demo-lost-" + eventID.String()
-	external := fmt.Sprintf("drop_demo_%d", orderID)
+	req := d.prov.lostAnswer(orderID)
 	step("12. the client gets 503 outcome-unknown and retries by itself, after Retry-After, with the same key and body: the payment is SUCCEEDED, recorded by the provider's webhook if it came first (make dev and compose send them), else by the retry")
-	res, err := d.chargeOnceOrderKnown(ctx, key, demoCharge(orderID, external))
+	res, err := d.chargeOnceOrderKnown(ctx, key, req)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("payment %d %s after %d attempts under one key\n", res.Payment.ID, res.Payment.Status, res.Attempts)
 	step("13. what the provider charged under that key: one charge (asked for once when the webhook resolved it; a retry that asked again was answered from its ledger)")
-	if _, err := d.getFrom(ctx, d.provider, "/v1/charges?idempotency_key=sandbox:"+external); err != nil {
+	if err := d.showCharge(ctx, d.prov.name+":"+req.ExternalPaymentID); err != nil {
 		return err
 	}
 	step("14. the same order again with a new key and a new external payment: 409 order-already-paid")
-	return expect(d.client.Charge(ctx, key+"-again", demoCharge(orderID, "pi_demo_again_"+strconv.FormatInt(orderID, 10))))(paymentclient.ErrOrderAlreadyPaid)
+	return expect(d.client.Charge(ctx, key+"-again", d.prov.charge(orderID, "pi_demo_again_"+strconv.FormatInt(orderID, 10))))(paymentclient.ErrOrderAlreadyPaid)
 }
 
 // createOrder publishes OrderCreated.v1 of the order's saga. The first
@@ -357,12 +373,18 @@ func (d demo) get(ctx context.Context, path string) ([]byte, error) {
 	return d.getFrom(ctx, d.api, path)
 }
 
+// getFrom reads path from base with the demo's key, or the provider's own
+// key when base is the provider's and it has one.
 func (d demo) getFrom(ctx context.Context, base, path string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+d.key)
+	key := d.key
+	if base == d.prov.url && d.prov.key != "" {
+		key = d.prov.key
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := d.http.Do(req)
 	if err != nil {
 		return nil, err

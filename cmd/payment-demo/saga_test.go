@@ -26,23 +26,34 @@ func demoTopics(t *testing.T, brokers []string) topics {
 }
 
 // The demo's saga against the real service, its saga consumer and outbox
-// relay on a broker (the in-process one unless KAFKA_BROKERS names one):
-// the charge step is answered PaymentStepCharged.v1, the step's payment is
-// read by the saga's client, the compensation is answered
-// PaymentStepCompensated.v1, and the re-sent charge step gets the stored
-// reply with the same eventId; the demo fails if any reply does not come.
-// The provider charged once, asked once, and refunded the whole charge;
-// every command the demo sent and every reply it read is held to the
-// contract (api/asyncapi.yaml).
+// relay on a broker (the in-process one unless KAFKA_BROKERS names one),
+// with each provider: the charge step is answered PaymentStepCharged.v1
+// (through Stripe PaymentStepFailed.v1: a ChargeOrder.v1 carries no
+// payment method), the step's payment is read by the saga's client, the
+// compensation is answered PaymentStepCompensated.v1 (of nothing through
+// Stripe), and the re-sent charge step gets the stored reply with the
+// same eventId; the demo fails if any reply does not come. The sandbox
+// charged once, asked once, and refunded the whole charge; Stripe holds
+// nothing; every command the demo sent and every reply it read is held to
+// the contract (api/asyncapi.yaml).
 func TestDemoSagaIsAnsweredOnTheRepliesTopic(t *testing.T) {
 	t.Parallel()
+	for _, name := range []string{providerSandbox, providerStripe} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			demoSaga(t, name)
+		})
+	}
+}
+
+func demoSaga(t *testing.T, name string) {
 	brokers := kafkatest.Brokers(t)
 	tp := demoTopics(t, brokers)
 	session := "1s"
 	if len(kafkatest.ExternalBrokers()) > 0 {
 		session = "6s" // a real broker's least session timeout
 	}
-	svc := servicetest.Start(t, servicetest.Options{DSN: testdb.New(t), Env: map[string]string{
+	o := servicetest.Options{DSN: testdb.New(t), Env: map[string]string{
 		"KAFKA_BROKERS":                     strings.Join(brokers, ","),
 		"ORDER_EVENTS_TOPIC":                tp.orders,
 		"ORDER_EVENTS_DLT_TOPIC":            kafkatest.CreateTopic(t, brokers, 1),
@@ -56,12 +67,18 @@ func TestDemoSagaIsAnsweredOnTheRepliesTopic(t *testing.T) {
 		"OUTBOX_POLL_INTERVAL":              "200ms",
 		// The saga's client's key, as make dev and compose give it.
 		"API_KEYS": servicetest.BaseEnv["API_KEYS"] + ",saga:saga-secret",
-	}})
-	d, err := newDemo(svc.URL, "demo-secret", svc.Provider.URL, brokers)
+	}}
+	if name == providerStripe {
+		o.Stripe = &servicetest.StripeOptions{}
+	}
+	svc := servicetest.Start(t, o)
+	providerURL := providerOf(svc)
+	d, err := newDemo(svc.URL, "demo-secret", providerURL, brokers)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d.topics = tp
+	d.prov = provider{name: name, url: providerURL, key: servicetest.StripeSecretKey}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -70,12 +87,20 @@ func TestDemoSagaIsAnsweredOnTheRepliesTopic(t *testing.T) {
 		t.Fatalf("the saga steps: %v", err)
 	}
 
-	ledger := svc.Provider.Ledger()
-	if charges := ledger.Succeeded("pi_demo_saga_4001"); len(charges) != 1 || charges[0].Requests != 1 {
-		t.Errorf("the provider's charges: %+v; want one, asked for once (the re-sent step answered from the record)", charges)
-	}
-	if refunds, total := ledger.Refunded("pi_demo_saga_4001"); len(refunds) != 1 || total.StringFixed(2) != "100.50" {
-		t.Errorf("the provider refunded %v (%s); want one refund of the whole 100.50", refunds, total)
+	wantCharge := replyCharged
+	if name == providerStripe {
+		wantCharge = replyFailed
+		if n := svc.Stripe.PaymentIntents(); n != 0 {
+			t.Errorf("Stripe holds %d PaymentIntents; want none (the step has no payment method)", n)
+		}
+	} else {
+		ledger := svc.Provider.Ledger()
+		if charges := ledger.Succeeded("pi_demo_saga_4001"); len(charges) != 1 || charges[0].Requests != 1 {
+			t.Errorf("the provider's charges: %+v; want one, asked for once (the re-sent step answered from the record)", charges)
+		}
+		if refunds, total := ledger.Refunded("pi_demo_saga_4001"); len(refunds) != 1 || total.StringFixed(2) != "100.50" {
+			t.Errorf("the provider refunded %v (%s); want one refund of the whole 100.50", refunds, total)
+		}
 	}
 	if n := svc.Count(t, `SELECT count(*) FROM payment WHERE client_id = 'saga' AND order_id = $1`, order); n != 1 {
 		t.Errorf("%d payments of the saga's client for order %d, want 1", n, order)
@@ -113,16 +138,16 @@ func TestDemoSagaIsAnsweredOnTheRepliesTopic(t *testing.T) {
 			distinct = append(distinct, rp)
 		}
 	}
-	if len(distinct) != 2 || distinct[0].typ != replyCharged || distinct[1].typ != replyCompensated {
-		t.Fatalf("replies %v, want %s, then %s, then the first again", got, replyCharged, replyCompensated)
+	if len(distinct) != 2 || distinct[0].typ != wantCharge || distinct[1].typ != replyCompensated {
+		t.Fatalf("replies %v, want %s, then %s, then the first again", got, wantCharge, replyCompensated)
 	}
 	compensated := slices.Index(got, distinct[1])
 	if again := slices.Index(got[compensated:], distinct[0]); again < 0 {
 		t.Errorf("replies %v: the re-sent charge step's reply (eventId %s) did not come after the compensation's", got, distinct[0].id)
 	}
 	for _, rp := range got {
-		if rp.id == distinct[0].id && rp.typ != replyCharged {
-			t.Errorf("eventId %s sent as %s and as %s", rp.id, replyCharged, rp.typ)
+		if rp.id == distinct[0].id && rp.typ != wantCharge {
+			t.Errorf("eventId %s sent as %s and as %s", rp.id, wantCharge, rp.typ)
 		}
 	}
 }

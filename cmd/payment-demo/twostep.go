@@ -40,7 +40,7 @@ func (d demo) twoStep(ctx context.Context, captured, voided int64) error {
 		return fmt.Errorf("the same capture again: %+v, %v; want the stored answer replayed", again, err) //nolint:errorlint // err may be nil: the message shows what came back, and nothing classifies it
 	}
 	fmt.Printf("what the provider captured under the capture's provider key: one capture of 60.00\n")
-	if _, err := d.getFrom(ctx, d.provider, "/v1/captures?idempotency_key="+held.PaymentProvider+":"+held.ExternalPaymentID+":capture:"+req.ExternalCaptureID); err != nil {
+	if err := d.showCapture(ctx, held.PaymentProvider+":"+held.ExternalPaymentID+":capture:"+req.ExternalCaptureID); err != nil {
 		return err
 	}
 
@@ -86,7 +86,7 @@ func (d demo) authorizeOrder(ctx context.Context, n int, orderID int64) (payment
 	if err := d.createOrder(ctx, eventID, uuid.New(), orderID); err != nil {
 		return paymentclient.Payment{}, err
 	}
-	req := demoCharge(orderID, fmt.Sprintf("pi_demo_hold_%d", orderID))
+	req := d.prov.charge(orderID, fmt.Sprintf("pi_demo_hold_%d", orderID))
 	req.CaptureMethod = paymentclient.CaptureManual
 	res, err := d.chargeOnceOrderKnown(ctx, "demo-authorize-"+eventID.String(), req)
 	if err != nil {

@@ -27,6 +27,17 @@
 // answer leaves); SANDBOX_WEBHOOK_SECRET, or WEBHOOK_SECRETS for the
 // service, replace the generated secret; the other SANDBOX_WEBHOOK_*
 // variables tune the deliveries and their faults.
+//
+// With PAYMENT_PROVIDER=stripe (`make dev PAYMENT_PROVIDER=stripe`) the
+// service charges through Stripe, and the stateful Stripe fake
+// (internal/stripefake) stands in for it on the same port, so nothing
+// leaves the machine: the service's STRIPE_API_BASE points at it, its API
+// key is devStripeKey unless STRIPE_SECRET_KEY says otherwise, and its
+// events go to the service's POST /webhooks/stripe, signed with a secret
+// generated for the run (STRIPE_WEBHOOK_SECRET replaces it; STRIPE_FAKE_WEBHOOK_URL
+// set to the empty string turns them off). STRIPE_FAKE_LATENCY is how long
+// each of its POSTs takes, as SANDBOX_LATENCY is the sandbox's. With
+// STRIPE_API_BASE set, no fake is started.
 package main
 
 import (
@@ -40,6 +51,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -51,6 +63,7 @@ import (
 	"github.com/example/payment-service/internal/pgtemp"
 	"github.com/example/payment-service/internal/sandboxprovider"
 	"github.com/example/payment-service/internal/service"
+	"github.com/example/payment-service/internal/stripefake"
 )
 
 // devDefaults are the dev stack's settings where the environment says
@@ -70,10 +83,20 @@ func main() {
 	}
 }
 
+// devStripeKey is the Stripe fake's API key in make dev: no secret (the
+// fake runs on loopback and holds nothing real), the same every run so that
+// the tour can read what the fake holds with it.
+const devStripeKey = "sk_test_payment_dev" //nolint:gosec // G101: the dev fake's key, printed on purpose
+
 // devStack is what run started, for its welcome.
 type devStack struct {
 	addr, dsn, brokers, providerURL string
-	webhooks                        webhooks
+	// provider is the provider the service charges through: sandbox or
+	// stripe (config.ProviderSandbox, config.ProviderStripe).
+	provider string
+	webhooks webhooks
+	// stripe is the Stripe fake run started, if it started one.
+	stripe *stripefake.Server
 }
 
 // run starts the stack, calls welcome once the service is built (it
@@ -100,31 +123,22 @@ func run(ctx context.Context, welcome func(devStack)) error {
 		return err
 	}
 	defer stopBroker()
-	hooks := webhooksFor(envOrDefault("HTTP_ADDR"))
-	providerURL, stopProvider, err := startProvider(&hooks)
+	stack := devStack{dsn: dsn, brokers: brokers, provider: envOrDefault("PAYMENT_PROVIDER")}
+	if stack.provider == "" {
+		stack.provider = config.ProviderSandbox
+	}
+	stack.webhooks = webhooksFor(envOrDefault("HTTP_ADDR"), stack.provider)
+	start := startProvider
+	if stack.provider == config.ProviderStripe {
+		start = startStripe
+	}
+	stopProvider, err := start(&stack)
 	if err != nil {
 		return err
 	}
 	defer stopProvider()
 
-	getenv := func(name string) string {
-		switch name {
-		case "DATABASE_URL":
-			return dsn
-		case "KAFKA_BROKERS":
-			return brokers
-		case "SANDBOX_PROVIDER_URL":
-			return providerURL
-		}
-		if name == "WEBHOOK_SECRETS" && providerURL == hooks.provider && hooks.url != "" {
-			if v, ok := os.LookupEnv(name); ok {
-				return v
-			}
-			return hooks.secret
-		}
-		return envOrDefault(name)
-	}
-	cfg, err := config.Load(getenv)
+	cfg, err := config.Load(stack.getenv)
 	if err != nil {
 		return fmt.Errorf("configuration:\n%w", err)
 	}
@@ -139,8 +153,45 @@ func run(ctx context.Context, welcome func(devStack)) error {
 	if err != nil {
 		return err
 	}
-	welcome(devStack{addr: svc.Addr(), dsn: dsn, brokers: brokers, providerURL: providerURL, webhooks: hooks})
+	stack.addr = svc.Addr()
+	welcome(stack)
 	return svc.Run(ctx)
+}
+
+// getenv is the service's environment in the dev stack: the stack's own
+// database, broker and provider, the webhooks' secret when the stack's
+// provider sends them, and otherwise the environment or the dev default.
+func (s devStack) getenv(name string) string {
+	hooked := s.webhooks.url != "" && s.webhooks.provider != "" && s.providerURL == s.webhooks.provider
+	switch {
+	case name == "DATABASE_URL":
+		return s.dsn
+	case name == "KAFKA_BROKERS":
+		return s.brokers
+	case name == "PAYMENT_PROVIDER":
+		return s.provider
+	case name == "SANDBOX_PROVIDER_URL" && s.provider == config.ProviderSandbox,
+		name == "STRIPE_API_BASE" && s.provider == config.ProviderStripe:
+		return s.providerURL
+	case name == "STRIPE_SECRET_KEY" && s.stripe != nil:
+		return stripeKey()
+	case name == "WEBHOOK_SECRETS" && s.provider == config.ProviderSandbox && hooked,
+		name == "STRIPE_WEBHOOK_SECRET" && s.provider == config.ProviderStripe && hooked:
+		if v, ok := os.LookupEnv(name); ok {
+			return v
+		}
+		return s.webhooks.secret
+	}
+	return envOrDefault(name)
+}
+
+// stripeKey is the Stripe fake's API key: STRIPE_SECRET_KEY, or
+// devStripeKey.
+func stripeKey() string {
+	if v := os.Getenv("STRIPE_SECRET_KEY"); v != "" {
+		return v
+	}
+	return devStripeKey
 }
 
 // envOrDefault is the environment's value of name, or the dev default.
@@ -168,14 +219,26 @@ func (w webhooks) line() string {
 	return w.url + "   (the provider reports each decision there, signed; the secret is never shown)"
 }
 
-// webhooksFor points the dev provider's webhooks at the service listening
-// on addr, with a secret of its own unless the environment names one.
-func webhooksFor(addr string) webhooks {
-	w := webhooks{secret: os.Getenv("SANDBOX_WEBHOOK_SECRET")}
+// webhookSettings are, per provider, the variables that name the dev
+// provider's webhook URL and secret, and the service's endpoint for them.
+var webhookSettings = map[string]struct{ urlVar, secretVar, path string }{
+	config.ProviderSandbox: {"SANDBOX_WEBHOOK_URL", "SANDBOX_WEBHOOK_SECRET", "/webhooks/sandbox"},
+	config.ProviderStripe:  {"STRIPE_FAKE_WEBHOOK_URL", "STRIPE_WEBHOOK_SECRET", "/webhooks/stripe"},
+}
+
+// webhooksFor points the dev provider's webhooks (the sandbox's, or the
+// Stripe fake's) at the service listening on addr, with a secret of its
+// own unless the environment names one.
+func webhooksFor(addr, provider string) webhooks {
+	set, ok := webhookSettings[provider]
+	if !ok {
+		return webhooks{} // config.Load will refuse the provider, saying why
+	}
+	w := webhooks{secret: os.Getenv(set.secretVar)}
 	if w.secret == "" {
 		w.secret = "whsec_dev_" + rand.Text()
 	}
-	if url, ok := os.LookupEnv("SANDBOX_WEBHOOK_URL"); ok {
+	if url, ok := os.LookupEnv(set.urlVar); ok {
 		w.url = url
 		return w
 	}
@@ -186,7 +249,7 @@ func webhooksFor(addr string) webhooks {
 	if host == "" || host == "0.0.0.0" || host == "::" {
 		host = "127.0.0.1"
 	}
-	w.url = "http://" + net.JoinHostPort(host, port) + "/webhooks/sandbox"
+	w.url = "http://" + net.JoinHostPort(host, port) + set.path
 	return w
 }
 
@@ -211,6 +274,15 @@ func seed(ctx context.Context, dsn string) error {
 }
 
 func printWelcome(s devStack) {
+	provider := "(sandbox payment provider; what it charged: " + s.providerURL + "/v1/ledger)"
+	charge := `"paymentProvider":"sandbox","externalPaymentId":"pi_demo_1"`
+	if s.provider == config.ProviderStripe {
+		provider = "(Stripe, an external one)"
+		if s.stripe != nil {
+			provider = "(the Stripe fake, on loopback; its PaymentIntents: curl -H 'Authorization: Bearer " + stripeKey() + "' " + s.providerURL + "/v1/payment_intents)"
+		}
+		charge = `"paymentProvider":"stripe","externalPaymentId":"pi_demo_1","paymentMethod":"pm_card_visa"`
+	}
 	fmt.Fprintf(os.Stderr, `
 payment-dev is up (Ctrl-C stops it and removes the data).
 
@@ -218,7 +290,7 @@ payment-dev is up (Ctrl-C stops it and removes the data).
   health    http://%[1]s/healthz  http://%[1]s/readyz  http://%[1]s/metrics
   database  psql '%[2]s'
   kafka     %[3]s   (topics %[6]s)
-  provider  %[4]s   (sandbox payment provider; what it charged: %[4]s/v1/ledger)
+  provider  %[4]s   %[7]s
   webhooks  %[5]s
   orders    1001 (customer 42, 100.50 RUB), 1002 (customer 42, 2500.00 RUB), 1003 (customer 7, 19.99 EUR)
 
@@ -228,14 +300,14 @@ Charge order 1001:
     -H 'Authorization: Bearer demo-secret' \
     -H 'Content-Type: application/json' \
     -H 'Idempotency-Key: demo-key-1' \
-    -d '{"orderId":1001,"customerId":42,"amount":"100.50","currency":"RUB","paymentProvider":"sandbox","externalPaymentId":"pi_demo_1"}'
+    -d '{"orderId":1001,"customerId":42,"amount":"100.50","currency":"RUB",%[8]s}'
 
 Then, in another terminal, the whole walk-through with a Kafka event and a
 saga step by command:
 
   make demo
 
-`, s.addr, s.dsn, s.brokers, s.providerURL, s.webhooks.line(), topicNames())
+`, s.addr, s.dsn, s.brokers, s.providerURL, s.webhooks.line(), topicNames(), provider, charge)
 }
 
 // devTopics are the topics the service uses, with their partitions (as in
@@ -290,17 +362,14 @@ func startBroker(ctx context.Context) (brokers string, stop func(), err error) {
 }
 
 // startProvider starts the sandbox payment provider's HTTP server on
-// loopback, sending hooks, unless SANDBOX_PROVIDER_URL names a provider to
-// use instead.
-func startProvider(hooks *webhooks) (url string, stop func(), err error) {
-	if external := os.Getenv("SANDBOX_PROVIDER_URL"); external != "" {
-		return external, func() {}, nil
-	}
-	port := 8081
-	if v := os.Getenv("DEV_PROVIDER_PORT"); v != "" {
-		if port, err = strconv.Atoi(v); err != nil {
-			return "", nil, fmt.Errorf("DEV_PROVIDER_PORT: %w", err)
-		}
+// loopback, sending the stack's webhooks, unless SANDBOX_PROVIDER_URL names
+// a provider to use instead; it sets the stack's providerURL. stop is
+// never nil.
+func startProvider(stack *devStack) (stop func(), err error) {
+	hooks := &stack.webhooks
+	addr, external, err := providerAddr(stack, "SANDBOX_PROVIDER_URL")
+	if err != nil || external {
+		return func() {}, err
 	}
 	cfg, err := sandboxprovider.ConfigFromEnv(func(name string) string {
 		switch name {
@@ -312,14 +381,55 @@ func startProvider(hooks *webhooks) (url string, stop func(), err error) {
 		return os.Getenv(name)
 	})
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	srv, err := sandboxprovider.Start(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cfg)
+	srv, err := sandboxprovider.Start(addr, cfg)
 	if err != nil {
-		return "", nil, fmt.Errorf("start the sandbox payment provider (set DEV_PROVIDER_PORT to move it): %w", err)
+		return nil, fmt.Errorf("start the sandbox payment provider (set DEV_PROVIDER_PORT to move it): %w", err)
 	}
-	hooks.provider = srv.URL
-	return srv.URL, func() { _ = srv.Close() }, nil
+	hooks.provider, stack.providerURL = srv.URL, srv.URL
+	return func() { _ = srv.Close() }, nil
+}
+
+// startStripe starts the stateful Stripe fake on loopback in Stripe's
+// place, sending the stack's webhooks, unless STRIPE_API_BASE names a
+// Stripe to use instead; it sets the stack's providerURL and stripe. stop
+// is never nil.
+func startStripe(stack *devStack) (stop func(), err error) {
+	hooks := &stack.webhooks
+	addr, external, err := providerAddr(stack, "STRIPE_API_BASE")
+	if err != nil || external {
+		return func() {}, err
+	}
+	cfg := stripefake.Config{SecretKey: stripeKey(), WebhookURL: hooks.url, WebhookSecret: hooks.secret, WebhookRetryFor: 10 * time.Minute}
+	if v := os.Getenv("STRIPE_FAKE_LATENCY"); v != "" {
+		if cfg.Latency, err = time.ParseDuration(v); err != nil || cfg.Latency < 0 {
+			return nil, fmt.Errorf("STRIPE_FAKE_LATENCY: must be a duration, such as 3s; got %q", v)
+		}
+	}
+	fake, err := stripefake.Start(addr, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("start the Stripe fake (set DEV_PROVIDER_PORT to move it): %w", err)
+	}
+	hooks.provider, stack.providerURL, stack.stripe = fake.URL, fake.URL, fake
+	return func() { _ = fake.Close() }, nil
+}
+
+// providerAddr is where the dev provider is to listen: 127.0.0.1:8081, or
+// DEV_PROVIDER_PORT; or, when externalVar names a provider to use instead,
+// none (external), that provider's URL then the stack's.
+func providerAddr(stack *devStack, externalVar string) (addr string, external bool, err error) {
+	if url := os.Getenv(externalVar); url != "" {
+		stack.providerURL = url
+		return "", true, nil
+	}
+	port := 8081
+	if v := os.Getenv("DEV_PROVIDER_PORT"); v != "" {
+		if port, err = strconv.Atoi(v); err != nil {
+			return "", false, fmt.Errorf("DEV_PROVIDER_PORT: %w", err)
+		}
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), false, nil
 }
 
 // freePort asks the kernel for a free loopback port for PostgreSQL.

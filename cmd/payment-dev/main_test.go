@@ -56,69 +56,175 @@ func TestDevStackHasTheServicesTopicsAndTheSagasKey(t *testing.T) {
 	}
 }
 
-// The dev provider's webhooks go to the service's own address (a wildcard
-// listener is reached on loopback), with a generated secret unless one is
-// given; SANDBOX_WEBHOOK_URL set empty turns them off. Not parallel: it
-// sets the environment.
+// The dev provider's webhooks (the sandbox's, or the Stripe fake's) go to
+// the service's own address (a wildcard listener is reached on loopback),
+// to the provider's endpoint, with a generated secret unless one is given;
+// the URL variable set empty turns them off. Not parallel: it sets the
+// environment.
 func TestWebhooksFor(t *testing.T) {
 	tests := []struct {
-		name    string
-		addr    string
-		env     map[string]string
-		wantURL string
-		secret  string // "" means generated
+		name     string
+		provider string
+		addr     string
+		env      map[string]string
+		wantURL  string
+		secret   string // "" means generated
 	}{
-		{"the dev default", "127.0.0.1:8080", nil, "http://127.0.0.1:8080/webhooks/sandbox", ""},
-		{"a wildcard listener", ":9000", nil, "http://127.0.0.1:9000/webhooks/sandbox", ""},
-		{"turned off", "127.0.0.1:8080", map[string]string{"SANDBOX_WEBHOOK_URL": ""}, "", ""},
-		{"a URL and a secret of one's own", "127.0.0.1:8080",
+		{"the dev default", "sandbox", "127.0.0.1:8080", nil, "http://127.0.0.1:8080/webhooks/sandbox", ""},
+		{"a wildcard listener", "sandbox", ":9000", nil, "http://127.0.0.1:9000/webhooks/sandbox", ""},
+		{"turned off", "sandbox", "127.0.0.1:8080", map[string]string{"SANDBOX_WEBHOOK_URL": ""}, "", ""},
+		{"a URL and a secret of one's own", "sandbox", "127.0.0.1:8080",
 			map[string]string{"SANDBOX_WEBHOOK_URL": "http://127.0.0.1:7000/hook", "SANDBOX_WEBHOOK_SECRET": "mine"}, "http://127.0.0.1:7000/hook", "mine"},
+		{"Stripe's", "stripe", "127.0.0.1:8080", nil, "http://127.0.0.1:8080/webhooks/stripe", ""},
+		{"Stripe's, turned off", "stripe", "127.0.0.1:8080", map[string]string{"STRIPE_FAKE_WEBHOOK_URL": ""}, "", ""},
+		{"Stripe's, with the service's secret", "stripe", "127.0.0.1:8080",
+			map[string]string{"STRIPE_WEBHOOK_SECRET": "whsec_mine"}, "http://127.0.0.1:8080/webhooks/stripe", "whsec_mine"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, k := range []string{"SANDBOX_WEBHOOK_URL", "SANDBOX_WEBHOOK_SECRET"} {
+			for _, k := range []string{"SANDBOX_WEBHOOK_URL", "SANDBOX_WEBHOOK_SECRET", "STRIPE_FAKE_WEBHOOK_URL", "STRIPE_WEBHOOK_SECRET"} {
 				if v, ok := tc.env[k]; ok {
 					t.Setenv(k, v)
+				} else {
+					unsetenv(t, k)
 				}
 			}
-			w := webhooksFor(tc.addr)
+			w := webhooksFor(tc.addr, tc.provider)
 			if w.url != tc.wantURL {
 				t.Errorf("url %q, want %q", w.url, tc.wantURL)
 			}
 			if tc.secret != "" && w.secret != tc.secret || tc.secret == "" && (!strings.HasPrefix(w.secret, "whsec_dev_") || len(w.secret) < 30) {
 				t.Errorf("secret %q", w.secret)
 			}
-			if other := webhooksFor(tc.addr); tc.secret == "" && other.secret == w.secret {
+			if other := webhooksFor(tc.addr, tc.provider); tc.secret == "" && other.secret == w.secret {
 				t.Error("two runs share a generated secret")
 			}
 		})
 	}
 }
 
-// The tour's lost answer (docs/tour.md, step 5), on the stack `make dev` runs (run, with
-// its webhooks wired as make dev wires them): the provider charges and
-// drops the connection, the service answers 503 outcome-unknown (or
-// already 201, when the webhook came first), and within a second, before
-// any retry, the provider's webhook has made the payment SUCCEEDED. The
-// retry is then answered from the record: the provider was asked once and
-// charged once. Not parallel: it sets the environment.
-func TestLostAnswerIsResolvedByTheWebhook(t *testing.T) {
-	for _, name := range []string{"HTTP_ADDR", "DEV_KAFKA_PORT", "DEV_PROVIDER_PORT"} {
-		port := freeTestPort(t)
-		if name == "HTTP_ADDR" {
-			t.Setenv(name, "127.0.0.1:"+strconv.Itoa(port))
-		} else {
-			t.Setenv(name, strconv.Itoa(port))
-		}
+// unsetenv removes name from the environment for the rest of the test.
+func unsetenv(t *testing.T, name string) {
+	t.Helper()
+	t.Setenv(name, "") // restored after the test
+	if err := os.Unsetenv(name); err != nil {
+		t.Fatal(err)
 	}
-	t.Setenv("LOG_LEVEL", "warn")
-	for _, name := range []string{"KAFKA_BROKERS", "SANDBOX_PROVIDER_URL", "SANDBOX_WEBHOOK_URL", "SANDBOX_WEBHOOK_SECRET", "WEBHOOK_SECRETS", "SANDBOX_FAULT_RATES"} {
-		t.Setenv(name, "") // restored after the test
-		if err := os.Unsetenv(name); err != nil {
-			t.Fatal(err)
-		}
-	}
+}
 
+// The tour's lost answer (docs/tour.md, step 5), on the stack `make dev`
+// runs (run, with its webhooks wired as make dev wires them), with each
+// provider: the sandbox (a drop_ reference) and, with
+// PAYMENT_PROVIDER=stripe, the Stripe fake (its pm_fake_lostAnswer). The
+// provider charges and drops the connection, the service answers 503
+// outcome-unknown (or already 201, when the webhook came first), and
+// within a second, before any retry, the provider's webhook has made the
+// payment SUCCEEDED. The retry is then answered from the record: the
+// provider was asked once and charged once. Not parallel: it sets the
+// environment.
+func TestLostAnswerIsResolvedByTheWebhook(t *testing.T) {
+	tests := []struct {
+		provider string
+		body     string
+		external string
+		// asked checks the provider: one charge for the external payment,
+		// asked for once, its event delivered once.
+		asked func(t *testing.T, ctx context.Context, stack devStack)
+	}{
+		{"sandbox", `{"orderId":1003,"customerId":7,"amount":"19.99","currency":"EUR","paymentProvider":"sandbox","externalPaymentId":"drop_tour_1"}`, "drop_tour_1",
+			func(t *testing.T, ctx context.Context, stack devStack) {
+				ledger, err := sandboxprovider.FetchLedger(ctx, stack.providerURL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := ledger.Succeeded("drop_tour_1"); len(got) != 1 || got[0].Requests != 1 {
+					t.Fatalf("the provider's charges for drop_tour_1: %+v, want one, asked for once", got)
+				}
+				if w := ledger.Webhooks; w.Events != 1 || w.Deliveries != 1 {
+					t.Fatalf("the provider's webhooks: %+v, want one event delivered once", w)
+				}
+			}},
+		{"stripe", `{"orderId":1003,"customerId":7,"amount":"19.99","currency":"EUR","paymentProvider":"stripe","externalPaymentId":"pi_lost_tour_1","paymentMethod":"pm_fake_lostAnswer"}`, "pi_lost_tour_1",
+			func(t *testing.T, _ context.Context, stack devStack) {
+				f := stack.stripe
+				if f == nil {
+					t.Fatal("make dev with PAYMENT_PROVIDER=stripe started no Stripe fake")
+				}
+				l := f.Ledger()
+				if len(l.PaymentIntents) != 1 || l.PaymentIntents[0].Status != "succeeded" || l.PaymentIntents[0].AmountReceived != 1999 ||
+					f.Received("stripe:pi_lost_tour_1") != 1 || l.Executed["stripe:pi_lost_tour_1"] != 1 {
+					t.Fatalf("the Stripe fake holds %+v after %d POSTs under the key; want one succeeded PaymentIntent of 1999, asked for once",
+						l.PaymentIntents, f.Received("stripe:pi_lost_tour_1"))
+				}
+				if n := len(f.Events()); n != 1 || f.Delivered() != 1 {
+					t.Fatalf("the Stripe fake's events: %d made, %d delivered; want one delivered once", n, f.Delivered())
+				}
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.provider, func(t *testing.T) {
+			for _, name := range []string{"HTTP_ADDR", "DEV_KAFKA_PORT", "DEV_PROVIDER_PORT"} {
+				port := freeTestPort(t)
+				if name == "HTTP_ADDR" {
+					t.Setenv(name, "127.0.0.1:"+strconv.Itoa(port))
+				} else {
+					t.Setenv(name, strconv.Itoa(port))
+				}
+			}
+			t.Setenv("LOG_LEVEL", "warn")
+			t.Setenv("PAYMENT_PROVIDER", tc.provider)
+			for _, name := range []string{"KAFKA_BROKERS", "SANDBOX_PROVIDER_URL", "SANDBOX_WEBHOOK_URL", "SANDBOX_WEBHOOK_SECRET", "WEBHOOK_SECRETS", "SANDBOX_FAULT_RATES",
+				"STRIPE_API_BASE", "STRIPE_SECRET_KEY", "STRIPE_WEBHOOK_SECRET", "STRIPE_FAKE_WEBHOOK_URL", "STRIPE_FAKE_LATENCY"} {
+				unsetenv(t, name)
+			}
+			stack, ctx := runDev(t)
+			base := "http://" + stack.addr
+			db, err := pgx.Connect(ctx, stack.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close(context.Background())
+
+			first := call(t, base+"/payments", "lost-tour-1", tc.body)
+			answered := time.Now()
+			if first.status != http.StatusServiceUnavailable && first.status != http.StatusCreated {
+				t.Fatalf("the charge whose answer is lost: %d %s, want 503 outcome-unknown (or 201, the webhook first)", first.status, first.body)
+			}
+
+			// Before any retry: the payment, read back over the API.
+			var id int64
+			status := ""
+			for time.Since(answered) < time.Second && status != "SUCCEEDED" {
+				if id == 0 {
+					_ = db.QueryRow(ctx, `SELECT id FROM payment WHERE external_payment_id = $1`, tc.external).Scan(&id)
+				}
+				if id != 0 {
+					a := call(t, base+"/payments/"+strconv.FormatInt(id, 10), "", "")
+					var p struct{ Status string }
+					if a.status != http.StatusOK || json.Unmarshal([]byte(a.body), &p) != nil {
+						t.Fatalf("GET payment %d: %d %s", id, a.status, a.body)
+					}
+					status = p.Status
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if status != "SUCCEEDED" {
+				t.Fatalf("payment %d is %q a second after the lost answer, want SUCCEEDED by the webhook", id, status)
+			}
+
+			retry := call(t, base+"/payments", "lost-tour-1", tc.body)
+			if retry.status != http.StatusCreated || retry.header.Get("Idempotent-Replayed") != "true" {
+				t.Fatalf("the retry: %d %s, want the stored 201, replayed", retry.status, retry.body)
+			}
+			tc.asked(t, ctx, stack)
+		})
+	}
+}
+
+// runDev runs make dev's stack (run) until the test ends, and returns it
+// once the service is ready, with a context that ends with the test.
+func runDev(t *testing.T) (devStack, context.Context) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	stacks := make(chan devStack, 1)
 	done := make(chan error, 1)
@@ -142,56 +248,8 @@ func TestLostAnswerIsResolvedByTheWebhook(t *testing.T) {
 	case <-time.After(2 * time.Minute):
 		t.Fatal("the dev stack did not start within 2 minutes")
 	}
-	base := "http://" + stack.addr
-	waitReady(t, base)
-	db, err := pgx.Connect(ctx, stack.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(context.Background())
-
-	body := `{"orderId":1003,"customerId":7,"amount":"19.99","currency":"EUR","paymentProvider":"sandbox","externalPaymentId":"drop_tour_1"}`
-	first := call(t, base+"/payments", "lost-tour-1", body)
-	answered := time.Now()
-	if first.status != http.StatusServiceUnavailable && first.status != http.StatusCreated {
-		t.Fatalf("the charge whose answer is lost: %d %s, want 503 outcome-unknown (or 201, the webhook first)", first.status, first.body)
-	}
-
-	// Before any retry: the payment, read back over the API.
-	var id int64
-	status := ""
-	for time.Since(answered) < time.Second && status != "SUCCEEDED" {
-		if id == 0 {
-			_ = db.QueryRow(ctx, `SELECT id FROM payment WHERE external_payment_id = 'drop_tour_1'`).Scan(&id)
-		}
-		if id != 0 {
-			a := call(t, base+"/payments/"+strconv.FormatInt(id, 10), "", "")
-			var p struct{ Status string }
-			if a.status != http.StatusOK || json.Unmarshal([]byte(a.body), &p) != nil {
-				t.Fatalf("GET payment %d: %d %s", id, a.status, a.body)
-			}
-			status = p.Status
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if status != "SUCCEEDED" {
-		t.Fatalf("payment %d is %q a second after the lost answer, want SUCCEEDED by the webhook", id, status)
-	}
-
-	retry := call(t, base+"/payments", "lost-tour-1", body)
-	if retry.status != http.StatusCreated || retry.header.Get("Idempotent-Replayed") != "true" {
-		t.Fatalf("the retry: %d %s, want the stored 201, replayed", retry.status, retry.body)
-	}
-	ledger, err := sandboxprovider.FetchLedger(ctx, stack.providerURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := ledger.Succeeded("drop_tour_1"); len(got) != 1 || got[0].Requests != 1 {
-		t.Fatalf("the provider's charges for drop_tour_1: %+v, want one, asked for once", got)
-	}
-	if w := ledger.Webhooks; w.Events != 1 || w.Deliveries != 1 {
-		t.Fatalf("the provider's webhooks: %+v, want one event delivered once", w)
-	}
+	waitReady(t, "http://"+stack.addr)
+	return stack, ctx
 }
 
 type httpAnswer struct {

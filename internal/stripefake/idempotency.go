@@ -66,9 +66,13 @@ func (s *Server) post(ep endpoint) http.HandlerFunc {
 		if key != "" {
 			fault = s.nextFault(key)
 		}
-		if fault == FaultRateLimit {
+		switch fault {
+		case FaultRateLimit:
 			writeError(w, http.StatusTooManyRequests, apiError{Type: "invalid_request_error", Code: "rate_limit",
 				Message: "Too many requests hit the API too quickly."})
+			return
+		case FaultInvalid:
+			writeError(w, http.StatusBadRequest, invalid("", "This request is invalid (a refusal the test injected).").err)
 			return
 		}
 		if len(key) > maxKeyLength {
@@ -85,6 +89,7 @@ func (s *Server) post(ep endpoint) http.HandlerFunc {
 			return
 		}
 		if key == "" {
+			time.Sleep(s.cfg.Latency)
 			a := execute(fault)
 			rec.Executed = true
 			writeJSON(w, a.status, a.body)
@@ -108,8 +113,20 @@ func (s *Server) post(ep endpoint) http.HandlerFunc {
 			s.deliver(w, saved.answer, fault)
 			return
 		}
-		if fault == FaultBusy {
+		if fault == "" && r.PostForm.Get("payment_method") == PMLostAnswer {
+			// The test payment method's own fault, for the request that
+			// executes only: a replay under the key answers.
+			fault = FaultDrop
+		}
+		time.Sleep(s.cfg.Latency)
+		switch fault {
+		case FaultBusy:
 			time.Sleep(s.cfg.SlowDelay)
+		case FaultHold:
+			select {
+			case <-s.hold(key):
+			case <-s.closing:
+			}
 		}
 		var a answer
 		if fault == Fault500Nothing {

@@ -21,6 +21,11 @@ const (
 	// PMProcessing leaves the PaymentIntent processing until
 	// SettlePaymentIntent.
 	PMProcessing = "pm_fake_processing"
+	// PMLostAnswer approves, and the request that made the PaymentIntent
+	// loses its answer: the connection is closed without one (FaultDrop),
+	// while a replay under its key answers. It is how a client outside
+	// the test's process (make dev's tour) asks for a lost answer.
+	PMLostAnswer = "pm_fake_lostAnswer"
 	// PMVisa approves.
 	PMVisa = "pm_card_visa"
 )
@@ -147,7 +152,7 @@ func (s *Server) createPaymentIntent(_ *http.Request, v url.Values) (func(Fault)
 	switch {
 	case confirm && pm == "":
 		f.fail(invalid("payment_method", "You cannot confirm this PaymentIntent because it's missing a payment method."))
-	case pm != "" && !strings.HasPrefix(pm, "pm_card_") && pm != PMProcessing:
+	case pm != "" && !strings.HasPrefix(pm, "pm_card_") && pm != PMProcessing && pm != PMLostAnswer:
 		f.fail(missing("payment_method", "No such PaymentMethod: '"+pm+"'"))
 	}
 	if f.bad != nil {
@@ -515,9 +520,17 @@ type PaymentIntent struct {
 	ID, Status, Currency, CaptureMethod string
 	Amount, AmountReceived              int64
 	AmountCapturable                    int64
-	Metadata                            map[string]string
-	Created                             time.Time
-	CancellationReason                  string
+	// AmountRefunded is what its refunds took (pending ones included).
+	AmountRefunded     int64
+	Metadata           map[string]string
+	Created            time.Time
+	CancellationReason string
+	// Charged: it made a charge (its latest_charge), declined or not.
+	Charged bool
+	// PaymentError is its last payment error's code (card_declined), ""
+	// when it has none: a charge that was made and not declined held or
+	// took the money.
+	PaymentError string
 }
 
 // PaymentIntentByMetadata is the PaymentIntent whose metadata[name] is
@@ -534,13 +547,21 @@ func (s *Server) PaymentIntentByMetadata(name, value string) (PaymentIntent, boo
 	if found == nil {
 		return PaymentIntent{}, false
 	}
-	out := PaymentIntent{ID: found.ID, Status: found.Status, Currency: found.Currency, CaptureMethod: found.CaptureMethod,
-		Amount: found.Amount, AmountReceived: found.AmountReceived, AmountCapturable: found.AmountCapturable,
-		Metadata: copyMap(found.Metadata), Created: time.Unix(found.Created, 0)}
-	if found.CancellationReason != nil {
-		out.CancellationReason = *found.CancellationReason
+	return found.snapshot(), true
+}
+
+// snapshot is p as tests read it; under s.mu.
+func (p *paymentIntent) snapshot() PaymentIntent {
+	out := PaymentIntent{ID: p.ID, Status: p.Status, Currency: p.Currency, CaptureMethod: p.CaptureMethod,
+		Amount: p.Amount, AmountReceived: p.AmountReceived, AmountCapturable: p.AmountCapturable, AmountRefunded: p.refunded,
+		Metadata: copyMap(p.Metadata), Created: time.Unix(p.Created, 0), Charged: p.LatestCharge != nil}
+	if p.CancellationReason != nil {
+		out.CancellationReason = *p.CancellationReason
 	}
-	return out, true
+	if p.LastPaymentError != nil {
+		out.PaymentError = p.LastPaymentError.Code
+	}
+	return out
 }
 
 // PaymentIntents counts the PaymentIntents made.

@@ -36,14 +36,24 @@
 //	pm_card_chargeDeclined          402 card_error card_declined (the PaymentIntent is made, requires_payment_method)
 //	pm_card_threeDSecureRequired    requires_action (3-D Secure asked for)
 //	pm_fake_processing              processing, until SettlePaymentIntent
+//	pm_fake_lostAnswer              approved, the answer of the request that made it lost (FaultDrop)
 //	any other pm_card_...           approved: succeeded, or requires_capture with capture_method manual
 //	anything else                   400 resource_missing
 //
 // and faults, queued per Idempotency-Key (FailNext), hit the requests under
 // that key in order: drop the connection after executing, save and answer a
 // 500 (after executing, or without), answer slowly, answer 502 as a gateway
-// would, rate-limit, stay in flight for a while before executing (so that a
-// second request meets 409), or make a refund pending.
+// would, rate-limit, refuse the request as invalid (400, before the
+// idempotency layer), stay in flight for a while before executing (so that a
+// second request meets 409), stay in flight until the test releases the
+// key (FaultHold, Release: a request Stripe acts on after its sender gave
+// up), or make a refund pending.
+//
+// # Its books
+//
+// Ledger is everything it holds (every PaymentIntent and refund, and the
+// POSTs executed under each key): what a test that checks the service
+// against Stripe's books reads, as the fault suite does.
 //
 // # Search and List
 //
@@ -97,6 +107,11 @@ type Config struct {
 	// SlowDelay is how late FaultSlow answers and how long FaultBusy keeps
 	// a key in flight; default 3 s.
 	SlowDelay time.Duration
+	// Latency is how long executing a POST takes (its key in flight
+	// meanwhile, so a request with the same key gets 409), as the sandbox
+	// provider's Latency is for a new charge; GETs and replays answer at
+	// once.
+	Latency time.Duration
 	// Now is the fake's clock; default time.Now. Tests move it to expire
 	// saved answers (24 h).
 	Now func() time.Time
@@ -124,6 +139,11 @@ const (
 	FaultGateway502 Fault = "gateway_502"
 	// FaultRateLimit answers 429 before the idempotency layer.
 	FaultRateLimit Fault = "rate_limit"
+	// FaultInvalid answers 400 invalid_request_error before the
+	// idempotency layer, as Stripe's validation does (a rule that changed,
+	// a parameter it no longer takes): a refusal of this request only,
+	// never saved, whatever an earlier request under the key did.
+	FaultInvalid Fault = "invalid"
 	// FaultBusy keeps the key in flight for SlowDelay before executing, so
 	// a request with the same key meanwhile gets 409.
 	FaultBusy Fault = "busy"
@@ -132,6 +152,12 @@ const (
 	// FaultLookup500 answers a GET (a list, a search, a retrieve) with a
 	// 500; queued under the key "GET".
 	FaultLookup500 Fault = "lookup_500"
+	// FaultHold keeps the key in flight, before executing, until the test
+	// calls Release with the key (or the fake closes): a request that
+	// Stripe acts on however late, after its sender gave up, while every
+	// other request under the key meets 409 and every lookup finds
+	// nothing.
+	FaultHold Fault = "hold"
 )
 
 // LookupFaults is the FailNext key whose faults hit the next GETs.
@@ -156,6 +182,9 @@ type Server struct {
 	requests []Request
 	events   []Event
 	webhooks *webhooks
+	holds    map[string]chan struct{} // FaultHold's, by key; closed by Release
+	closing  chan struct{}            // closed by Close: every hold ends
+	closed   sync.Once
 }
 
 // Request is one request the fake received, for tests to count.
@@ -182,7 +211,7 @@ func New(cfg Config) *Server {
 		cfg.WebhookRetryFor = 30 * time.Second
 	}
 	s := &Server{cfg: cfg, intents: map[string]*paymentIntent{}, refunds: map[string]*refund{},
-		keys: map[string]*savedAnswer{}, faults: map[string][]Fault{}}
+		keys: map[string]*savedAnswer{}, faults: map[string][]Fault{}, holds: map[string]chan struct{}{}, closing: make(chan struct{})}
 	s.webhooks = newWebhooks(s, cfg.WebhookURL)
 	return s
 }
@@ -212,8 +241,9 @@ func StartForTest(t testing.TB, cfg Config) *Server {
 	return s
 }
 
-// Close stops serving and delivering.
+// Close stops serving and delivering, and ends every hold.
 func (s *Server) Close() error {
+	s.closed.Do(func() { close(s.closing) })
 	s.webhooks.stop()
 	if s.srv == nil {
 		return nil
@@ -248,6 +278,31 @@ func (s *Server) nextFault(key string) Fault {
 	}
 	s.faults[key] = q[1:]
 	return q[0]
+}
+
+// Release lets the request that FaultHold holds under key execute (and
+// one that comes later go through at once).
+func (s *Server) Release(key string) {
+	ch := s.hold(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+// hold is the channel Release closes for key.
+func (s *Server) hold(key string) chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch, ok := s.holds[key]
+	if !ok {
+		ch = make(chan struct{})
+		s.holds[key] = ch
+	}
+	return ch
 }
 
 // Requests are the requests received so far.

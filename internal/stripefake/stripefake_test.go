@@ -181,6 +181,11 @@ func TestIdempotencyAsStripeDocumentsIt(t *testing.T) {
 			then: post(visa), wantThen: 200, executed: 1},
 		{name: "a 429 is not saved", faults: []stripefake.Fault{stripefake.FaultRateLimit},
 			first: post(visa), wantFirst: 429, then: post(visa), wantThen: 200, executed: 1},
+		{name: "an injected validation refusal is not saved", faults: []stripefake.Fault{stripefake.FaultInvalid},
+			first: post(visa), wantFirst: 400, then: post(visa), wantThen: 200, executed: 1},
+		{name: "the lost answer's payment method: the first answer lost, its replay answers",
+			first: post(intent(1050, stripefake.PMLostAnswer, "k")), wantFirst: 0,
+			then: post(intent(1050, stripefake.PMLostAnswer, "k")), wantThen: 200, replayed: true, executed: 1},
 		{name: "a validation failure is not saved",
 			first: post(url.Values{"currency": {"eur"}, "metadata[provider_key]": {"k"}}), wantFirst: 400,
 			then: post(visa), wantThen: 200, executed: 1},
@@ -270,29 +275,81 @@ func (f *fake) last(t *testing.T) string {
 	return l.Data[0].ID
 }
 
-// A request under a key whose first request is still executing gets 409
+// A request under a key whose first request is still executing (kept in
+// flight by FaultBusy, or by the fake's latency) gets 409
 // idempotency_key_in_use, and the endpoint runs once.
 func TestAKeyInUseIsAConflict(t *testing.T) {
 	t.Parallel()
-	f := start(t, stripefake.Config{SlowDelay: 500 * time.Millisecond})
-	f.FailNext("busy", stripefake.FaultBusy)
-	first := make(chan reply)
-	go func() { first <- post(intent(1050, stripefake.PMVisa, "busy"))(f, "busy") }()
-	for polls := 0; !f.InFlight("busy"); polls++ {
+	for _, tc := range []struct {
+		name   string
+		cfg    stripefake.Config
+		faults []stripefake.Fault
+	}{
+		{"busy", stripefake.Config{SlowDelay: 500 * time.Millisecond}, []stripefake.Fault{stripefake.FaultBusy}},
+		{"latency", stripefake.Config{Latency: 500 * time.Millisecond}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := start(t, tc.cfg)
+			f.FailNext("busy", tc.faults...)
+			first := make(chan reply)
+			go func() { first <- post(intent(1050, stripefake.PMVisa, "busy"))(f, "busy") }()
+			f.waitInFlight(t, "busy")
+			second := f.call(t, "POST", "/v1/payment_intents", "busy", intent(1050, stripefake.PMVisa, "busy"))
+			if second.status != 409 || second.str(t, "error.code") != "idempotency_key_in_use" {
+				t.Fatalf("a second request in flight got %d: %s", second.status, second.body)
+			}
+			if got := <-first; got.status != 200 {
+				t.Fatalf("the first got %d: %s", got.status, got.body)
+			}
+			if n := f.Executed("busy"); n != 1 {
+				t.Fatalf("executed %d times", n)
+			}
+		})
+	}
+}
+
+// waitInFlight waits until a request under key is executing.
+func (f *fake) waitInFlight(t *testing.T, key string) {
+	t.Helper()
+	for polls := 0; !f.InFlight(key); polls++ {
 		if polls == 1000 {
-			t.Fatal("the first request is not in flight after 1,000 polls")
+			t.Fatalf("no request under %q is in flight after 1,000 polls", key)
 		}
 		time.Sleep(time.Millisecond)
 	}
-	second := f.call(t, "POST", "/v1/payment_intents", "busy", intent(1050, stripefake.PMVisa, "busy"))
-	if second.status != 409 || second.str(t, "error.code") != "idempotency_key_in_use" {
-		t.Fatalf("a second request in flight got %d: %s", second.status, second.body)
+}
+
+// A held request executes only when the test releases it, however long
+// after its sender gave up: meanwhile another request under its key meets
+// 409, and the List, strongly consistent, finds nothing, since nothing is
+// made yet. The ledger then holds the PaymentIntent, once, under its key.
+func TestAHeldRequestExecutesWhenReleased(t *testing.T) {
+	t.Parallel()
+	f := start(t, stripefake.Config{})
+	f.FailNext("held", stripefake.FaultHold)
+	first := make(chan reply)
+	go func() { first <- post(intent(1050, stripefake.PMVisa, "held"))(f, "held") }()
+	f.waitInFlight(t, "held")
+	if r := f.call(t, "POST", "/v1/payment_intents", "held", intent(1050, stripefake.PMVisa, "held")); r.status != 409 {
+		t.Fatalf("a second request while the first is held got %d: %s", r.status, r.body)
 	}
+	if r := f.call(t, "GET", "/v1/payment_intents", "", url.Values{"limit": {"100"}}); len(r.obj(t)["data"].([]any)) != 0 {
+		t.Fatalf("the List shows a PaymentIntent before the held request executed: %s", r.body)
+	}
+	if l := f.Ledger(); len(l.PaymentIntents) != 0 || l.Executed["held"] != 0 {
+		t.Fatalf("the ledger before the release: %+v", l)
+	}
+	f.Release("held")
 	if got := <-first; got.status != 200 {
-		t.Fatalf("the first got %d: %s", got.status, got.body)
+		t.Fatalf("the released request got %d: %s", got.status, got.body)
 	}
-	if n := f.Executed("busy"); n != 1 {
-		t.Fatalf("executed %d times", n)
+	l := f.Ledger()
+	if len(l.PaymentIntents) != 1 || l.Executed["held"] != 1 {
+		t.Fatalf("the ledger after the release: %+v", l)
+	}
+	if p := l.PaymentIntents[0]; p.Status != "succeeded" || p.AmountReceived != 1050 || p.Metadata["provider_key"] != "held" || !p.Charged || p.PaymentError != "" {
+		t.Fatalf("the ledger's PaymentIntent: %+v", p)
 	}
 }
 
@@ -475,6 +532,19 @@ func TestRefunds(t *testing.T) {
 	}
 	if got := f.call(t, "GET", "/v1/refunds/"+id, "", nil); got.str(t, "status") != "failed" {
 		t.Fatalf("the refund settled failed reads %s", got.body)
+	}
+	// The ledger: the three refunds made, in order, and what they took of
+	// the PaymentIntent (the failed one's amount given back).
+	l := f.Ledger()
+	var made []string
+	for _, r := range l.Refunds {
+		made = append(made, r.Metadata["provider_key"]+" "+r.Status+" "+strconv.FormatInt(r.Amount, 10))
+	}
+	if got := strings.Join(made, ", "); got != "re-1 succeeded 1000, re-pending failed 50, re-6 succeeded 50" {
+		t.Fatalf("the ledger's refunds: %s", got)
+	}
+	if p := l.PaymentIntents[0]; p.ID != pi || p.AmountRefunded != 1050 {
+		t.Fatalf("the ledger's PaymentIntent after its refunds: %+v", p)
 	}
 	for _, ev := range f.Events() {
 		checkEvent(t, ev)

@@ -185,6 +185,10 @@ type ChargeRequest struct {
 	// CaptureMethod is empty (or "automatic") to charge at once, and
 	// CaptureManual to authorize (Authorize sets it).
 	CaptureMethod string `json:"captureMethod,omitempty"`
+	// PaymentMethod is what a charge through Stripe pays with, Stripe's
+	// PaymentMethod id (pm_...); empty for the sandbox, and then not sent.
+	// It is part of the command: reuse it on retries.
+	PaymentMethod string `json:"paymentMethod,omitempty"`
 }
 
 // Payment is a payment as the service records it.

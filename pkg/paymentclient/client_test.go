@@ -96,6 +96,31 @@ var operations = []struct {
 	}},
 }
 
+// A charge's payment method is sent as paymentMethod when it is set, and
+// left out when it is not: a body without it hashes as it always did.
+func TestPaymentMethodIsSentOnlyWhenSet(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		method string
+		want   string // in the body; "" when it must not be there
+	}{
+		{"pm_card_visa", `"paymentMethod":"pm_card_visa"`},
+		{"", ""},
+	} {
+		s := &script{replies: []reply{{status: 201, body: created}}}
+		c, _ := newTestClient(t, s, RetryPolicy{})
+		r := req
+		r.PaymentMethod = tc.method
+		if _, err := c.Charge(context.Background(), "k-"+tc.method, r); err != nil {
+			t.Fatal(err)
+		}
+		body := s.bodies[0]
+		if tc.want != "" && !strings.Contains(body, tc.want) || tc.want == "" && strings.Contains(body, "paymentMethod") {
+			t.Errorf("payment method %q: the body is %s", tc.method, body)
+		}
+	}
+}
+
 // newTestClient returns a client of the scripted server that records its
 // waits instead of sleeping, with no jitter.
 func newTestClient(t *testing.T, s *script, policy RetryPolicy) (*Client, *[]time.Duration) {

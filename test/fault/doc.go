@@ -1,6 +1,7 @@
 // Package fault is the fault suite: it runs the real payment-service binary
 // as several replicas on one PostgreSQL and one Kafka broker, with the HTTP
-// sandbox provider and loopback fault proxies between them, breaks things
+// sandbox provider (or the stateful Stripe fake, internal/stripefake, with
+// PAYMENT_PROVIDER=stripe) and loopback fault proxies between them, breaks things
 // on purpose (kill -9, lost answers, database and broker outages, expired
 // locks, provider faults) and checks after each fault that nothing was
 // charged twice or lost: against the provider's ledger, the payment,

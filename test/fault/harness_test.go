@@ -34,6 +34,7 @@ import (
 	"github.com/example/payment-service/internal/kafkatest"
 	"github.com/example/payment-service/internal/pgtemp"
 	"github.com/example/payment-service/internal/sandboxprovider"
+	"github.com/example/payment-service/internal/stripefake"
 )
 
 var (
@@ -123,6 +124,12 @@ type stackOptions struct {
 	// a received one up a second after it (the completer runs every
 	// second), which settles those whose event was lost.
 	received bool
+	// stripe: the replicas charge through Stripe (PAYMENT_PROVIDER=stripe)
+	// instead of the sandbox: the stateful fake (internal/stripefake) in
+	// this process, behind the provider link, its signed events delivered
+	// to the first replica's POST /webhooks/stripe through that replica's
+	// front proxy. provider, webhooks and received are then unused.
+	stripe bool
 }
 
 // The received mode's timings in the suite: a modification is decided
@@ -135,6 +142,14 @@ const (
 // webhookSecret signs the provider's deliveries in a stack with webhooks.
 const webhookSecret = "whsec_fault_suite_0123456789" //nolint:gosec // G101: the fault suite's own secret
 
+// stripeSecretKey is the API key of a stack's Stripe fake.
+const stripeSecretKey = "sk_test_fault_suite" //nolint:gosec // G101: the fault suite's own secret
+
+// stripeWebhookRetry bounds how long the Stripe fake delivers an event
+// again: far beyond a test, so that an event whose replica was killed is
+// delivered once it is back.
+const stripeWebhookRetry = 2 * time.Minute
+
 // stack is one system under test.
 type stack struct {
 	t        testing.TB
@@ -142,6 +157,11 @@ type stack struct {
 	dsn      string
 	db       *pgxpool.Pool
 	provider *sandboxprovider.Server
+	// stripe is the Stripe fake the replicas charge through instead of
+	// provider (stackOptions.stripe).
+	stripe *stripefake.Server
+	// ledger is the provider's books, the sandbox's or Stripe's.
+	ledger ledger
 	// toProvider is the link from every replica to the provider.
 	toProvider *faultproxy.Proxy
 	brokers    []string
@@ -190,33 +210,18 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 		}
 		s.replicas = append(s.replicas, r)
 	}
-	if opts.provider.SlowDelay == 0 {
-		opts.provider.SlowDelay = slowDelay
-	}
-	if opts.provider.MaxRequestAge == 0 {
-		opts.provider.MaxRequestAge = requestBound
-	}
-	if opts.received {
-		opts.provider.Modifications = sandboxprovider.ModificationsReceived
-		opts.provider.ModificationDelay, opts.provider.ModificationFailureRate = receivedDelay, receivedFailures
-		opts.env = append([]string{"SANDBOX_PROVIDER_MODIFICATIONS=received", "RECEIVED_LOOKUP_AFTER=1s"}, opts.env...)
-	}
-	if opts.webhooks != nil {
-		w := *opts.webhooks
-		w.URL, w.Secret = s.replicas[0].url+"/webhooks/sandbox", webhookSecret
-		opts.provider.Webhooks = w
-		opts.env = append([]string{"WEBHOOK_SECRETS=" + webhookSecret}, opts.env...)
-	}
-	s.provider, err = sandboxprovider.Start("127.0.0.1:0", opts.provider)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.provider.Close() })
-	s.toProvider, err = faultproxy.New("tcp", strings.TrimPrefix(s.provider.URL, "http://"))
+	upstream, providerEnv := s.startProvider(&opts)
+	s.toProvider, err = faultproxy.New("tcp", strings.TrimPrefix(upstream, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.toProvider.Close)
+	link := "http://" + s.toProvider.Addr()
+	if opts.stripe {
+		providerEnv = append(providerEnv, "STRIPE_API_BASE="+link)
+	} else {
+		providerEnv = append(providerEnv, "SANDBOX_PROVIDER_URL="+link)
+	}
 
 	s.brokers = opts.brokers
 	if len(s.brokers) == 0 {
@@ -232,7 +237,6 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 		"DATABASE_URL=" + s.dsn,
 		"DATABASE_MAX_CONNS=16",
 		"API_KEYS=" + clientID + ":" + apiKey + "," + otherClient + ":" + otherKey,
-		"SANDBOX_PROVIDER_URL=http://" + s.toProvider.Addr(),
 		"IDEMPOTENCY_LOCK_TIMEOUT=" + lockTimeout.String(),
 		"PROVIDER_TIMEOUT=" + providerTimeout.String(),
 		"PROVIDER_MAX_REQUEST_AGE=" + requestBound.String(),
@@ -252,7 +256,7 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 		"KAFKA_CONSUMER_SESSION_TIMEOUT=6s",
 		"KAFKA_CONSUMER_HEARTBEAT_INTERVAL=1s",
 		"KAFKA_CONSUMER_MAX_WAIT=200ms",
-	}, opts.env...)
+	}, append(providerEnv, opts.env...)...)
 
 	// Start them side by side: each start is a process and a readiness wait.
 	var wg sync.WaitGroup
@@ -266,6 +270,48 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 	}
 	t.Cleanup(s.stopAll)
 	return s
+}
+
+// startProvider starts the provider the replicas charge through, the
+// sandbox or the Stripe fake (opts.stripe), and returns its URL and the
+// replicas' settings for it, but for the one naming its link.
+func (s *stack) startProvider(opts *stackOptions) (upstream string, env []string) {
+	t := s.t
+	if opts.stripe {
+		fake, err := stripefake.Start("127.0.0.1:0", stripefake.Config{SecretKey: stripeSecretKey, WebhookSecret: webhookSecret,
+			WebhookURL: s.replicas[0].url + "/webhooks/stripe", SlowDelay: slowDelay, WebhookRetryFor: stripeWebhookRetry})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = fake.Close() })
+		s.stripe, s.ledger = fake, stripeLedger{fake}
+		return fake.URL, []string{"PAYMENT_PROVIDER=stripe", "STRIPE_SECRET_KEY=" + stripeSecretKey, "STRIPE_WEBHOOK_SECRET=" + webhookSecret}
+	}
+	if opts.provider.SlowDelay == 0 {
+		opts.provider.SlowDelay = slowDelay
+	}
+	if opts.provider.MaxRequestAge == 0 {
+		opts.provider.MaxRequestAge = requestBound
+	}
+	if opts.received {
+		opts.provider.Modifications = sandboxprovider.ModificationsReceived
+		opts.provider.ModificationDelay, opts.provider.ModificationFailureRate = receivedDelay, receivedFailures
+		env = append(env, "SANDBOX_PROVIDER_MODIFICATIONS=received", "RECEIVED_LOOKUP_AFTER=1s")
+	}
+	if opts.webhooks != nil {
+		w := *opts.webhooks
+		w.URL, w.Secret = s.replicas[0].url+"/webhooks/sandbox", webhookSecret
+		opts.provider.Webhooks = w
+		env = append(env, "WEBHOOK_SECRETS="+webhookSecret)
+	}
+	var err error
+	s.provider, err = sandboxprovider.Start("127.0.0.1:0", opts.provider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.provider.Close() })
+	s.ledger = sandboxLedger{s.provider}
+	return s.provider.URL, env
 }
 
 // replica is one payment-service process, restartable on the same address,
@@ -528,6 +574,18 @@ type op struct {
 	ext      string
 	// apiKey is the client's credential; empty means the fault client.
 	apiKey string
+	// pm is the payment method (Stripe's pm_...) of a charge through
+	// Stripe; empty for the sandbox.
+	pm string
+}
+
+// provider is the payment provider the op charges through: Stripe when
+// it names a payment method, the sandbox otherwise.
+func (o op) provider() string {
+	if o.pm != "" {
+		return "stripe"
+	}
+	return "sandbox"
 }
 
 // call is one HTTP request of an operation: the same on every attempt, so
@@ -551,10 +609,14 @@ type operation interface {
 }
 
 func (o op) call() call {
-	b, _ := json.Marshal(map[string]any{
+	body := map[string]any{
 		"orderId": o.order, "customerId": o.customer, "amount": o.amount, "currency": "RUB",
-		"paymentProvider": "sandbox", "externalPaymentId": o.ext,
-	})
+		"paymentProvider": o.provider(), "externalPaymentId": o.ext,
+	}
+	if o.pm != "" {
+		body["paymentMethod"] = o.pm
+	}
+	b, _ := json.Marshal(body)
 	return call{key: o.key, client: o.client(), bearer: bearerOf(o.apiKey), path: "/payments", body: b}
 }
 
@@ -575,7 +637,7 @@ func (o op) client() string {
 }
 
 // providerKey is the key the service charges the op under at the provider.
-func (o op) providerKey() string { return "sandbox:" + o.ext }
+func (o op) providerKey() string { return o.provider() + ":" + o.ext }
 
 // answer is one HTTP exchange as the client saw it.
 type answer struct {

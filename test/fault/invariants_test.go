@@ -18,8 +18,10 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/example/payment-service/internal/kafkatest"
-	"github.com/example/payment-service/internal/sandboxprovider"
 )
+
+// paymentStatus is the service's status of a charge the provider decided.
+var paymentStatus = map[string]string{ledgerSucceeded: "SUCCEEDED", ledgerDeclined: "DECLINED"}
 
 // checker holds what the topic has shown so far, so that a long run reads
 // each event once.
@@ -140,11 +142,11 @@ func (c *checker) check(ops []op, answers []answer) violations {
 	for ext := range exts {
 		// By reference, under any provider key: a retry that reached the
 		// provider under a key of its own would be a second charge.
-		charges := s.provider.ChargesFor(ext)
+		charges := s.ledger.chargesFor(ext)
 		if len(charges) > 1 {
 			v.add("the provider charged %s %d times: %+v", ext, len(charges), charges)
 		}
-		var charge sandboxprovider.Charge
+		var charge ledgerEntry
 		charged := len(charges) > 0
 		if charged {
 			charge = charges[0]
@@ -152,14 +154,13 @@ func (c *checker) check(ops []op, answers []answer) violations {
 		p, recorded := payments[ext]
 		switch {
 		case charged && !recorded:
-			v.add("the provider charged %s (%s %s) and the service has no payment for it: a lost charge", ext, charge.Status, charge.Amount)
+			v.add("the provider charged %s (%s %s) and the service has no payment for it: a lost charge", ext, charge.status, charge.amount)
 		case charged && recorded:
-			want := map[sandboxprovider.ChargeStatus]string{sandboxprovider.StatusSucceeded: "SUCCEEDED", sandboxprovider.StatusDeclined: "DECLINED"}[charge.Status]
-			if p.status != want {
-				v.add("payment %d (%s) is %s but the provider says %s", p.id, ext, p.status, charge.Status)
+			if want := paymentStatus[charge.status]; p.status != want {
+				v.add("payment %d (%s) is %s but the provider says %s", p.id, ext, p.status, charge.status)
 			}
-			if !p.amount.Equal(charge.Amount) {
-				v.add("payment %d (%s) is for %s but the provider charged %s", p.id, ext, p.amount, charge.Amount)
+			if !p.amount.Equal(charge.amount) {
+				v.add("payment %d (%s) is for %s but the provider charged %s", p.id, ext, p.amount, charge.amount)
 			}
 		case !charged && recorded && p.status != "PENDING":
 			v.add("payment %d (%s) is %s but the provider has no charge for it", p.id, ext, p.status)
@@ -368,37 +369,36 @@ func seenAll[V, E any](want map[int64]V, seen map[int64]map[string]E) bool {
 func (c *checker) checkGlobal() violations {
 	var v violations
 	s := c.s
-	l := s.provider.Counters()
+	l := s.ledger.counts()
 	succeeded := s.count(`SELECT count(*) FROM payment WHERE status = 'SUCCEEDED' AND capture_method = 'automatic'`)
 	declined := s.count(`SELECT count(*) FROM payment WHERE status = 'DECLINED' AND capture_method = 'automatic'`)
-	if l.Charges != succeeded {
-		v.add("the provider made %d charges and the service has %d SUCCEEDED one-step payments", l.Charges, succeeded)
+	if l.charges != succeeded {
+		v.add("the provider made %d charges and the service has %d SUCCEEDED one-step payments", l.charges, succeeded)
 	}
-	if l.Declines != declined {
-		v.add("the provider declined %d charges and the service has %d DECLINED one-step payments", l.Declines, declined)
+	if l.declines != declined {
+		v.add("the provider declined %d charges and the service has %d DECLINED one-step payments", l.declines, declined)
 	}
 	// Two-step payments: each authorization a manual payment, each capture
 	// a SUCCEEDED one, each void a VOIDED one.
-	a, cp, vo := s.provider.AuthorizationCounters(), s.provider.CaptureCounters(), s.provider.VoidCounters()
-	if n := s.count(`SELECT count(*) FROM payment WHERE capture_method = 'manual' AND status IN ('AUTHORIZED', 'SUCCEEDED', 'VOIDED', 'EXPIRED')`); a.Authorizations != n {
-		v.add("the provider made %d authorizations and the service has %d two-step payments that hold or held money", a.Authorizations, n)
+	if n := s.count(`SELECT count(*) FROM payment WHERE capture_method = 'manual' AND status IN ('AUTHORIZED', 'SUCCEEDED', 'VOIDED', 'EXPIRED')`); l.authorizations != n {
+		v.add("the provider made %d authorizations and the service has %d two-step payments that hold or held money", l.authorizations, n)
 	}
-	if n := s.count(`SELECT count(*) FROM payment WHERE capture_method = 'manual' AND status = 'SUCCEEDED'`); cp.Captures != n {
-		v.add("the provider made %d captures and the service has %d SUCCEEDED two-step payments", cp.Captures, n)
+	if n := s.count(`SELECT count(*) FROM payment WHERE capture_method = 'manual' AND status = 'SUCCEEDED'`); l.captures != n {
+		v.add("the provider made %d captures and the service has %d SUCCEEDED two-step payments", l.captures, n)
 	}
-	if n := s.count(`SELECT count(*) FROM payment WHERE status = 'VOIDED'`); vo.Voids != n {
-		v.add("the provider made %d voids and the service has %d VOIDED payments", vo.Voids, n)
+	if n := s.count(`SELECT count(*) FROM payment WHERE status = 'VOIDED'`); l.voids != n {
+		v.add("the provider made %d voids and the service has %d VOIDED payments", l.voids, n)
 	}
 	if n := s.count(`SELECT count(*) FROM payment_transition WHERE status = 'PENDING'`); n != 0 {
 		v.add("%d captures or voids PENDING", n)
 	}
-	if n := s.count(`SELECT count(*) FROM payment_transition WHERE status = 'FAILED'`); n < cp.Failures+vo.Failures {
-		v.add("the provider failed %d captures and voids it received and the service has %d FAILED ones", cp.Failures+vo.Failures, n)
+	if n := s.count(`SELECT count(*) FROM payment_transition WHERE status = 'FAILED'`); n < l.modificationFailures {
+		v.add("the provider failed %d captures and voids it received and the service has %d FAILED ones", l.modificationFailures, n)
 	}
 	if n := s.count(`SELECT count(*) FROM payment_transition WHERE received_at IS NOT NULL`); n != 0 {
 		v.add("%d captures or voids still await their provider's decision", n)
 	}
-	if n := s.provider.Undecided(); n != 0 {
+	if n := l.undecided; n != 0 {
 		v.add("the provider has %d modifications it received and has not decided", n)
 	}
 	if n := s.count(`SELECT count(*) FROM payment WHERE status = 'PENDING'`); n != 0 {

@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
-
-	"github.com/example/payment-service/internal/sandboxprovider"
 )
 
 // topicEvent is a refund event as read from the topic.
@@ -47,18 +45,18 @@ func (r refundRow) String() string {
 }
 
 // refundStatus is the service's status of a refund the provider decided.
-var refundStatus = map[sandboxprovider.ChargeStatus]string{
-	sandboxprovider.StatusSucceeded: "SUCCEEDED",
-	sandboxprovider.StatusDeclined:  "DECLINED",
-	// A modification received, then failed (the provider's received mode).
-	sandboxprovider.StatusFailed: "FAILED",
+var refundStatus = map[string]string{
+	ledgerSucceeded: "SUCCEEDED",
+	ledgerDeclined:  "DECLINED",
+	// A modification received, then failed (the sandbox's received mode).
+	ledgerFailed: "FAILED",
 }
 
 // failedAt reports whether the provider holds a FAILED row's object as it
 // should: nothing under its key (refused for good), or, received and
 // then failed, a failure.
-func failedAt(held bool, status sandboxprovider.ChargeStatus) bool {
-	return !held || status == sandboxprovider.StatusFailed
+func failedAt(held bool, status string) bool {
+	return !held || status == ledgerFailed
 }
 
 // refundEventType is the event of a refund's final status.
@@ -139,27 +137,27 @@ func (c *checker) checkRefunds(refunds []refundOp, answers []answer) violations 
 	for id, p := range payments {
 		// The provider's refunds of the payment's charge, under any key.
 		charged := decimal.Zero
-		if charges := s.provider.ChargesFor(p.ext); len(charges) == 1 && charges[0].Status == sandboxprovider.StatusSucceeded {
-			charged = charges[0].Amount
+		if charges := s.ledger.chargesFor(p.ext); len(charges) == 1 && charges[0].status == ledgerSucceeded {
+			charged = charges[0].amount
 		}
 		refunded := decimal.Zero
 		perRef := map[string]int{}
-		for _, pr := range s.provider.RefundsFor(p.ext) {
-			perRef[pr.Reference]++
-			if want := "refund:sandbox:" + pr.Reference; pr.IdempotencyKey != want {
-				v.add("the provider refunded %s under key %q, not the refund's own %q", pr.Reference, pr.IdempotencyKey, want)
+		for _, pr := range s.ledger.refundsFor(p.ext) {
+			perRef[pr.reference]++
+			if want := refundKey(p.op, pr.reference); pr.key != want {
+				v.add("the provider refunded %s under key %q, not the refund's own %q", pr.reference, pr.key, want)
 			}
-			if pr.Status == sandboxprovider.StatusSucceeded {
-				refunded = refunded.Add(pr.Amount)
+			if pr.status == ledgerSucceeded {
+				refunded = refunded.Add(pr.amount)
 			}
-			row, ok := rows[pr.Reference]
+			row, ok := rows[pr.reference]
 			switch {
 			case !ok:
-				v.add("the provider %s refund %s (%s) of payment %d and the service has no refund for it: a lost refund", pr.Status, pr.Reference, pr.Amount, id)
-			case row.status != refundStatus[pr.Status]:
-				v.add("refund %d (%s) is %s but the provider says %s", row.id, row.ext, row.status, pr.Status)
-			case !row.amount.Equal(pr.Amount):
-				v.add("refund %d (%s) is for %s but the provider refunded %s", row.id, row.ext, row.amount, pr.Amount)
+				v.add("the provider %s refund %s (%s) of payment %d and the service has no refund for it: a lost refund", pr.status, pr.reference, pr.amount, id)
+			case row.status != refundStatus[pr.status]:
+				v.add("refund %d (%s) is %s but the provider says %s", row.id, row.ext, row.status, pr.status)
+			case !row.amount.Equal(pr.amount):
+				v.add("refund %d (%s) is for %s but the provider refunded %s", row.id, row.ext, row.amount, pr.amount)
 			}
 		}
 		for ref, n := range perRef {
@@ -174,15 +172,15 @@ func (c *checker) checkRefunds(refunds []refundOp, answers []answer) violations 
 		// The service's refunds, against the provider and the payment's total.
 		counted := decimal.Zero
 		for _, r := range byPayment[id] {
-			pr, at := s.provider.LookupRefund("refund:sandbox:" + r.ext)
+			pr, at := s.ledger.refund(refundKey(p.op, r.ext))
 			switch r.status {
 			case "SUCCEEDED", "DECLINED":
-				if !at || refundStatus[pr.Status] != r.status {
-					v.add("refund %d (%s) is %s but the provider holds %v (%s)", r.id, r.ext, r.status, at, pr.Status)
+				if !at || refundStatus[pr.status] != r.status {
+					v.add("refund %d (%s) is %s but the provider holds %v (%s)", r.id, r.ext, r.status, at, pr.status)
 				}
 			case "FAILED":
-				if !failedAt(at, pr.Status) {
-					v.add("refund %d (%s) is FAILED but the provider %s it", r.id, r.ext, pr.Status)
+				if !failedAt(at, pr.status) {
+					v.add("refund %d (%s) is FAILED but the provider %s it", r.id, r.ext, pr.status)
 				}
 			}
 			if r.status == "PENDING" || r.status == "SUCCEEDED" {
@@ -206,26 +204,26 @@ func (c *checker) checkRefunds(refunds []refundOp, answers []answer) violations 
 		checkAnswer(a, records, &v)
 		o := byKey[scope{a.client, a.key}]
 		row, recorded := rows[o.ext]
-		pr, at := s.provider.LookupRefund(o.providerKey())
+		pr, at := s.ledger.refund(o.providerKey())
 		switch {
 		case a.status == http.StatusCreated:
-			if !recorded || row.status != "SUCCEEDED" || !at || pr.Status != sandboxprovider.StatusSucceeded {
-				v.add("%s: the refund table says %+v and the provider %v %s", a, row, at, pr.Status)
+			if !recorded || row.status != "SUCCEEDED" || !at || pr.status != ledgerSucceeded {
+				v.add("%s: the refund table says %+v and the provider %v %s", a, row, at, pr.status)
 			}
 		case a.code == "refund-declined":
-			if !recorded || row.status != "DECLINED" || !at || pr.Status != sandboxprovider.StatusDeclined {
-				v.add("%s: the refund table says %+v and the provider %v %s", a, row, at, pr.Status)
+			if !recorded || row.status != "DECLINED" || !at || pr.status != ledgerDeclined {
+				v.add("%s: the refund table says %+v and the provider %v %s", a, row, at, pr.status)
 			}
 		case a.code == "refund-failed":
-			if !recorded || row.status != "FAILED" || !failedAt(at, pr.Status) {
-				v.add("%s: the refund table says %+v and the provider %v %s", a, row, at, pr.Status)
+			if !recorded || row.status != "FAILED" || !failedAt(at, pr.status) {
+				v.add("%s: the refund table says %+v and the provider %v %s", a, row, at, pr.status)
 			}
 		case a.code == codeRefundExceeds:
 			// Not stored: a later attempt with the same key may have fitted,
 			// once a refund in progress was declined; if none did, the
 			// refusal left nothing.
 			if _, kept := records[scope{a.client, a.key}]; !kept && (recorded || at) {
-				v.add("%s: but the refund table has %+v and the provider %v %s", a, row, at, pr.Status)
+				v.add("%s: but the refund table has %+v and the provider %v %s", a, row, at, pr.status)
 			}
 		}
 	}
@@ -280,18 +278,18 @@ func (c *checker) checkRefunds(refunds []refundOp, answers []answer) violations 
 // refund_reserved is the sum of its PENDING and SUCCEEDED refunds.
 func (c *checker) checkRefundsGlobal(v *violations) {
 	s := c.s
-	l := s.provider.RefundCounters()
-	if n := s.count(`SELECT count(*) FROM refund WHERE status = 'SUCCEEDED'`); l.Refunds != n {
-		v.add("the provider made %d refunds and the service has %d SUCCEEDED refunds", l.Refunds, n)
+	l := s.ledger.counts()
+	if n := s.count(`SELECT count(*) FROM refund WHERE status = 'SUCCEEDED'`); l.refunds != n {
+		v.add("the provider made %d refunds and the service has %d SUCCEEDED refunds", l.refunds, n)
 	}
-	if n := s.count(`SELECT count(*) FROM refund WHERE status = 'DECLINED'`); l.Declines != n {
-		v.add("the provider declined %d refunds and the service has %d DECLINED refunds", l.Declines, n)
+	if n := s.count(`SELECT count(*) FROM refund WHERE status = 'DECLINED'`); l.refundDeclines != n {
+		v.add("the provider declined %d refunds and the service has %d DECLINED refunds", l.refundDeclines, n)
 	}
 	if n := s.count(`SELECT count(*) FROM refund WHERE status = 'PENDING'`); n != 0 {
 		v.add("%d refunds PENDING", n)
 	}
-	if n := s.count(`SELECT count(*) FROM refund WHERE status = 'FAILED'`); n < l.Failures {
-		v.add("the provider failed %d refunds it received and the service has %d FAILED refunds", l.Failures, n)
+	if n := s.count(`SELECT count(*) FROM refund WHERE status = 'FAILED'`); n < l.refundFailures {
+		v.add("the provider failed %d refunds it received and the service has %d FAILED refunds", l.refundFailures, n)
 	}
 	if n := s.count(`SELECT count(*) FROM refund WHERE received_at IS NOT NULL`); n != 0 {
 		v.add("%d refunds still await their provider's decision", n)

@@ -35,7 +35,11 @@ func (r refundOp) call() call {
 }
 
 // providerKey is the key the service refunds the op under at the provider.
-func (r refundOp) providerKey() string { return "refund:sandbox:" + r.ext }
+func (r refundOp) providerKey() string { return refundKey(r.paid.op, r.ext) }
+
+// refundKey is the provider key of the refund ext of the payment that o
+// charged: "refund:", the payment's provider, ":" and the external refund.
+func refundKey(o op, ext string) string { return "refund:" + o.provider() + ":" + ext }
 
 // refund sends one POST /payments/{id}/refunds through the replica's front
 // proxy, bounded by timeout.

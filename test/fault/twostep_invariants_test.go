@@ -205,11 +205,11 @@ func (f twoStepFacts) check() violations {
 		case "PENDING":
 			v.add("%s %d of payment %d is still PENDING", t.kind, t.id, p.id)
 		case "SUCCEEDED", "DECLINED":
-			if !made || refundStatus[at] != t.status {
+			if !made || refundStatus[string(at)] != t.status {
 				v.add("%s %d of payment %d is %s and the provider holds %v (%s) under %s", t.kind, t.id, p.id, t.status, made, at, t.providerKey)
 			}
 		case "FAILED":
-			if !failedAt(made, at) {
+			if !failedAt(made, string(at)) {
 				v.add("%s %d of payment %d is FAILED and the provider %s it under %s", t.kind, t.id, p.id, at, t.providerKey)
 			}
 		}
@@ -229,7 +229,7 @@ func (f twoStepFacts) check() violations {
 		case "SUCCEEDED":
 			succeeded = succeeded.Add(r.amount)
 		}
-		if at, made := providerRefunds[r.ext]; (r.status == "SUCCEEDED" || r.status == "DECLINED") && (!made || refundStatus[at] != r.status) {
+		if at, made := providerRefunds[r.ext]; (r.status == "SUCCEEDED" || r.status == "DECLINED") && (!made || refundStatus[string(at)] != r.status) {
 			v.add("%s and the provider holds %v (%s)", r, made, at)
 		}
 	}

@@ -30,10 +30,12 @@
 package stripe
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -99,9 +101,11 @@ type Config struct {
 
 // Client is Stripe's API as the ports ask for it.
 type Client struct {
-	api  *stripego.Client
-	http *http.Client
-	cfg  Config
+	api *stripego.Client
+	// backend is the API's backend, for the create's own form (calls.go).
+	backend stripego.Backend
+	http    *http.Client
+	cfg     Config
 }
 
 // New returns a client with one connection pool for every call.
@@ -128,9 +132,10 @@ func New(cfg Config) (*Client, error) {
 		cfg.Now = time.Now
 	}
 	transport := provider.NewTransport(cfg.ConnectTimeout)
+	// No Timeout: every call runs under its own deadline (bound), and a
+	// client's Timeout costs each request a timer and a goroutine besides.
 	hc := &http.Client{
 		Transport: noResend{transport},
-		Timeout:   cfg.Timeout,
 		// A redirect would be a second request; Stripe never sends one.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
@@ -144,7 +149,7 @@ func New(cfg Config) (*Client, error) {
 		LeveledLogger:     &stripego.LeveledLogger{Level: stripego.LevelNull},
 	})
 	api := stripego.NewClient(cfg.SecretKey, stripego.WithBackends(&stripego.Backends{API: backend, Connect: backend, Uploads: backend, MeterEvents: backend}))
-	return &Client{api: api, http: hc, cfg: cfg}, nil
+	return &Client{api: api, backend: backend, http: hc, cfg: cfg}, nil
 }
 
 // bound is ctx bounded by Config.Timeout: a call that makes more than one
@@ -163,12 +168,26 @@ func (c *Client) bound(ctx context.Context) (context.Context, context.CancelFunc
 // Idempotency-Key header: a second POST under one key, its answer returned
 // as if nothing had happened, a retry hidden from the core. A clone
 // without GetBody is not replayable, so the transport does not.
+//
+// The clone's body is the request's, read whole (a form of a few hundred
+// bytes) and given its length: stripe-go hands net/http a body of unknown
+// length, which the transport probes for a first byte (a goroutine and a
+// timer a request) and then sends chunked, in more writes, a good share of
+// what a charge cost the service (BenchmarkCharge).
 type noResend struct{ next http.RoundTripper }
 
 func (t noResend) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Body != nil && r.Body != http.NoBody {
+		body, err := io.ReadAll(r.Body)
+		if cerr := r.Body.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			// Nothing was written: the call sorts it as not sent.
+			return nil, fmt.Errorf("stripe: read the request's body: %w", err)
+		}
 		r = r.Clone(r.Context())
-		r.GetBody = nil
+		r.Body, r.GetBody, r.ContentLength = io.NopCloser(bytes.NewReader(body)), nil, int64(len(body))
 	}
 	resp, err := t.next.RoundTrip(r)
 	noteStatus(r, resp)

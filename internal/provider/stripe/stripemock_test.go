@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -24,15 +25,21 @@ import (
 	"github.com/example/payment-service/internal/domain"
 )
 
-// startStripeMock runs stripe-mock, the tool dependency in go.mod, with
-// both its HTTP and HTTPS listeners on loopback ports the system picks
-// (-http-addr alone would open HTTPS on every interface), and returns its
-// HTTP base URL. It stops when t ends. The test does not skip without it:
-// go tool -n builds it from the module cache and names the binary, which
-// the test runs itself, since stopping go tool would leave the tool it
-// started running.
+// startStripeMock returns the HTTP base URL of a stripe-mock: the one
+// STRIPE_MOCK_URL names, already running (make test-stripe-mock starts it,
+// scripts/stripe-mock.sh, and stops it after), or else one the test runs
+// itself: stripe-mock, the tool dependency in go.mod, with both its HTTP
+// and HTTPS listeners on loopback ports the system picks (-http-addr alone
+// would open HTTPS on every interface), stopped when t ends. The test does
+// not skip without it: go tool -n builds it from the module cache and
+// names the binary, which the test runs itself, since stopping go tool
+// would leave the tool it started running.
 func startStripeMock(t *testing.T) string {
 	t.Helper()
+	if running := os.Getenv("STRIPE_MOCK_URL"); running != "" {
+		t.Logf("stripe-mock at %s (STRIPE_MOCK_URL)", running)
+		return strings.TrimRight(running, "/")
+	}
 	built, err := exec.Command("go", "tool", "-n", "stripe-mock").Output()
 	if err != nil {
 		t.Fatalf("go tool -n stripe-mock: %v", err)
