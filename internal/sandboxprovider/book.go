@@ -20,6 +20,9 @@ type book[R keyedRequest[R], A any] struct {
 	refused map[string]bool     // keys a busy_ or refuse_ fault has already turned away once
 	counts  *KeyCounters        // the kind's counters, inside the Provider's
 	nextID  int
+	// recorded, when set, is told every decision as it is recorded: the
+	// balance's journal (balance.go) books the money it moved.
+	recorded func(key string, answer A)
 }
 
 // keyedRequest is what a create call of one kind asks for.
@@ -104,6 +107,9 @@ func (b *book[R, A]) record(key string, answer A) {
 	e.answer, e.requests = &answer, 1
 	ref := e.req.fields().Reference
 	b.byRef[ref] = append(b.byRef[ref], key)
+	if b.recorded != nil {
+		b.recorded(key, answer)
+	}
 }
 
 // decide decides a key admitted as new: declined for a decline_

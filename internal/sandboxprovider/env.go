@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shopspring/decimal"
 )
 
 // ConfigFromEnv reads a Config from the environment, for
@@ -17,6 +19,13 @@ import (
 //	SANDBOX_FAULT_RATES  random faults for other references, e.g. "drop=0.05,bad_gateway=0.02"
 //	SANDBOX_FAULT_SEED   seed of the random faults, the webhooks' too (default 1)
 //	SANDBOX_AUTHORIZATION_TTL  how long an authorization's hold lasts (default 168h, at most 720h)
+//
+// and the balance (BalanceConfig):
+//
+//	SANDBOX_FEE_PERCENT      the share of a charge the provider keeps, e.g. 2.9 (default 0)
+//	SANDBOX_FEE_FIXED        added to every charge's fee, e.g. 0.30 (default 0)
+//	SANDBOX_PAYOUT_INTERVAL  how often what is not paid out yet is paid out (default never: POST /v1/payouts)
+//	SANDBOX_ACCOUNT          the account's id in its reports (default acct_sandbox)
 //
 // and the webhooks (WebhookConfig; none unless SANDBOX_WEBHOOK_URL is set):
 //
@@ -59,6 +68,21 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("SANDBOX_FAULT_RATES: %w", err))
 	}
 	cfg.FaultRates = rates
+	b := &cfg.Balance
+	for _, fee := range []struct {
+		name string
+		to   *decimal.Decimal
+	}{{"SANDBOX_FEE_PERCENT", &b.FeePercent}, {"SANDBOX_FEE_FIXED", &b.FeeFixed}} {
+		if v := getenv(fee.name); v != "" {
+			d, err := decimal.NewFromString(v)
+			if err != nil || d.IsNegative() {
+				errs = append(errs, fmt.Errorf("%s: must be a decimal of at least 0, got %q", fee.name, v))
+			}
+			*fee.to = d
+		}
+	}
+	b.PayoutInterval = duration("SANDBOX_PAYOUT_INTERVAL", 720*time.Hour)
+	b.Account = getenv("SANDBOX_ACCOUNT")
 
 	w := &cfg.Webhooks
 	w.URL, w.Secret = getenv("SANDBOX_WEBHOOK_URL"), getenv("SANDBOX_WEBHOOK_SECRET")
