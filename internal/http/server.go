@@ -62,6 +62,10 @@ type Deps struct {
 	// Tracing, when on, gives every API request a server span (tracing.go).
 	// Nil is off.
 	Tracing *telemetry.Tracing
+	// Reconciliation, if set, serves the operators' endpoints
+	// (/reconciliation/...) to OperatorClients.
+	Reconciliation  app.ReconciliationReader
+	OperatorClients []string
 }
 
 // NewHandler builds the service's HTTP handler.
@@ -117,6 +121,9 @@ func NewHandler(d Deps) http.Handler {
 		e.POST("/payments/:id/voids", transitions.voidPayment, auth)
 	}
 	e.GET("/orders/:orderId", (&orderHandlers{get: d.GetOrder}).getOrder, auth)
+	if d.Reconciliation != nil {
+		(&reconciliationHandlers{reader: d.Reconciliation, now: time.Now}).register(e, auth, d.OperatorClients)
+	}
 	// Signed by the provider, not called by a client: no API key.
 	for _, webhooks := range newWebhookHandlers(d, d.Registry) {
 		e.POST(webhookPath(webhooks.provider), webhooks.deliver)

@@ -40,6 +40,10 @@ type Deps struct {
 	// Expire, if set, settles lapsed authorizations after each completer
 	// run.
 	Expire *app.ExpireLapsedAuthorizations
+	// Reconcile, if set, is reconciliation (JobReconcile), over windows
+	// ReconcileWindow long that end when it runs.
+	Reconcile       *app.ReconcileBooks
+	ReconcileWindow time.Duration
 	// Logger gets one line per run.
 	Logger *slog.Logger
 	// Registry gets the jobs' metrics.
@@ -56,9 +60,12 @@ type Jobs struct {
 	saga     *app.SagaSteps
 	sagaAge  time.Duration
 	expire   *app.ExpireLapsedAuthorizations
-	logger   *slog.Logger
-	now      func() time.Time
-	m        metrics
+	// reconcile is nil when reconciliation is not scheduled.
+	reconcile       *app.ReconcileBooks
+	reconcileWindow time.Duration
+	logger          *slog.Logger
+	now             func() time.Time
+	m               metrics
 }
 
 // New builds the jobs and registers their metrics on d.Registry.
@@ -68,7 +75,7 @@ func New(d Deps) *Jobs {
 		now = time.Now
 	}
 	return &Jobs{purge: d.Purge, complete: d.Complete, saga: d.Saga, sagaAge: d.SagaUnresolvedAfter, expire: d.Expire,
-		logger: d.Logger, now: now, m: newMetrics(d.Registry)}
+		reconcile: d.Reconcile, reconcileWindow: d.ReconcileWindow, logger: d.Logger, now: now, m: newMetrics(d.Registry)}
 }
 
 // RunOnce runs every job once, in order: abandoned charges are completed
@@ -190,7 +197,7 @@ func newMetrics(reg prometheus.Registerer) metrics {
 	// Export zeros for every job and outcome: a counter series that first
 	// appears at 1 is invisible to increase() and rate(), so an alert on
 	// the first failed run would never fire.
-	for _, job := range []string{JobPurgeExpired, JobCompleteAbandonedCharges} {
+	for _, job := range []string{JobPurgeExpired, JobCompleteAbandonedCharges, JobReconcile} {
 		for _, outcome := range []string{"ok", "error", "interrupted"} {
 			m.runs.WithLabelValues(job, outcome)
 		}

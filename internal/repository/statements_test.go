@@ -45,6 +45,12 @@ var statementTexts = map[string]string{
 	"statements/provider_event_refund.sql":         reportedRefundText,
 	"statements/provider_event_transition.sql":     reportedTransitionText,
 	"statements/provider_event_contradiction.sql":  keepContradictionText,
+	"statements/reconcile_payments_in_window.sql":  reconcilePaymentsInWindowSQL,
+	"statements/reconcile_refunds_in_window.sql":   reconcileRefundsInWindowSQL,
+	"statements/reconcile_payments_by_ref.sql":     reconcilePaymentsByRefSQL,
+	"statements/reconcile_refunds_by_ref.sql":      reconcileRefundsByRefSQL,
+	"statements/reconcile_item_upsert.sql":         reconcileItemUpsertSQL,
+	"statements/reconcile_item_close.sql":          reconcileItemCloseSQL,
 	"testdata/refund_settle_alone.sql":             settleRefundSQL,
 	"testdata/refund_release_alone.sql":            releaseRefundAloneSQL,
 }
