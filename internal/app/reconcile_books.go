@@ -111,14 +111,15 @@ type ReconcilePolicy struct {
 	// the window (or after one decided in it, by a clock that runs ahead)
 	// is still read, and our records named by it too.
 	Margin time.Duration
-	// SettlementLag, PendingBound, HoldWarning and Fees are
-	// ReconcileWindow's.
+	// SettlementLag, PendingBound and HoldWarning are ReconcileWindow's.
 	SettlementLag, PendingBound, HoldWarning time.Duration
 	// HoldLifetime is how long after its authorization a hold lapses at
 	// the provider (7 days at the sandbox and Stripe); an AUTHORIZED
 	// payment's hold is taken to lapse then.
 	HoldLifetime time.Duration
-	Fees         *FeePolicy
+	// Fees, when set, is the contract's fee of a charge: a movement
+	// whose fee differs is reported.
+	Fees *FeePolicy
 }
 
 // ReconcileBooks is reconciliation's use case: it reads both sides of a

@@ -64,7 +64,9 @@ type Deps struct {
 	Tracing *telemetry.Tracing
 	// Reconciliation, if set, serves the operators' endpoints
 	// (/reconciliation/...) to OperatorClients.
-	Reconciliation  app.ReconciliationReader
+	Reconciliation app.ReconciliationReader
+	// OperatorClients are the clients (API_KEYS) that may read them
+	// (OPERATOR_CLIENTS); any other gets 403.
 	OperatorClients []string
 }
 

@@ -40,9 +40,10 @@ type Deps struct {
 	// Expire, if set, settles lapsed authorizations after each completer
 	// run.
 	Expire *app.ExpireLapsedAuthorizations
-	// Reconcile, if set, is reconciliation (JobReconcile), over windows
-	// ReconcileWindow long that end when it runs.
-	Reconcile       *app.ReconcileBooks
+	// Reconcile, if set, is reconciliation (JobReconcile).
+	Reconcile *app.ReconcileBooks
+	// ReconcileWindow is how far back a scheduled run looks from the time
+	// it runs (RECONCILE_WINDOW).
 	ReconcileWindow time.Duration
 	// Logger gets one line per run.
 	Logger *slog.Logger

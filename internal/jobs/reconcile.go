@@ -76,7 +76,7 @@ func NewReconciliationMetrics(reader app.ReconciliationReader, logger *slog.Logg
 	}
 }
 
-// Describe implements prometheus.Collector.
+// Describe implements prometheus.Collector: the three families, whatever the items.
 func (m *ReconciliationMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.open
 	ch <- m.unmatched

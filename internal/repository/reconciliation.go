@@ -95,7 +95,9 @@ const reconcileLockKey int64 = 0x7265636f6e63696c
 // a backlog may name many.
 const refsPerStatement = 10_000
 
-// BookedInWindow implements app.ReconciliationStore.
+// BookedInWindow implements app.ReconciliationStore: two statements over
+// the BRIN indexes on created_at, payments and refunds, each streamed row
+// by row.
 func (s *Reconciliation) BookedInWindow(ctx context.Context, from, to time.Time) (app.OurBooks, error) {
 	var books app.OurBooks
 	window := map[string]any{"from": from, "to": to}
@@ -215,7 +217,8 @@ func scanBookedRefund(r row) (app.BookedRefund, error) {
 	return f, nil
 }
 
-// OpenItems implements app.ReconciliationStore.
+// OpenItems implements app.ReconciliationStore over the partial index of
+// the open items.
 func (s *Reconciliation) OpenItems(ctx context.Context) ([]app.ReconciliationItem, error) {
 	items, err := scanItems(ctx, s.db, reconcileOpenItemsStmt, map[string]any{})
 	if err != nil {
@@ -281,7 +284,8 @@ func (s *Reconciliation) SaveRun(ctx context.Context, run app.ReconciliationRun,
 	return run, nil
 }
 
-// SaveFailedRun implements app.ReconciliationStore.
+// SaveFailedRun implements app.ReconciliationStore: the run alone, with
+// its error, and no item touched.
 func (s *Reconciliation) SaveFailedRun(ctx context.Context, run app.ReconciliationRun) error {
 	if run.Error == "" {
 		return errors.New("a failed run needs its error")

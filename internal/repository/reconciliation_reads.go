@@ -69,7 +69,7 @@ func runTargets(r *app.ReconciliationRun) []any {
 		&r.Payments, &r.Refunds, &r.Matched, &r.Found, &r.Expected, &r.Opened, &r.Closed}
 }
 
-// Run implements app.ReconciliationReader.
+// Run implements app.ReconciliationReader, by the run's primary key.
 func (s *Reconciliation) Run(ctx context.Context, id int64) (app.ReconciliationRun, error) {
 	var run app.ReconciliationRun
 	r, err := queryRow(ctx, s.db, reconcileRunStmt, map[string]any{"id": id})
@@ -85,7 +85,7 @@ func (s *Reconciliation) Run(ctx context.Context, id int64) (app.ReconciliationR
 	return run, nil
 }
 
-// Runs implements app.ReconciliationReader.
+// Runs implements app.ReconciliationReader, down the primary key from before.
 func (s *Reconciliation) Runs(ctx context.Context, before int64, limit int) ([]app.ReconciliationRun, error) {
 	var runs []app.ReconciliationRun
 	err := queryRows(ctx, s.db, reconcileRunsStmt, map[string]any{"before": before, "limit": limit}, func(r row) error {
@@ -100,7 +100,7 @@ func (s *Reconciliation) Runs(ctx context.Context, before int64, limit int) ([]a
 	return runs, nil
 }
 
-// Items implements app.ReconciliationReader.
+// Items implements app.ReconciliationReader, up the primary key from after.
 func (s *Reconciliation) Items(ctx context.Context, f app.ItemFilter, after int64, limit int) ([]app.ReconciliationItem, error) {
 	status := ""
 	if f.Open != nil {
@@ -114,7 +114,9 @@ func (s *Reconciliation) Items(ctx context.Context, f app.ItemFilter, after int6
 	return items, nil
 }
 
-// Stats implements app.ReconciliationReader.
+// Stats implements app.ReconciliationReader: the open items' counts and
+// amounts over their partial index, the last success over the
+// successful runs'.
 func (s *Reconciliation) Stats(ctx context.Context) (app.ReconciliationStats, error) {
 	st := app.ReconciliationStats{Open: map[app.MismatchClass]int{}, Unmatched: map[string]decimal.Decimal{}}
 	for _, c := range app.MismatchClasses {
@@ -156,7 +158,8 @@ func (s *Reconciliation) Stats(ctx context.Context) (app.ReconciliationStats, er
 	return st, nil
 }
 
-// DayRun implements app.ReconciliationReader.
+// DayRun implements app.ReconciliationReader: of the successful runs that
+// overlap the day, one that holds it whole first, the latest first.
 func (s *Reconciliation) DayRun(ctx context.Context, day time.Time) (app.ReconciliationRun, bool, error) {
 	var (
 		run   app.ReconciliationRun

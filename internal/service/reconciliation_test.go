@@ -7,9 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -314,4 +317,202 @@ func lastTransaction(t *testing.T, r *recon) sandboxprovider.BalanceTransaction 
 		t.Fatal("no balance transaction")
 	}
 	return all[len(all)-1]
+}
+
+// A lost answer is found by the first run, which hands it to the
+// completer: its lookup records the charge, and the next run closes the
+// item. Nothing else is found, before or after.
+func TestReconcileClosesALostAnswerTheCompleterSettled(t *testing.T) {
+	t.Parallel()
+	r := startRecon(t, nil)
+	r.cleanDay(t, 1)
+	r.charge(t, "drop_settled", "70.00", false, http.StatusServiceUnavailable)
+	r.awaitLocksExpired(t)
+	first := r.run(t)
+	open := r.items(t, "")
+	if got := classes(open); !slices.Equal(got, []string{"missing_in_service"}) || first.Lookups != 1 {
+		t.Fatalf("first run: %v, %d lookups, want [missing_in_service] and 1", got, first.Lookups)
+	}
+	if n := r.Count(t, `SELECT count(*) FROM payment WHERE external_payment_id = 'drop_settled' AND status = 'SUCCEEDED'`); n != 1 {
+		t.Fatalf("the completer did not settle the lost answer the run handed it")
+	}
+	second := r.run(t)
+	closed := r.items(t, "&status=closed")
+	if second.Found != 0 || second.Closed != 1 || len(r.items(t, "")) != 0 ||
+		len(closed) != 1 || closed[0].Key != open[0].Key {
+		t.Fatalf("second run %+v: closed %+v, want the first run's item", second, closed)
+	}
+}
+
+// awaitLocksExpired waits until no claim's lock is live: the completer
+// takes only an abandoned claim.
+func (r *recon) awaitLocksExpired(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for r.Count(t, `SELECT count(*) FROM idempotency_record WHERE status = 'IN_PROGRESS' AND locked_until > clock_timestamp()`) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("a claim's lock is still live after 10s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// faultyDay is a clean day with three faults that stay: an amount
+// changed, a movement twice, a payout that does not add up.
+func (r *recon) faultyDay(t *testing.T) {
+	t.Helper()
+	r.cleanDay(t, 2)
+	r.charge(t, "pi_changed", "40.00", false, http.StatusCreated)
+	if _, err := r.Provider.ChangeAmount(lastTransaction(t, r).ID, decimal.RequireFromString("44.00")); err != nil {
+		t.Fatal(err)
+	}
+	r.charge(t, "pi_twice", "40.00", false, http.StatusCreated)
+	if _, err := r.Provider.Duplicate(lastTransaction(t, r).ID); err != nil {
+		t.Fatal(err)
+	}
+	payouts := r.Provider.PayOut()
+	if _, err := r.Provider.ChangePayout(payouts[0].ID, decimal.RequireFromString("1.00")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var faultyDayClasses = []string{"amount_differs", "batch_unbalanced", "moved_twice"}
+
+// The same window run again, twice at once (two replicas, each its own
+// pool), and after a run killed with SIGKILL in the middle of keeping
+// its items: the same items every time, none twice.
+func TestReconcileRerunsConcurrentRunsAndAKilledRunLeaveTheSameItems(t *testing.T) {
+	t.Parallel()
+	r := startRecon(t, nil)
+	r.faultyDay(t)
+	to := time.Now().UTC()
+	window := func(t *testing.T) app.ReconciliationRun {
+		t.Helper()
+		run, err := service.Reconcile(context.Background(), r.cfg, slog.New(slog.DiscardHandler), r.from, to, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return run
+	}
+	keys := func() []string {
+		var out []string
+		for _, it := range r.items(t, "&status=all") {
+			out = append(out, it.Key)
+		}
+		slices.Sort(out)
+		return out
+	}
+
+	first := window(t)
+	want := keys()
+	if got := classes(r.items(t, "")); !slices.Equal(got, faultyDayClasses) || first.Opened != 3 {
+		t.Fatalf("first run: %v (%+v), want %v", got, first, faultyDayClasses)
+	}
+
+	again := window(t)
+	if got := keys(); !slices.Equal(got, want) || again.Found != 3 || again.Opened != 0 || again.Closed != 0 {
+		t.Fatalf("the window again: %v (%+v), want %v, none opened or closed", got, again, want)
+	}
+
+	done := make(chan app.ReconciliationRun, 2)
+	for range 2 {
+		go func() {
+			run, err := service.Reconcile(context.Background(), r.cfg, slog.New(slog.DiscardHandler), r.from, to, nil)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- run
+		}()
+	}
+	<-done
+	<-done
+	if got := keys(); !slices.Equal(got, want) {
+		t.Fatalf("after two runs at once: %v, want %v", got, want)
+	}
+
+	// A run killed while it waits for the runs' lock inside its
+	// transaction, its books read: nothing of it is kept.
+	runsBefore := r.Count(t, `SELECT count(*) FROM reconciliation_run`)
+	r.killRunMidway(t, to)
+	if got := keys(); !slices.Equal(got, want) || r.Count(t, `SELECT count(*) FROM reconciliation_run`) != runsBefore {
+		t.Fatalf("after a killed run: %v and %d runs, want %v and %d", got, r.Count(t, `SELECT count(*) FROM reconciliation_run`), want, runsBefore)
+	}
+	last := window(t)
+	if got := keys(); !slices.Equal(got, want) || last.Found != 3 || last.Opened != 0 {
+		t.Fatalf("after a killed run and another: %v (%+v), want %v", got, last, want)
+	}
+	if n := r.Count(t, `SELECT count(*) FROM reconciliation_item`); n != len(want) {
+		t.Fatalf("%d item rows for %d keys", n, len(want))
+	}
+}
+
+// reconcileLockKey is the advisory lock a run's transaction takes before
+// it writes (internal/repository's reconcileLockKey).
+const reconcileLockKey int64 = 0x7265636f6e63696c
+
+// killRunMidway runs a reconciliation of [r.from, to) in a child copy of
+// this test binary (reconcileChild), holds the runs' lock so the child
+// stops inside its transaction, with both books read, and kills it with
+// SIGKILL there.
+func (r *recon) killRunMidway(t *testing.T, to time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	holder, err := r.DB.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release()
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, reconcileLockKey); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, reconcileLockKey) }()
+
+	cmd := exec.Command(os.Args[0], "-test.run", "^$") //nolint:gosec // G702: this test binary, run again as the child
+	cmd.Env = append(os.Environ(), "RECONCILE_CHILD=1",
+		"RECONCILE_CHILD_FROM="+r.from.Format(time.RFC3339Nano), "RECONCILE_CHILD_TO="+to.Format(time.RFC3339Nano))
+	for k, v := range r.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for r.Count(t, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`) == 0 {
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatal("the child's run never reached the runs' lock")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+}
+
+// reconcileChild is the child of killRunMidway: when this binary runs as
+// one, it runs a reconciliation of the window its environment names and
+// exits; it reports whether it was one.
+func reconcileChild() bool {
+	if os.Getenv("RECONCILE_CHILD") != "1" {
+		return false
+	}
+	cfg, err := config.Load(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	from, err1 := time.Parse(time.RFC3339Nano, os.Getenv("RECONCILE_CHILD_FROM"))
+	to, err2 := time.Parse(time.RFC3339Nano, os.Getenv("RECONCILE_CHILD_TO"))
+	if err1 != nil || err2 != nil {
+		fmt.Fprintln(os.Stderr, err1, err2)
+		os.Exit(2)
+	}
+	if _, err := service.Reconcile(context.Background(), cfg, slog.New(slog.DiscardHandler), from, to, nil); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+	return true
 }
