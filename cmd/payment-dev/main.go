@@ -55,10 +55,12 @@ import (
 
 // devDefaults are the dev stack's settings where the environment says
 // nothing. The saga client (SAGA_CLIENT_ID's default) has a key so that the
-// tour can read the payment a saga step made over HTTP.
+// tour can read the payment a saga step made over HTTP, and the demo's
+// client reads reconciliation's endpoints.
 var devDefaults = map[string]string{
-	"HTTP_ADDR": "127.0.0.1:8080",
-	"API_KEYS":  "demo-client:demo-secret,saga:saga-secret",
+	"HTTP_ADDR":        "127.0.0.1:8080",
+	"API_KEYS":         "demo-client:demo-secret,saga:saga-secret",
+	"OPERATOR_CLIENTS": "demo-client",
 }
 
 func main() {
