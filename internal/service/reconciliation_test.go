@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/example/payment-service/internal/app"
 	"github.com/example/payment-service/internal/config"
+	"github.com/example/payment-service/internal/provider/payoutreport"
 	"github.com/example/payment-service/internal/sandboxprovider"
 	"github.com/example/payment-service/internal/service"
 	"github.com/example/payment-service/internal/servicetest"
@@ -515,4 +517,34 @@ func reconcileChild() bool {
 	}
 	os.Exit(0)
 	return true
+}
+
+// The sandbox's itemized payout reconciliation report, downloaded and fed
+// to a run, finds what its API finds.
+func TestReconcileFromTheProvidersReport(t *testing.T) {
+	t.Parallel()
+	r := startRecon(t, nil)
+	r.faultyDay(t)
+	to := time.Now().UTC()
+	q := url.Values{"created[gte]": {r.from.Add(-r.cfg.Reconciliation.Margin).Format(time.RFC3339Nano)}, "created[lt]": {to.Format(time.RFC3339Nano)}}
+	resp, err := http.Get(r.Provider.URL + "/v1/reports/payout_reconciliation.csv?" + q.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	books, err := payoutreport.Parse(resp.Body, payoutreport.Options{Account: sandboxprovider.DefaultAccount})
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := service.Reconcile(context.Background(), r.cfg, slog.New(slog.DiscardHandler), r.from, to, payoutreport.Ledger{Report: books})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := classes(r.items(t, "")); !slices.Equal(got, faultyDayClasses) || run.Found != 3 {
+		t.Fatalf("from the report: %v (%+v), want %v", got, run, faultyDayClasses)
+	}
+	api := r.run(t)
+	if api.Found != 3 || api.Opened != 0 || api.Closed != 0 || api.Matched != run.Matched {
+		t.Fatalf("from the API after the report: %+v; the report's run %+v", api, run)
+	}
 }

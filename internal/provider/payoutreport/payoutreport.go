@@ -112,10 +112,10 @@ func Parse(r io.Reader, o Options) (app.ProviderBooks, error) {
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		line, _ := cr.FieldPos(0)
 		if err != nil {
 			return app.ProviderBooks{}, fmt.Errorf("%w: %w", ErrReport, err) // csv.ParseError names the line
 		}
+		line, _ := cr.FieldPos(0)
 		if err := p.row(rec, line, &books); err != nil {
 			return app.ProviderBooks{}, fmt.Errorf("%w: line %d: %w", ErrReport, line, err)
 		}
