@@ -25,6 +25,7 @@ import (
 	"github.com/example/payment-service/internal/sandboxprovider"
 	"github.com/example/payment-service/internal/service"
 	"github.com/example/payment-service/internal/servicetest"
+	"github.com/example/payment-service/internal/stripefake"
 	"github.com/example/payment-service/internal/testdb"
 )
 
@@ -59,6 +60,9 @@ type recon struct {
 	cfg   config.Config
 	from  time.Time // the day's window starts here
 	order int64
+	// provider and method are what a charge names: the sandbox, or
+	// Stripe with a payment method of its fake's.
+	provider, method string
 }
 
 func startRecon(t *testing.T, env map[string]string) *recon {
@@ -76,7 +80,7 @@ func startRecon(t *testing.T, env map[string]string) *recon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &recon{Service: svc, cfg: cfg, from: time.Now().Add(-time.Minute).UTC(), order: 1000}
+	return &recon{Service: svc, cfg: cfg, from: time.Now().Add(-time.Minute).UTC(), order: 1000, provider: "sandbox"}
 }
 
 // run reconciles the window from r.from to now, as the scheduled job does.
@@ -129,9 +133,17 @@ func (r *recon) charge(t *testing.T, external, amount string, manual bool, want 
 		`INSERT INTO order_projection (order_id, customer_id, amount, currency) VALUES ($1, 42, $2, 'RUB')`, r.order, amount); err != nil {
 		t.Fatal(err)
 	}
-	body := fmt.Sprintf(`{"orderId":%d,"customerId":42,"amount":%q,"currency":"RUB","paymentProvider":"sandbox","externalPaymentId":%q`, r.order, amount, external)
+	body := fmt.Sprintf(`{"orderId":%d,"customerId":42,"amount":%q,"currency":"RUB","paymentProvider":%q,"externalPaymentId":%q`,
+		r.order, amount, r.provider, external)
 	if manual {
 		body += `,"captureMethod":"manual"`
+	}
+	if r.method != "" {
+		method := r.method
+		if strings.HasPrefix(external, "decline_") {
+			method = stripefake.PMDeclined
+		}
+		body += `,"paymentMethod":"` + method + `"`
 	}
 	var p struct {
 		ID int64 `json:"id"`
@@ -185,7 +197,7 @@ func (r *recon) cleanDay(t *testing.T, n int) {
 		voided := r.charge(t, fmt.Sprintf("pi_voided_%d", i), "20.00", true, http.StatusCreated)
 		r.void(t, voided)
 		if i == n/2 {
-			r.Provider.PayOut()
+			r.payOut()
 		}
 	}
 }
@@ -546,5 +558,67 @@ func TestReconcileFromTheProvidersReport(t *testing.T) {
 	api := r.run(t)
 	if api.Found != 3 || api.Opened != 0 || api.Closed != 0 || api.Matched != run.Matched {
 		t.Fatalf("from the API after the report: %+v; the report's run %+v", api, run)
+	}
+}
+
+// payOut pays out what the provider has not paid out yet.
+func (r *recon) payOut() {
+	if r.Stripe != nil {
+		r.Stripe.PayOut()
+		return
+	}
+	r.Provider.PayOut()
+}
+
+// Against Stripe (its stateful fake, its balance read by the Stripe
+// adapter, our references in metadata): a clean day with Stripe's fee
+// reconciles to nothing; a lost answer and a refund made in Stripe's
+// Dashboard (no metadata of ours) are each found as missing_in_service.
+func TestReconcileAgainstStripe(t *testing.T) {
+	t.Parallel()
+	vars := map[string]string{}
+	for k, v := range reconEnv {
+		vars[k] = v
+	}
+	svc := servicetest.Start(t, servicetest.Options{DSN: testdb.New(t), Env: vars, Stripe: &servicetest.StripeOptions{
+		Fake: stripefake.Config{FeeBasisPoints: 290, FeeFixed: 30}, NoWebhooks: true}})
+	cfg, err := config.Load(func(k string) string { return svc.Env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &recon{Service: svc, cfg: cfg, from: time.Now().Add(-time.Minute).UTC(), order: 1000, provider: "stripe", method: stripefake.PMVisa}
+	r.cleanDay(t, 2)
+	clean := r.run(t)
+	if clean.Found != 0 || clean.Matched != 2*7 || clean.Payouts != 1 {
+		t.Fatalf("a clean day at Stripe: %+v, items %+v", clean, r.items(t, "&status=all"))
+	}
+
+	r.Stripe.FailNext("stripe:pi_lost", stripefake.FaultDrop)
+	r.charge(t, "pi_lost", "70.00", false, http.StatusServiceUnavailable)
+	dashboard := r.charge(t, "pi_dashboard", "40.00", false, http.StatusCreated)
+	intent, ok := r.Stripe.PaymentIntentByMetadata("provider_key", "stripe:pi_dashboard")
+	if !ok {
+		t.Fatalf("no PaymentIntent of payment %d", dashboard)
+	}
+	req, _ := http.NewRequest(http.MethodPost, r.Stripe.URL+"/v1/refunds", strings.NewReader(url.Values{"payment_intent": {intent.ID}, "amount": {"1500"}}.Encode()))
+	req.Header.Set("Authorization", "Bearer "+servicetest.StripeSecretKey)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a refund in the Dashboard: %d", resp.StatusCode)
+	}
+	r.awaitLocksExpired(t)
+	run := r.run(t)
+	found := r.items(t, "")
+	if got := classes(found); !slices.Equal(got, []string{"missing_in_service", "missing_in_service"}) || run.Lookups != 1 {
+		t.Fatalf("found %v (%+v), want a lost answer and a Dashboard's refund: %+v", got, run, found)
+	}
+	after := r.run(t)
+	if after.Closed != 1 || len(r.items(t, "")) != 1 {
+		t.Fatalf("after the completer's lookup: %+v, open %+v; want the lost answer's item closed", after, r.items(t, ""))
 	}
 }
