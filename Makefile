@@ -139,7 +139,7 @@ test-fault-rolling-long:
 # to keep them); without -fuzz, `make test` runs every target over that
 # corpus.
 FUZZTIME ?= 20s
-FUZZ_TARGETS = ./internal/http:FuzzDecodeCharge ./internal/http:FuzzDecodeRefund ./internal/http:FuzzParseIdempotencyKey ./internal/http:FuzzWellFormedChargeAgreesWithTheThoroughDecoder ./internal/app:FuzzCommandHash ./internal/consumer:FuzzDecodeOrderEvent
+FUZZ_TARGETS = ./internal/http:FuzzDecodeCharge ./internal/http:FuzzDecodeRefund ./internal/http:FuzzParseIdempotencyKey ./internal/http:FuzzWellFormedChargeAgreesWithTheThoroughDecoder ./internal/app:FuzzCommandHash ./internal/consumer:FuzzDecodeOrderEvent ./internal/provider/payoutreport:FuzzParse
 fuzz:
 	@FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh $(FUZZ_TARGETS)
 

@@ -19,7 +19,9 @@
 // payment.replies, the step's payment read by the saga's client, a
 // CompensateCharge.v1 answered PaymentStepCompensated.v1, and the charge
 // step re-sent, answered with its stored reply; it fails if a reply does
-// not come within a minute.
+// not come within a minute. And reconciliation (reconcile.go): a charge
+// whose answer and webhook are lost, found by a run as missing_in_service,
+// recorded by the client's retry, its item closed by the next run.
 //
 //	API_URL        default http://127.0.0.1:8080
 //	API_KEY        default demo-secret
@@ -232,7 +234,15 @@ func run(ctx context.Context) error {
 	if err := d.twoStep(ctx, orderID+6_000_000, orderID+7_000_000); err != nil {
 		return err
 	}
-	return d.saga(ctx, orderID+4_000_000)
+	if err := d.saga(ctx, orderID+4_000_000); err != nil {
+		return err
+	}
+	reconOrder := orderID + 8_000_000
+	step("%d. publish OrderCreated.v1 for order %d", reconciliationSteps-1, reconOrder)
+	if err := d.createOrder(ctx, uuid.Must(uuid.NewV7()), uuid.New(), reconOrder); err != nil {
+		return err
+	}
+	return d.reconciliation(ctx, reconOrder)
 }
 
 // refundSteps numbers the refund's steps, after the charge's six.

@@ -68,10 +68,17 @@ import (
 
 // devDefaults are the dev stack's settings where the environment says
 // nothing. The saga client (SAGA_CLIENT_ID's default) has a key so that the
-// tour can read the payment a saga step made over HTTP.
+// tour can read the payment a saga step made over HTTP; the demo's client
+// reads reconciliation's endpoints, and reconciliation runs every 10
+// seconds over the last day, so the tour sees a run find an item and the
+// next close it.
 var devDefaults = map[string]string{
-	"HTTP_ADDR": "127.0.0.1:8080",
-	"API_KEYS":  "demo-client:demo-secret,saga:saga-secret",
+	"HTTP_ADDR":                "127.0.0.1:8080",
+	"API_KEYS":                 "demo-client:demo-secret,saga:saga-secret",
+	"OPERATOR_CLIENTS":         "demo-client",
+	"RECONCILE_CRON":           "*/10 * * * * *",
+	"RECONCILE_WINDOW":         "24h",
+	"RECONCILE_SETTLEMENT_LAG": "2s",
 }
 
 func main() {

@@ -3,6 +3,8 @@
 //	payment-service [serve]               serve HTTP (the default)
 //	payment-service migrate up|down|status
 //	payment-service cleanup               run the retention and completer jobs once
+//	payment-service reconcile [-from T] [-to T] [-report FILE] [-account ID]
+//	                                      reconcile a window once (docs/reconciliation.md)
 //	payment-service healthcheck           exit 0 if the local server is ready
 //
 // Configuration comes from the environment; see docs/operations.md.
@@ -12,16 +14,20 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/example/payment-service/db/migrations"
+	"github.com/example/payment-service/internal/app"
 	"github.com/example/payment-service/internal/config"
 	healthcheckpkg "github.com/example/payment-service/internal/healthcheck"
+	"github.com/example/payment-service/internal/provider/payoutreport"
 	"github.com/example/payment-service/internal/service"
 )
 
@@ -34,7 +40,7 @@ func main() {
 	}
 }
 
-const usage = `usage: payment-service [serve | migrate up|down|status | cleanup | healthcheck]`
+const usage = `usage: payment-service [serve | migrate up|down|status | cleanup | reconcile [-from T] [-to T] [-report FILE] [-account ID] | healthcheck]`
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	cmd := "serve"
@@ -51,6 +57,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return migrate(ctx, args[0], getenv, stdout)
 	case "cleanup":
 		return cleanup(ctx, getenv, stdout)
+	case "reconcile":
+		return reconcile(ctx, args, getenv, stdout)
 	case "healthcheck":
 		return healthcheck(ctx, getenv)
 	case "help", "-h", "--help":
@@ -83,6 +91,54 @@ func cleanup(ctx context.Context, getenv func(string) string, stdout io.Writer) 
 	}
 	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	return service.Cleanup(ctx, cfg, logger)
+}
+
+// reconcile runs one reconciliation of a window, by default the last
+// RECONCILE_WINDOW, and prints the run. With -report, the provider's side
+// is that itemized payout reconciliation CSV (of the account -account, if
+// given): read whole first, so a bad report stores nothing.
+func reconcile(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return fmt.Errorf("configuration:\n%w", err)
+	}
+	flags := flag.NewFlagSet("reconcile", flag.ContinueOnError)
+	flags.SetOutput(stdout)
+	now := time.Now().UTC().Truncate(time.Second)
+	from := flags.String("from", now.Add(-cfg.Reconciliation.Window).Format(time.RFC3339), "the window's start (RFC 3339)")
+	to := flags.String("to", now.Format(time.RFC3339), "the window's end, excluded (RFC 3339)")
+	reportFile := flags.String("report", "", "an itemized payout reconciliation report (CSV) to read the provider's side from")
+	account := flags.String("account", "", "the account the report must be of (connected_account_id)")
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
+	window := [2]time.Time{}
+	for i, v := range []string{*from, *to} {
+		if window[i], err = time.Parse(time.RFC3339Nano, v); err != nil {
+			return fmt.Errorf("reconcile: %q is not an RFC 3339 time", v)
+		}
+	}
+	var report app.ProviderLedger
+	if *reportFile != "" {
+		f, err := os.Open(*reportFile)
+		if err != nil {
+			return err
+		}
+		books, err := payoutreport.Parse(f, payoutreport.Options{Account: *account})
+		_ = f.Close() // read whole; nothing to lose
+		if err != nil {
+			return fmt.Errorf("%s: %w", *reportFile, err)
+		}
+		report = payoutreport.Ledger{Report: books}
+	}
+	logger := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	run, err := service.Reconcile(ctx, cfg, logger, window[0], window[1], report)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "run %d: %d matched, %d found (%d opened, %d closed), %d still settling\n",
+		run.ID, run.Matched, run.Found, run.Opened, run.Closed, run.Expected)
+	return err
 }
 
 func migrate(ctx context.Context, direction string, getenv func(string) string, stdout io.Writer) error {

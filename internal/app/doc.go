@@ -28,6 +28,10 @@
 //     a provider received (a 202) and whose event has not come, and record
 //     what it decided (received_modifications.go).
 //   - PurgeExpired: delete what is past its retention (purge_expired.go).
+//   - ReconcileBooks: compare the provider's books with ours over a window
+//     (Reconcile, reconcile.go) and keep what disagrees as items, each
+//     open until a later run judges it again and does not find it
+//     (reconcile_books.go).
 //
 // And one that reaches the commands by another transport:
 //

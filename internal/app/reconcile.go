@@ -211,10 +211,37 @@ const (
 	FeeDiffers MismatchClass = "fee_differs"
 )
 
+// MismatchSubject is what a mismatch is about: what a run must have
+// compared for its not finding the mismatch again to mean that it is
+// resolved (JudgedAgain).
+type MismatchSubject string
+
+const (
+	// SubjectPayment: a payment's movements at the provider (its charges,
+	// reversals, disputes); Ref is the payment's.
+	SubjectPayment MismatchSubject = "payment"
+	// SubjectRefund: the movements at the provider that name our refund;
+	// Ref is the refund's.
+	SubjectRefund MismatchSubject = "refund"
+	// SubjectPaymentRefunds: a payment's refunds at the provider that carry
+	// no reference of ours; Ref is the payment's.
+	SubjectPaymentRefunds MismatchSubject = "payment_refunds"
+	// SubjectOurPayment: our payment as we hold it; Ref is its.
+	SubjectOurPayment MismatchSubject = "our_payment"
+	// SubjectOurRefund: our refund as we hold it; Ref is its.
+	SubjectOurRefund MismatchSubject = "our_refund"
+	// SubjectMovement: one movement (its fee); ProviderID is its id.
+	SubjectMovement MismatchSubject = "movement"
+	// SubjectPayout: one payout; ProviderID is its id.
+	SubjectPayout MismatchSubject = "payout"
+)
+
 // Mismatch is one disagreement, with both sides' references and amounts.
 type Mismatch struct {
 	// Class is what kind it is.
 	Class MismatchClass
+	// Subject is what it is about.
+	Subject MismatchSubject
 	// Key identifies it across runs: the same disagreement found again by
 	// a later run over an overlapping window has the same key.
 	Key string
@@ -337,7 +364,7 @@ func (r *reconciler) payment(ref string, movements []ProviderMovement) {
 	if r.w.Fees != nil {
 		for _, c := range charges {
 			if want := r.w.Fees.Fee(c.Gross); !c.Fee.Equal(want) {
-				r.add(Mismatch{Class: FeeDiffers, Key: mismatchKey(FeeDiffers, c.ID), Ref: ref, ProviderID: c.ID,
+				r.add(Mismatch{Class: FeeDiffers, Subject: SubjectMovement, Key: mismatchKey(FeeDiffers, c.ID), Ref: ref, ProviderID: c.ID,
 					Ours: want, Theirs: c.Fee, OurCurrency: c.Currency, TheirCurrency: c.Currency,
 					Detail: fmt.Sprintf("fee %s of a charge of %s; the contract's is %s", c.Fee, c.Gross, want)})
 			}
@@ -345,7 +372,7 @@ func (r *reconciler) payment(ref string, movements []ProviderMovement) {
 	}
 	p, held := r.payments[ref]
 	mk := func(class MismatchClass, detail string) Mismatch {
-		return Mismatch{Class: class, Key: mismatchKey(class, ref), Ref: ref, PaymentID: p.ID, ProviderID: first.ID,
+		return Mismatch{Class: class, Subject: SubjectPayment, Key: mismatchKey(class, ref), Ref: ref, PaymentID: p.ID, ProviderID: first.ID,
 			Ours: p.Taken, OurCurrency: p.Currency, Theirs: taken, TheirCurrency: first.Currency, Detail: detail}
 	}
 	switch {
@@ -399,7 +426,7 @@ func (r *reconciler) refund(ref string, movements []ProviderMovement) {
 	first := movements[0]
 	f, held := r.refunds[ref]
 	mk := func(class MismatchClass, detail string) Mismatch {
-		return Mismatch{Class: class, Key: mismatchKey(class, ref), Ref: ref, RefundID: f.ID, ProviderID: first.ID,
+		return Mismatch{Class: class, Subject: SubjectRefund, Key: mismatchKey(class, ref), Ref: ref, RefundID: f.ID, ProviderID: first.ID,
 			Ours: f.Amount, OurCurrency: f.Currency, Theirs: given, TheirCurrency: first.Currency, Detail: detail}
 	}
 	switch {
@@ -451,7 +478,7 @@ func (r *reconciler) unreferencedRefunds(ref string, movements []ProviderMovemen
 		}
 	}
 	p := r.payments[ref]
-	m := Mismatch{Key: ref, Ref: ref, PaymentID: p.ID, ProviderID: first.ID, Ours: ours, OurCurrency: p.Currency,
+	m := Mismatch{Subject: SubjectPaymentRefunds, Key: ref, Ref: ref, PaymentID: p.ID, ProviderID: first.ID, Ours: ours, OurCurrency: p.Currency,
 		Theirs: given, TheirCurrency: first.Currency}
 	switch {
 	case ours.Equal(given):
@@ -483,7 +510,7 @@ func (r *reconciler) ourSide(byPayment map[string][]ProviderMovement, refundsMat
 	for _, ref := range sortedKeys(r.payments) {
 		p := r.payments[ref]
 		mk := func(class MismatchClass, detail string) Mismatch {
-			return Mismatch{Class: class, Key: mismatchKey(class, ref), Ref: ref, PaymentID: p.ID,
+			return Mismatch{Class: class, Subject: SubjectOurPayment, Key: mismatchKey(class, ref), Ref: ref, PaymentID: p.ID,
 				Ours: p.Taken, OurCurrency: p.Currency, Detail: detail}
 		}
 		switch {
@@ -503,7 +530,7 @@ func (r *reconciler) ourSide(byPayment map[string][]ProviderMovement, refundsMat
 	for _, ref := range sortedKeys(r.refunds) {
 		f := r.refunds[ref]
 		mk := func(class MismatchClass, detail string) Mismatch {
-			return Mismatch{Class: class, Key: mismatchKey(class, ref), Ref: ref, RefundID: f.ID,
+			return Mismatch{Class: class, Subject: SubjectOurRefund, Key: mismatchKey(class, ref), Ref: ref, RefundID: f.ID,
 				Ours: f.Amount, OurCurrency: f.Currency, Detail: detail}
 		}
 		switch {
@@ -530,7 +557,7 @@ func (r *reconciler) payouts(theirs ProviderBooks) {
 	}
 	for _, p := range theirs.Payouts {
 		if sum := net[p.ID]; !sum.Equal(p.Amount) {
-			r.add(Mismatch{Class: BatchUnbalanced, Key: mismatchKey(BatchUnbalanced, p.ID), ProviderID: p.ID,
+			r.add(Mismatch{Class: BatchUnbalanced, Subject: SubjectPayout, Key: mismatchKey(BatchUnbalanced, p.ID), ProviderID: p.ID,
 				Ours: sum, OurCurrency: p.Currency, Theirs: p.Amount, TheirCurrency: p.Currency,
 				Detail: fmt.Sprintf("the payout is %s; its movements' net adds up to %s", p.Amount, sum)})
 		}

@@ -232,8 +232,21 @@ func TestReconcileFindsEachFaultAsItsClass(t *testing.T) {
 				t.Errorf("expected %v, want %v: %+v", classes, tc.expected, got.Expected)
 			}
 			for _, m := range got.Mismatches {
-				if m.Key == "" || m.Detail == "" {
-					t.Errorf("a mismatch without its key or its detail: %+v", m)
+				if m.Key == "" || m.Detail == "" || m.Subject == "" {
+					t.Errorf("a mismatch without its key, its subject or its detail: %+v", m)
+				}
+			}
+			// What it finds it judged: a later run over the same books,
+			// finding it again, would have closed it had it gone; a run
+			// over books without its subject judges nothing.
+			for i, judged := range app.JudgedAgain(w, ours, theirs, got.Mismatches) {
+				if !judged {
+					t.Errorf("found but not judged: %+v", got.Mismatches[i])
+				}
+			}
+			for i, judged := range app.JudgedAgain(w, app.OurBooks{}, app.ProviderBooks{}, got.Mismatches) {
+				if judged {
+					t.Errorf("judged over empty books: %+v", got.Mismatches[i])
 				}
 			}
 			// The same books give the same items, keyed alike: a window run

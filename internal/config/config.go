@@ -113,6 +113,12 @@ type Config struct {
 	// ReplayCache is the replica's cache of completed keys
 	// (replay_cache.go).
 	ReplayCache ReplayCache
+	// Reconciliation is the reconciliation job's (reconciliation.go).
+	Reconciliation Reconciliation
+	// OperatorClients (OPERATOR_CLIENTS, default none) are the clients of
+	// API_KEYS that may read the operators' endpoints
+	// (/reconciliation/...): every payment's, whichever client made it.
+	OperatorClients []string
 
 	// Outbox relay (internal/outbox); it runs only when KafkaBrokers is set.
 
@@ -267,6 +273,8 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	cfg.Retention = p.retention()
 	cfg.ReplayCache = p.replayCache()
+	cfg.Reconciliation = p.reconciliation()
+	cfg.OperatorClients = p.operatorClients(cfg.APIKeys)
 
 	cfg.PaymentEventsTopic = p.topic("PAYMENT_EVENTS_TOPIC", "payment.events")
 	cfg.OutboxBatchSize = p.positiveInt("OUTBOX_BATCH_SIZE", 100)

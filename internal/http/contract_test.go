@@ -26,7 +26,7 @@ import (
 func TestContractOpenAPI(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := startService(t, map[string]string{"WEBHOOK_SECRETS": webhookSecret})
+	s := startService(t, map[string]string{"WEBHOOK_SECRETS": webhookSecret, "OPERATOR_CLIENTS": "demo-client"})
 	router := specRouter(t, s.url)
 	s.addOrder(t, 1001, 42, "100.50", "RUB")
 	s.addOrder(t, 1002, 42, "3.00", "JPY")
@@ -38,6 +38,9 @@ func TestContractOpenAPI(t *testing.T) {
 		VALUES (1004, 42, 100.5, 'RUB', '0193a3c8-7a4e-7cc1-8a1e-3f0e2b6c9d01', '2026-11-29T10:00:00Z', '0193a3c8-7a4e-7cc1-8a1e-3f0e2b6c9d02')`); err != nil {
 		t.Fatal(err)
 	}
+
+	keepReconciliationRun(t, s.db)
+	operatorOnly := map[string]string{"Authorization": "Bearer " + otherKey}
 
 	charge := chargeBody(1001, 42, "100.50", "RUB", "pi_contract")
 	refund := `{"amount":"10.00","externalRefundId":"re_contract"}`
@@ -136,6 +139,24 @@ func TestContractOpenAPI(t *testing.T) {
 		{name: "webhook not an event", method: "POST", path: "/webhooks/sandbox", noAuth: true, body: `{"id":"evt_x"}`, headers: signed(`{"id":"evt_x"}`), wantStatus: 400, specRejects: true},
 		{name: "webhook amount as number", method: "POST", path: "/webhooks/sandbox", noAuth: true, body: amountNumber, headers: signed(amountNumber), wantStatus: 400, specRejects: true},
 		{name: "webhook wrong content type", method: "POST", path: "/webhooks/sandbox", noAuth: true, contentType: "text/plain", body: agreeing, headers: signed(agreeing), wantStatus: 415, specRejects: true},
+		{name: "reconciliation runs", method: "GET", path: "/reconciliation/runs", wantStatus: 200},
+		{name: "reconciliation runs, a page", method: "GET", path: "/reconciliation/runs?before=2&limit=1", wantStatus: 200},
+		{name: "reconciliation runs, limit zero", method: "GET", path: "/reconciliation/runs?limit=0", wantStatus: 400, specRejects: true},
+		{name: "reconciliation runs, not an operator", method: "GET", path: "/reconciliation/runs", headers: operatorOnly, wantStatus: 403},
+		{name: "reconciliation runs, no auth", method: "GET", path: "/reconciliation/runs", noAuth: true, wantStatus: 401, specRejects: true},
+		{name: "reconciliation run", method: "GET", path: "/reconciliation/runs/1", wantStatus: 200},
+		{name: "reconciliation run missing", method: "GET", path: "/reconciliation/runs/424242", wantStatus: 404},
+		{name: "reconciliation run id zero", method: "GET", path: "/reconciliation/runs/0", wantStatus: 400, specRejects: true},
+		{name: "reconciliation run's items", method: "GET", path: "/reconciliation/runs/1/items", wantStatus: 200},
+		{name: "reconciliation items of a missing run", method: "GET", path: "/reconciliation/runs/424242/items", wantStatus: 404},
+		{name: "reconciliation items", method: "GET", path: "/reconciliation/items", wantStatus: 200},
+		{name: "reconciliation items, a page", method: "GET", path: "/reconciliation/items?status=all&class=amount_differs&currency=RUB&limit=1", wantStatus: 200},
+		{name: "reconciliation items, no such status", method: "GET", path: "/reconciliation/items?status=solved", wantStatus: 400, specRejects: true},
+		{name: "reconciliation items, no such class", method: "GET", path: "/reconciliation/items?class=lost", wantStatus: 400, specRejects: true},
+		{name: "reconciliation items, a currency of the right shape but unknown", method: "GET", path: "/reconciliation/items?currency=AAA", wantStatus: 400, specBlind: true},
+		{name: "reconciliation summary", method: "GET", path: "/reconciliation/summary", wantStatus: 200},
+		{name: "reconciliation page", method: "GET", path: "/reconciliation?day=2026-12-07", wantStatus: 200},
+		{name: "reconciliation page, not a day", method: "GET", path: "/reconciliation?day=yesterday", wantStatus: 400, specRejects: true},
 		{name: "healthz", method: "GET", path: "/healthz", wantStatus: 200},
 		{name: "readyz", method: "GET", path: "/readyz", wantStatus: 200},
 		{name: "health", method: "GET", path: "/health", wantStatus: 200},

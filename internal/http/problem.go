@@ -105,6 +105,8 @@ const (
 	codeWebhookSignatureInvalid = "webhook-signature-invalid"
 	codeWebhookEventInvalid     = "webhook-event-invalid"
 	codeWebhookObjectUnknown    = "webhook-object-unknown"
+	codeForbidden               = "forbidden"
+	codeRunNotFound             = "reconciliation-run-not-found"
 	codeInternal                = "internal-error"
 )
 
@@ -258,7 +260,8 @@ func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 		}
 		linkProblemDocs(c.Response().Header(), p.Code)
 		if p.Status == http.StatusUnauthorized {
-			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="payment-service"`)
+			// Beside a challenge the route set (the page's Basic).
+			c.Response().Header().Add(echo.HeaderWWWAuthenticate, `Bearer realm="payment-service"`)
 		}
 		if c.Request().Method == http.MethodHead {
 			_ = c.NoContent(p.Status)

@@ -62,6 +62,12 @@ type Deps struct {
 	// Tracing, when on, gives every API request a server span (tracing.go).
 	// Nil is off.
 	Tracing *telemetry.Tracing
+	// Reconciliation, if set, serves the operators' endpoints
+	// (/reconciliation/...) to OperatorClients.
+	Reconciliation app.ReconciliationReader
+	// OperatorClients are the clients (API_KEYS) that may read them
+	// (OPERATOR_CLIENTS); any other gets 403.
+	OperatorClients []string
 }
 
 // NewHandler builds the service's HTTP handler.
@@ -120,6 +126,9 @@ func NewHandler(d Deps) http.Handler {
 		e.GET("/payments/:id/voids/:voidId", getTransition(d.VoidPayment, "voidId"), auth)
 	}
 	e.GET("/orders/:orderId", (&orderHandlers{get: d.GetOrder}).getOrder, auth)
+	if d.Reconciliation != nil {
+		(&reconciliationHandlers{reader: d.Reconciliation, now: time.Now}).register(e, auth, d.OperatorClients)
+	}
 	// Signed by the provider, not called by a client: no API key.
 	for _, webhooks := range newWebhookHandlers(d, d.Registry) {
 		e.POST(webhookPath(webhooks.provider), webhooks.deliver)

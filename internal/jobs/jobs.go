@@ -43,6 +43,11 @@ type Deps struct {
 	// SettleReceived, if set, looks up the modifications a provider
 	// received and has not decided, after each completer run.
 	SettleReceived *app.SettleReceivedModifications
+	// Reconcile, if set, is reconciliation (JobReconcile).
+	Reconcile *app.ReconcileBooks
+	// ReconcileWindow is how far back a scheduled run looks from the time
+	// it runs (RECONCILE_WINDOW).
+	ReconcileWindow time.Duration
 	// Logger gets one line per run.
 	Logger *slog.Logger
 	// Registry gets the jobs' metrics.
@@ -60,9 +65,12 @@ type Jobs struct {
 	sagaAge  time.Duration
 	expire   *app.ExpireLapsedAuthorizations
 	received *app.SettleReceivedModifications
-	logger   *slog.Logger
-	now      func() time.Time
-	m        metrics
+	// reconcile is nil when reconciliation is not scheduled.
+	reconcile       *app.ReconcileBooks
+	reconcileWindow time.Duration
+	logger          *slog.Logger
+	now             func() time.Time
+	m               metrics
 }
 
 // New builds the jobs and registers their metrics on d.Registry.
@@ -72,7 +80,7 @@ func New(d Deps) *Jobs {
 		now = time.Now
 	}
 	return &Jobs{purge: d.Purge, complete: d.Complete, saga: d.Saga, sagaAge: d.SagaUnresolvedAfter, expire: d.Expire,
-		received: d.SettleReceived, logger: d.Logger, now: now, m: newMetrics(d.Registry)}
+		received: d.SettleReceived, reconcile: d.Reconcile, reconcileWindow: d.ReconcileWindow, logger: d.Logger, now: now, m: newMetrics(d.Registry)}
 }
 
 // RunOnce runs every job once, in order: abandoned charges are completed
@@ -209,7 +217,7 @@ func newMetrics(reg prometheus.Registerer) metrics {
 	// Export zeros for every job and outcome: a counter series that first
 	// appears at 1 is invisible to increase() and rate(), so an alert on
 	// the first failed run would never fire.
-	for _, job := range []string{JobPurgeExpired, JobCompleteAbandonedCharges} {
+	for _, job := range []string{JobPurgeExpired, JobCompleteAbandonedCharges, JobReconcile} {
 		for _, outcome := range []string{"ok", "error", "interrupted"} {
 			m.runs.WithLabelValues(job, outcome)
 		}

@@ -15,6 +15,9 @@ type Schedule struct {
 	PurgeCron string
 	// CompleterCron is when the completer runs (CHARGE_COMPLETER_CRON).
 	CompleterCron string
+	// ReconcileCron is when reconciliation runs (RECONCILE_CRON), if
+	// the jobs have it.
+	ReconcileCron string
 	// StopTimeout bounds how long Shutdown waits for a running job.
 	StopTimeout time.Duration
 }
@@ -36,13 +39,18 @@ func NewScheduler(j *Jobs, sch Schedule, elector gocron.Elector) (*Scheduler, er
 	if err != nil {
 		return nil, err
 	}
-	for _, job := range []struct {
+	type scheduled struct {
 		name, cron string
 		run        func(context.Context) error
-	}{
+	}
+	all := []scheduled{
 		{JobPurgeExpired, sch.PurgeCron, j.PurgeExpired},
 		{JobCompleteAbandonedCharges, sch.CompleterCron, j.CompleteAbandonedCharges},
-	} {
+	}
+	if j.reconcile != nil && sch.ReconcileCron != "" {
+		all = append(all, scheduled{JobReconcile, sch.ReconcileCron, j.Reconcile})
+	}
+	for _, job := range all {
 		// gocron hands the job a context that ends on Shutdown; the use
 		// cases stop between batches when it does.
 		_, err := s.NewJob(gocron.CronJob(job.cron, true),

@@ -51,6 +51,12 @@ var statementTexts = map[string]string{
 	"statements/refund_settle_received.sql":        settleReceivedRefundSQL,
 	"statements/transition_list_received.sql":      listReceivedTransitionsSQL,
 	"statements/refund_list_received.sql":          listReceivedRefundsSQL,
+	"statements/reconcile_payments_in_window.sql":  reconcilePaymentsInWindowSQL,
+	"statements/reconcile_refunds_in_window.sql":   reconcileRefundsInWindowSQL,
+	"statements/reconcile_payments_by_ref.sql":     reconcilePaymentsByRefSQL,
+	"statements/reconcile_refunds_by_ref.sql":      reconcileRefundsByRefSQL,
+	"statements/reconcile_item_upsert.sql":         reconcileItemUpsertSQL,
+	"statements/reconcile_item_close.sql":          reconcileItemCloseSQL,
 	"testdata/refund_settle_alone.sql":             settleRefundSQL,
 	"testdata/refund_release_alone.sql":            releaseRefundAloneSQL,
 }

@@ -20,6 +20,9 @@ type book[R keyedRequest[R], A any] struct {
 	refused map[string]bool     // keys a busy_ or refuse_ fault has already turned away once
 	counts  *KeyCounters        // the kind's counters, inside the Provider's
 	nextID  int
+	// recorded, when set, is told every decision as it is recorded: the
+	// balance's journal (balance.go) books the money it moved.
+	recorded func(key string, answer A)
 }
 
 // keyedRequest is what a create call of one kind asks for.
@@ -120,6 +123,9 @@ func (b *book[R, A]) record(key string, answer A) {
 	}
 	ref := e.req.fields().Reference
 	b.byRef[ref] = append(b.byRef[ref], key)
+	if b.recorded != nil {
+		b.recorded(key, answer)
+	}
 }
 
 // receive stores the first answer of a modification admitted as new in

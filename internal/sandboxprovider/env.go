@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shopspring/decimal"
 )
 
 // ConfigFromEnv reads a Config from the environment, for
@@ -20,6 +22,13 @@ import (
 //	SANDBOX_MODIFICATIONS  at-once (the default) or received: captures, refunds and voids answered 202 "received" and decided later
 //	SANDBOX_MODIFICATION_DELAY  how long after its receipt a received modification is decided (default 1s, at most 1h)
 //	SANDBOX_MODIFICATION_FAILURE_RATE  the probability that a received modification fails (default 0)
+//
+// and the balance (BalanceConfig):
+//
+//	SANDBOX_FEE_PERCENT      the share of a charge the provider keeps, e.g. 2.9 (default 0)
+//	SANDBOX_FEE_FIXED        added to every charge's fee, e.g. 0.30 (default 0)
+//	SANDBOX_PAYOUT_INTERVAL  how often what is not paid out yet is paid out (default never: POST /v1/payouts)
+//	SANDBOX_ACCOUNT          the account's id in its reports (default acct_sandbox)
 //
 // and the webhooks (WebhookConfig; none unless SANDBOX_WEBHOOK_URL is set):
 //
@@ -75,6 +84,21 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Errorf("SANDBOX_FAULT_RATES: %w", err))
 	}
 	cfg.FaultRates = rates
+	b := &cfg.Balance
+	for _, fee := range []struct {
+		name string
+		to   *decimal.Decimal
+	}{{"SANDBOX_FEE_PERCENT", &b.FeePercent}, {"SANDBOX_FEE_FIXED", &b.FeeFixed}} {
+		if v := getenv(fee.name); v != "" {
+			d, err := decimal.NewFromString(v)
+			if err != nil || d.IsNegative() {
+				errs = append(errs, fmt.Errorf("%s: must be a decimal of at least 0, got %q", fee.name, v))
+			}
+			*fee.to = d
+		}
+	}
+	b.PayoutInterval = duration("SANDBOX_PAYOUT_INTERVAL", 720*time.Hour)
+	b.Account = getenv("SANDBOX_ACCOUNT")
 
 	w := &cfg.Webhooks
 	w.URL, w.Secret = getenv("SANDBOX_WEBHOOK_URL"), getenv("SANDBOX_WEBHOOK_SECRET")

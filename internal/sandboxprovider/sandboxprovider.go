@@ -283,6 +283,8 @@ type Config struct {
 	// request; zero means every second, a negative value never (a lapse is
 	// then noticed by the next request, or by Provider.ExpireHolds).
 	HoldSweep time.Duration
+	// Balance is the fee of a charge and the payouts (balance.go).
+	Balance BalanceConfig
 	// Now is the provider's clock: the decisions' times, the holds' lapses
 	// and the request bound go by it. Nil means time.Now; a test sets its
 	// own to make a hold lapse without waiting for it.
@@ -477,6 +479,8 @@ type Provider struct {
 	lapsing holdQueue
 
 	now func() time.Time
+	// balance is the money the decisions moved (balance.go).
+	balance *balance
 	// webhooks is nil when the provider sends none.
 	webhooks *webhookSender
 	// pending are the received modifications waiting for their decision
@@ -514,6 +518,7 @@ func New(cfg Config) *Provider {
 	p.authorizations = newBook[chargeRequest, AuthorizationAnswer](&p.authorizationCounters.KeyCounters)
 	p.captures = newBook[captureRequest, CaptureAnswer](&p.captureCounters.KeyCounters)
 	p.voids = newBook[voidRequest, VoidAnswer](&p.voidCounters.KeyCounters)
+	p.balance = newBalance(p)
 	return p
 }
 

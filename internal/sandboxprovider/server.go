@@ -34,6 +34,7 @@ func (p *Provider) Handler(done <-chan struct{}) http.Handler {
 	mux.HandleFunc("GET /v1/ledger", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, p.Ledger())
 	})
+	p.balanceRoutes(mux)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -508,6 +509,9 @@ func Serve(ln net.Listener, cfg Config) *Server {
 	p.webhooks.start()
 	if p.cfg.HoldSweep > 0 {
 		s.sweeper.Go(s.sweep)
+	}
+	if p.cfg.Balance.PayoutInterval > 0 {
+		s.sweeper.Go(s.payOutEvery)
 	}
 	return s
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
@@ -43,9 +44,29 @@ func newJobs(cfg config.Config, db *gorm.DB, uc useCases, registry prometheus.Re
 		SagaUnresolvedAfter: cfg.IdempotencyLockTimeout + r.CompleterGrace,
 		Expire:              app.NewExpireLapsedAuthorizations(uc.chargePayment, cfg.AuthorizationCheckAfter, abandonedChargesPerRun, logger),
 		SettleReceived:      app.NewSettleReceivedModifications(uc.refundPayment, cfg.ReceivedLookupAfter, abandonedChargesPerRun, logger, uc.transitions()...),
+		Reconcile:           newReconcileBooks(cfg, db, uc.ledger),
+		ReconcileWindow:     cfg.Reconciliation.Window,
 		Logger:              logger,
 		Registry:            registry,
 	})
+}
+
+// newReconcileBooks is reconciliation over ledger, the provider's books;
+// nil when there are none to read.
+func newReconcileBooks(cfg config.Config, db *gorm.DB, ledger app.ProviderLedger) *app.ReconcileBooks {
+	if ledger == nil {
+		return nil
+	}
+	r := cfg.Reconciliation
+	policy := app.ReconcilePolicy{Margin: r.Margin, SettlementLag: r.SettlementLag, PendingBound: r.PendingBound,
+		HoldWarning: r.HoldWarning, HoldLifetime: r.HoldLifetime}
+	if r.FeePercent != nil {
+		policy.Fees = &app.FeePolicy{Percent: *r.FeePercent, Places: 2}
+		if r.FeeFixed != nil {
+			policy.Fees.Fixed = *r.FeeFixed
+		}
+	}
+	return app.NewReconcileBooks(ledger, repository.NewReconciliation(db), policy)
 }
 
 // scheduledJobs are the jobs on their schedule plus the leader lock that
@@ -63,6 +84,7 @@ func newScheduledJobs(cfg config.Config, db *gorm.DB, j *jobs.Jobs) (*scheduledJ
 	s, err := jobs.NewScheduler(j, jobs.Schedule{
 		PurgeCron:     cfg.Retention.CleanupCron,
 		CompleterCron: cfg.Retention.CompleterCron,
+		ReconcileCron: cfg.Reconciliation.Cron,
 		StopTimeout:   cfg.ShutdownTimeout,
 	}, leader)
 	if err != nil {
@@ -99,4 +121,36 @@ func Cleanup(ctx context.Context, cfg config.Config, logger *slog.Logger) error 
 		return fmt.Errorf("cleanup: %w", err)
 	}
 	return nil
+}
+
+// Reconcile runs one reconciliation of [from, to) against cfg's database
+// and provider, as the scheduled job does, the completer's lookup of the
+// lost answers it finds included: the `payment-service reconcile`
+// command. With report set, the provider's side is that report (an
+// itemized payout reconciliation CSV, internal/provider/payoutreport)
+// instead of the provider's API. Like cleanup it takes no leadership: a
+// run beside a replica's scheduled one writes its items after it, never
+// doubling one.
+func Reconcile(ctx context.Context, cfg config.Config, logger *slog.Logger, from, to time.Time, report app.ProviderLedger) (app.ReconciliationRun, error) {
+	db, err := repository.Open(cfg.DatabaseURL, repository.PoolConfig{MaxOpenConns: 4}, logger)
+	if err != nil {
+		return app.ReconciliationRun{}, err
+	}
+	defer closeDB(db)
+	registry := prometheus.NewRegistry()
+	uc, err := newUseCases(cfg, db, registry, telemetry.Off(), logger)
+	if err != nil {
+		return app.ReconciliationRun{}, err
+	}
+	if report != nil {
+		uc.ledger = report
+	}
+	if uc.ledger == nil {
+		return app.ReconciliationRun{}, fmt.Errorf("reconcile: the %s adapter reads no balance transactions; give a report", cfg.PaymentProvider)
+	}
+	run, err := newJobs(cfg, db, uc, registry, logger).ReconcileWindow(ctx, from, to)
+	if err != nil {
+		return run, fmt.Errorf("reconcile: %w", err)
+	}
+	return run, nil
 }

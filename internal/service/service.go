@@ -28,6 +28,7 @@ import (
 	"github.com/example/payment-service/internal/consumer"
 	"github.com/example/payment-service/internal/domain"
 	httpapi "github.com/example/payment-service/internal/http"
+	"github.com/example/payment-service/internal/jobs"
 	"github.com/example/payment-service/internal/outbox"
 	"github.com/example/payment-service/internal/provider"
 	"github.com/example/payment-service/internal/provider/sandbox"
@@ -123,6 +124,9 @@ type useCases struct {
 	// outboxWaker wakes the relays after commits that wrote events; only
 	// serve runs it (a cleanup's events wait for the relays' poll).
 	outboxWaker *outbox.Waker
+	// ledger reads the provider's balance transactions and payouts, for
+	// reconciliation; nil for a provider whose adapter cannot.
+	ledger app.ProviderLedger
 }
 
 // providerClient is a provider's adapter: every port, one client.
@@ -233,6 +237,7 @@ func newUseCases(cfg config.Config, db *gorm.DB, registry prometheus.Registerer,
 	}
 	uc.capturePayment = app.NewCapturePayment(core, provider.InstrumentCaptures(name, client, calls, observe...))
 	uc.voidPayment = voids
+	uc.ledger, _ = client.(app.ProviderLedger)
 	return uc, nil
 }
 
@@ -281,6 +286,10 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...Op
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reconciliation := repository.NewReconciliation(db)
+	// Every replica reports the items from the database, whichever runs
+	// the job.
+	registry.MustRegister(jobs.NewReconciliationMetrics(reconciliation, logger))
 	// The pool: go_sql_open_connections, go_sql_in_use_connections,
 	// go_sql_wait_count_total ... {db_name="payments"}.
 	if sqlDB, err := db.DB(); err == nil {
@@ -303,7 +312,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...Op
 	if err != nil {
 		return nil, err
 	}
-	jobs, err := newScheduledJobs(cfg, db, newJobs(cfg, db, uc, registry, logger))
+	scheduled, err := newScheduledJobs(cfg, db, newJobs(cfg, db, uc, registry, logger))
 	if err != nil {
 		return nil, err
 	}
@@ -327,10 +336,12 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...Op
 		StripeEvents:       uc.stripeEvents,
 		// Readiness is the database only; the background components are
 		// on /health and in metrics (health.go).
-		Ready:      func(ctx context.Context) error { return repository.Ping(ctx, db) },
-		Components: backgroundComponents(registry, orderConsumer, sagaConsumer, relay),
-		Registry:   registry,
-		Tracing:    tracing,
+		Ready:           func(ctx context.Context) error { return repository.Ping(ctx, db) },
+		Components:      backgroundComponents(registry, orderConsumer, sagaConsumer, relay),
+		Registry:        registry,
+		Tracing:         tracing,
+		Reconciliation:  reconciliation,
+		OperatorClients: cfg.OperatorClients,
 	})
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -359,7 +370,7 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...Op
 		outboxWaker:   uc.outboxWaker,
 		orderConsumer: orderConsumer,
 		sagaConsumer:  sagaConsumer,
-		jobs:          jobs,
+		jobs:          scheduled,
 		commands:      uc.core,
 		tracing:       tracing,
 	}, nil

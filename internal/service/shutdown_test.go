@@ -22,7 +22,12 @@ import (
 	"github.com/example/payment-service/internal/testdb"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m) }
+func TestMain(m *testing.M) {
+	if reconcileChild() {
+		return
+	}
+	testdb.Main(m)
+}
 
 const apiKey = "demo-secret" // servicetest.BaseEnv's demo-client
 

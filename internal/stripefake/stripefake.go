@@ -118,6 +118,9 @@ type Config struct {
 	// WebhookRetryFor bounds how long an event is delivered again; default
 	// 30 s.
 	WebhookRetryFor time.Duration
+	// FeeBasisPoints and FeeFixed (minor units) are the fee a charge's
+	// balance transaction shows (balance.go); none by default.
+	FeeBasisPoints, FeeFixed int64
 }
 
 // Fault is a way a request goes wrong.
@@ -185,6 +188,7 @@ type Server struct {
 	holds    map[string]chan struct{} // FaultHold's, by key; closed by Release
 	closing  chan struct{}            // closed by Close: every hold ends
 	closed   sync.Once
+	balance  balance // the payouts (balance.go)
 }
 
 // Request is one request the fake received, for tests to count.
@@ -355,6 +359,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/refunds", s.post(s.createRefund))
 	mux.HandleFunc("GET /v1/refunds", s.get(s.listRefunds))
 	mux.HandleFunc("GET /v1/refunds/{id}", s.get(s.retrieveRefund))
+	mux.HandleFunc("GET /v1/balance_transactions", s.get(s.listBalanceTransactions))
+	mux.HandleFunc("GET /v1/payouts", s.get(s.listPayouts))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, apiError{Type: "invalid_request_error", Message: "Unrecognized request URL (" + r.Method + ": " + r.URL.Path + ")."})
 	})
