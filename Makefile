@@ -5,7 +5,7 @@ GO          ?= go
 GOLANGCI_LINT ?= github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 BIN         ?= bin
 
-.PHONY: dev demo compose-check fresh-machine-check test test-pgbench test-stripe-mock test-kafka test-fault test-fault-long test-fault-rolling-long fuzz contract-fuzz lint build migrate bench bench-api bench-scale bench-tracing docs-screenshot help model model-mutants model-deep \
+.PHONY: dev demo path-files compose-check fresh-machine-check test test-pgbench test-stripe-mock test-kafka test-fault test-fault-long test-fault-rolling-long fuzz contract-fuzz lint build migrate bench bench-api bench-scale bench-tracing docs-screenshot help model model-mutants model-deep \
 	model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease \
 	model-mutant-nolookup model-mutant-busyasnone model-mutant-nosettle model-mutant-nowait \
 	model-mutant-hooknofence model-mutant-hookfinal model-mutant-hooknodedup \
@@ -36,6 +36,7 @@ help:
 	@echo "make bench-scale  cost as the tables grow: empty against 1M and 3M rows per table, the purge under load paced and not; docs/bench-scale.json and .png (about an hour)"
 	@echo "make bench-tracing  what tracing costs POST /payments: off (the default) and on"
 	@echo "make docs-screenshot  redraw docs/api-docs.png with the browser test of /docs (needs chromium)"
+	@echo "make path-files  the files of the service a charge, a refund, a capture, an order event and a saga step run, measured by coverage (README's table)"
 	@echo "make model    model-check the idempotency protocol of charges, refunds, saga steps and two-step payments with spin (docs/model.md)"
 	@echo "make model-mutants  check that every mutant of the model yields its counterexample"
 
@@ -153,7 +154,7 @@ contract-fuzz:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@# go vet's analyzers, staticcheck and the linters of .golangci.yml, in
-	@# one pass with the fault and pgbench tags (they add files and hide none).
+	@# one pass with the fault, pgbench and pathfiles tags (they add files and hide none).
 	$(GO) run $(GOLANGCI_LINT) run ./...
 	@# The domain imports only the standard library, decimal and uuid.
 	@bad=$$($(GO) list -f '{{join .Imports "\n"}}' ./internal/domain/ | grep '\.' | grep -v -e '^github.com/shopspring/decimal$$' -e '^github.com/google/uuid$$'); \
@@ -214,6 +215,19 @@ bench-tracing:
 
 docs-screenshot:
 	DOCS_SCREENSHOT=$(CURDIR)/docs/api-docs.png $(GO) test -count=1 -run TestDocsPageInABrowserChargesAnOrder ./internal/http/
+
+# The files each path runs (the README's table): payment-dev built with
+# the tag pathfiles and coverage of every package runs make dev's stack
+# and each path PATHFILES_RUNS times after a warm-up, and counts a file
+# when more than half of the runs ran it (cmd/payment-dev/pathfiles.go
+# states the rule). make test builds no such binary.
+PATHFILES_RUNS ?= 5
+path-files:
+	$(GO) test -tags pathfiles -count=1 -run '^TestPathFilesRule$$' ./cmd/payment-dev/
+	$(GO) build -tags pathfiles -cover -covermode=atomic -coverpkg=./... -o $(BIN)/path-files ./cmd/payment-dev
+	@# GOCOVERDIR takes what a -cover binary writes at its exit, unused here.
+	@cover=$$(mktemp -d); GO=$(GO) PATHFILES_RUNS=$(PATHFILES_RUNS) GOCOVERDIR=$$cover $(BIN)/path-files; \
+	  status=$$?; rm -rf $$cover; exit $$status
 
 # The idempotency protocol as Promela models: the charge's (model/payment.pml),
 # the refund's (model/refund.pml), a saga's step and its compensation
