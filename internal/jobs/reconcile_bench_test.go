@@ -200,6 +200,9 @@ func logPlans(b *testing.B, dsn string, day time.Time) {
 			plan = append(plan, line)
 		}
 		rows.Close()
+		if err := rows.Err(); err != nil {
+			b.Fatal(err)
+		}
 		_ = tx.Rollback(ctx)
 		b.Logf("%s:\n%s", name, strings.Join(plan, "\n"))
 	}
