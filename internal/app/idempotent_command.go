@@ -20,6 +20,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/example/payment-service/internal/domain"
 )
 
 // The core every command that moves money through a provider runs on: the
@@ -733,6 +735,10 @@ func (uc *IdempotentCommand[C, T]) logFor(t T) *slog.Logger {
 	return uc.core.logger.With("command", uc.name, "reservation", t)
 }
 
+// What the commands' steps share: the answer stored without a call, the
+// command's hash, the payment a command on a payment reads, the event of
+// a final status.
+
 // storeAnswer completes the key with an answer that needs no provider
 // call, in phase 1's transaction.
 func storeAnswer[T any](ctx context.Context, r Repos, k KeyClaim, resp StoredResponse, err error) (Claimed[T], error) {
@@ -754,4 +760,29 @@ func canonicalHash(fields ...string) string {
 	}
 	sum := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(sum[:])
+}
+
+// clientPayment reads payment id if it is client's, and otherwise answers
+// domain.ErrPaymentNotFound, so a client cannot probe for other clients'
+// payments.
+func clientPayment(ctx context.Context, r Repos, client domain.ClientID, id domain.PaymentID) (domain.Payment, error) {
+	p, err := r.Charges.Get(ctx, id)
+	if err == nil && p.ClientID != client {
+		err = domain.ErrPaymentNotFound
+	}
+	return p, err
+}
+
+// newEvent is the id and the type of the event that announces a final
+// status, one of types; an error for a status that is not final.
+func newEvent(types map[domain.PaymentStatus]string, status domain.PaymentStatus, what string, id int64) (uuid.UUID, string, error) {
+	typ, ok := types[status]
+	if !ok {
+		return uuid.Nil, "", fmt.Errorf("%s %d is %s: only a final status is an event", what, id, status)
+	}
+	eventID, err := uuid.NewV7()
+	if err != nil {
+		return uuid.Nil, "", fmt.Errorf("event id: %w", err)
+	}
+	return eventID, typ, nil
 }
