@@ -300,20 +300,6 @@ func NewPaymentEvent(p domain.Payment, saga uuid.NullUUID, occurredAt time.Time)
 	return PaymentEvent{ID: id, Type: typ, SagaID: saga, Payment: p, OccurredAt: occurredAt.UTC()}, err
 }
 
-// newEvent is the id and the type of the event that announces a final
-// status, one of types; an error for a status that is not final.
-func newEvent(types map[domain.PaymentStatus]string, status domain.PaymentStatus, what string, id int64) (uuid.UUID, string, error) {
-	typ, ok := types[status]
-	if !ok {
-		return uuid.Nil, "", fmt.Errorf("%s %d is %s: only a final status is an event", what, id, status)
-	}
-	eventID, err := uuid.NewV7()
-	if err != nil {
-		return uuid.Nil, "", fmt.Errorf("event id: %w", err)
-	}
-	return eventID, typ, nil
-}
-
 // ChargePayment charges an order through a payment provider, exactly once
 // per idempotency key, per external payment and per order. It runs on the
 // core (idempotent_command.go); what is the charge's own is chargeSteps:

@@ -13,8 +13,8 @@
 //   - ListRefunds: a payment's refunds (refund_payment.go).
 //   - PaymentTransition: capture or void an authorized payment (a charge
 //     with captureMethod manual), once per key, one winner per payment
-//     (payment_transition.go; the capture's own part in
-//     capture_payment.go, the void's in void_payment.go).
+//     (payment_transition.go, with the capture's and the void's own
+//     parts).
 //   - GetPayment: one of the client's payments (get_payment.go).
 //   - GetOrder: an order as the projection holds it (orders.go).
 //   - ApplyOrderEvents: project order events, each once (apply_order_events.go).

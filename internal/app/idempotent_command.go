@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -30,7 +32,7 @@ import (
 //  0. read: the key's record, with no lock and no transaction. A replay, a
 //     reused key and a duplicate meeting a live claim are answered from
 //     it, and write nothing. A completed key's record may come from the
-//     replica's replay cache instead (replay_cache.go). A command whose
+//     replica's replay cache instead (WithReplayCache). A command whose
 //     claim statement reads the key first (KeyReadingSteps: the charge)
 //     is read there, in phase 1's round trip, and writes nothing either.
 //  1. claim: the key is claimed (insert-if-absent, never find-then-save)
@@ -48,284 +50,6 @@ import (
 // call's answer means. A crash between the phases leaves an IN_PROGRESS
 // record whose lock expires; the retry with the key, or the completer,
 // takes it over, finds the reservation and resumes from phase 2.
-
-// IdempotencyScope names one idempotency record: keys are per client.
-type IdempotencyScope struct {
-	// ClientID is the authenticated API client that sent the key.
-	ClientID domain.ClientID
-	// Key is the client's Idempotency-Key.
-	Key string
-}
-
-// StoredResponse is the reply kept for a key (R-DIST-IDEM-3): the status
-// and the exact body bytes, replayed as they are.
-type StoredResponse struct {
-	// StatusCode is the HTTP status the first answer had (for a saga
-	// step's reply, the status an HTTP command with that answer gets).
-	StatusCode int
-	// Body is the first answer's body, byte for byte.
-	Body []byte
-	// Publish, when set, is the message that carries Body to its reader: a
-	// saga step is answered on a topic. The statement that stores the
-	// response appends it to the outbox too, so the answer and its message
-	// commit together. Not stored: a replay rebuilds it (SagaReplies).
-	Publish *Publication
-}
-
-// Publication is how a stored response travels as a message: through the
-// outbox, to the replies topic, keyed so that one saga's replies stay in
-// order.
-type Publication struct {
-	// EventID is the message's eventId (R-DIST-IDEM-1): the same on every
-	// publication of the response, so its reader dedups a re-published one.
-	EventID uuid.UUID
-	// EventType is the message's type, such as PaymentStepCharged.v1.
-	EventType string
-	// Key is the message key: the saga id.
-	Key string
-}
-
-// RecordStatus is where an idempotency record stands.
-type RecordStatus string
-
-const (
-	// RecordInProgress: the key is claimed and its command has not ended;
-	// the record carries a lock token and a lock expiry.
-	RecordInProgress RecordStatus = "IN_PROGRESS"
-	// RecordCompleted: the command's answer is stored and is replayed to
-	// every request with the same key and command.
-	RecordCompleted RecordStatus = "COMPLETED"
-)
-
-// CommandName names the command an idempotency record belongs to: the
-// jobs act only on records of the commands they know.
-type CommandName string
-
-// IdempotencyRecord is a key's stored state.
-type IdempotencyRecord struct {
-	// Scope is the client and key the record belongs to.
-	Scope IdempotencyScope
-	// CommandHash is the hash of the command that claimed the key.
-	CommandHash string
-	// Command names the command. The jobs read it; phase 0's read leaves
-	// it empty, since the hash already tells one command from another.
-	Command CommandName
-	// Status is IN_PROGRESS or COMPLETED.
-	Status RecordStatus
-	// Response is the stored answer, once COMPLETED.
-	Response StoredResponse
-	// RecoveryPoint is the id of the reservation the command's claim made
-	// with it (a charge's payment, a refund's refund, a capture's or a
-	// void's transition): which table it is of is the command's own
-	// affair, and its Resume reads it. Nil if the claim reserved nothing,
-	// so nothing can have reached the provider.
-	RecoveryPoint *int64
-	// LockToken is the current owner's token while IN_PROGRESS; every
-	// write after the claim is fenced by it.
-	LockToken uuid.UUID
-	// LockedUntil is when the claim's lock runs out (database clock);
-	// after it a retry may take the claim over.
-	LockedUntil time.Time
-	// CreatedAt starts the record's retention (R-DIST-IDEM-5).
-	CreatedAt time.Time
-}
-
-// Transactor is the database the use cases run on: its repositories on the
-// connection pool, where each statement commits on its own, or bound to
-// one transaction. A phase that is one statement runs on the pool, in one
-// round trip; a use case that needs several statements to commit together
-// makes the boundary visible with Transact.
-type Transactor interface {
-	// AutoCommit returns the repositories on the pool, outside any
-	// transaction.
-	AutoCommit() Repos
-	// Transact runs fn in one transaction: it commits when fn returns nil
-	// and rolls back otherwise. The repositories handed to fn work inside
-	// that transaction only. Errors are fn's, or the database's
-	// (ErrStoreUnavailable when it cannot be reached).
-	Transact(ctx context.Context, fn func(ctx context.Context, r Repos) error) error
-}
-
-// Repos are the repositories, each declared beside the use case that
-// needs it.
-type Repos struct {
-	// Keys is the idempotency_record table (below).
-	Keys KeyStore
-	// Charges is the payment table (charge_payment.go).
-	Charges ChargeStore
-	// Refunds is the refund table (refund_payment.go).
-	Refunds RefundStore
-	// Orders is the order projection (orders.go).
-	Orders OrderStore
-	// ProcessedEvents is processed_event (apply_order_events.go).
-	ProcessedEvents ProcessedEvents
-	// ProviderReports is what a provider's event is about
-	// (apply_provider_event.go).
-	ProviderReports ProviderReports
-	// Sagas is the saga_step table (saga.go).
-	Sagas SagaStore
-	// Outbox publishes a stored response again (saga.go).
-	Outbox OutboxStore
-	// Transitions is the payment_transition table (payment_transition.go).
-	Transitions TransitionStore
-}
-
-// KeyStore is the idempotency_record table: the first layer.
-type KeyStore interface {
-	// Lookup reads a key's record without locking or writing anything.
-	Lookup(ctx context.Context, scope IdempotencyScope) (rec IdempotencyRecord, found bool, err error)
-	// Complete stores an answer that needs no provider call and ends the
-	// claim, with its message when resp.Publish is set; ErrLockLost if
-	// token no longer owns the record.
-	Complete(ctx context.Context, scope IdempotencyScope, token uuid.UUID, resp StoredResponse) error
-	// ExpireLock ends token's lock now but keeps the claim IN_PROGRESS with
-	// its recovery point, so that the next retry takes it over at once;
-	// ErrLockLost if token no longer owns the record.
-	ExpireLock(ctx context.Context, scope IdempotencyScope, token uuid.UUID) error
-	// Answer stores resp as the answer of a key that holds no record, with
-	// no claim before it: an answer that needs no provider call and no
-	// reservation (a saga step's failure once its order never came, a
-	// tombstone's reply). It stores nothing and returns false when the key
-	// holds a record.
-	Answer(ctx context.Context, scope IdempotencyScope, command CommandName, hash string, resp StoredResponse) (bool, error)
-}
-
-// Command is a validated command that moves money.
-type Command interface {
-	// IdempotencyKey is the client and key the command came with.
-	IdempotencyKey() IdempotencyScope
-	// Hash is the command_hash of R-DIST-IDEM-3: the same for the same
-	// command however it was written, different for any other. It covers
-	// the command's operation.
-	Hash() string
-	// Endpoint is the operation the command came through (its Operation,
-	// such as "POST /payments"): its transport answers it.
-	Endpoint() string
-}
-
-// canonicalHash is SHA-256 over fields, each length-prefixed, so that no
-// two different lists of fields give the same form. Every command hashes
-// through it; each starts its fields with a version tag of its own.
-func canonicalHash(fields ...string) string {
-	var b strings.Builder
-	for _, f := range fields {
-		b.WriteString(strconv.Itoa(len(f)))
-		b.WriteByte(':')
-		b.WriteString(f)
-	}
-	sum := sha256.Sum256([]byte(b.String()))
-	return hex.EncodeToString(sum[:])
-}
-
-// KeyClaim is one attempt's claim of a key: what phase 1 writes, and what
-// fences every later write.
-type KeyClaim struct {
-	// Scope is the key to claim.
-	Scope IdempotencyScope
-	// CommandHash is the command's hash: a takeover requires the same one.
-	CommandHash string
-	// Token proves ownership when completing or releasing.
-	Token uuid.UUID
-	// LockFor is how long the claim blocks duplicates.
-	LockFor time.Duration
-	// answers renders the command's outcome as the key's answer: the
-	// transport of the operation the command came through (Core.transport).
-	answers Transport
-}
-
-// ClaimKind is what phase 1 decided.
-type ClaimKind int
-
-const (
-	// ClaimFresh: the key is this attempt's, with a reservation it made
-	// itself, so no earlier request used the reservation's provider key.
-	ClaimFresh ClaimKind = iota + 1
-	// ClaimResumed: the key was taken over with its reservation, which an
-	// earlier attempt may have sent to the provider.
-	ClaimResumed
-	// ClaimAnswered: phase 1 stored the key's answer; nothing to call.
-	ClaimAnswered
-	// ClaimKeyHeld: another record holds the key; nothing of the statement
-	// may stay.
-	ClaimKeyHeld
-)
-
-// Claimed is phase 1's answer.
-type Claimed[T any] struct {
-	// Kind says which of the four it is.
-	Kind ClaimKind
-	// Reservation is what to call the provider for (fresh or resumed).
-	Reservation T
-	// Response is the answer phase 1 stored (answered).
-	Response StoredResponse
-	// Record is the record that holds the key (held), as the claim's
-	// statement read it: phase 0's read. Nil when the claim lost the key
-	// to a record its statement could not see, which is then read anew.
-	Record *IdempotencyRecord
-}
-
-// CommandSteps are the parts of a command that are its own. C is the
-// command; T is its reservation, the recovery point phase 1 writes with
-// the claim and phases 2 and 3 act on (a PENDING payment for a charge).
-//
-// r is the repositories on the pool (Transactor.AutoCommit), where each
-// statement commits on its own, or inside one transaction.
-type CommandSteps[C Command, T any] interface {
-	// Claim is phase 1: the reservation and the key's claim in one
-	// statement. On the pool that statement commits only the usual answer
-	// (the key claimed with a PENDING reservation) and returns
-	// ErrClaimNeedsTransaction for any other, having committed nothing;
-	// the core then runs Claim again in a transaction, which an error
-	// rolls back.
-	Claim(ctx context.Context, r Repos, cmd C, k KeyClaim) (Claimed[T], error)
-	// Call is phase 2: the provider asked to carry the reservation out.
-	Call(ctx context.Context, t T) (ProviderDecision, error)
-	// Lookup asks the provider what it holds under the reservation's
-	// provider key, without acting (ErrNoProviderCharge: nothing).
-	Lookup(ctx context.Context, t T) (ProviderDecision, error)
-	// Abilities are those of the provider the reservation is made at:
-	// what the outcome model may conclude from its answers.
-	Abilities(t T) ProviderAbilities
-	// Record is phase 3: the reservation's final status, the response
-	// stored for the key and the outcome event, in one statement fenced
-	// by k.Token; ErrLockLost if the token no longer owns the key.
-	Record(ctx context.Context, r Repos, k KeyClaim, t T, s Settlement) (StoredResponse, error)
-	// Release gives the key and the reservation back, in one statement
-	// fenced by k.Token, in the lock order of the claim (the reservation's
-	// parents first, then the key): the provider did not act on a
-	// reservation no earlier request used. ErrLockLost if the token no
-	// longer owns the key.
-	Release(ctx context.Context, r Repos, k KeyClaim, t T) error
-	// Rebuild is the command a claim of scope with reservation t was made
-	// for, had it come through operation: what the completer runs again,
-	// and, by its hash, what tells which operation a record's command came
-	// through. It reads only what t's row keeps.
-	Rebuild(scope IdempotencyScope, t T, operation string) C
-}
-
-// CommandResult is the reply for the client.
-type CommandResult struct {
-	// Response is the answer: status and body bytes, as stored for the key.
-	Response StoredResponse
-	// Replayed is true when Response was stored by an earlier request.
-	Replayed bool
-}
-
-// Transport is a way commands reach the core and their answers leave it:
-// the HTTP API (internal/http's ResponseEncoder) or the saga's topics (the
-// saga's replies, WithSagaReplies). It renders each command's outcome as
-// the answer its key stores: the bytes every duplicate is answered with,
-// and the message that carries them, if any. scope is the key answered,
-// which names a saga's step; an HTTP response does not depend on it.
-//
-// The core picks the transport of each command by the operation it came
-// through (Core.transport), so that no command knows any transport, and
-// one core serves them all.
-type Transport interface {
-	ChargeResponses
-	RefundResponses
-	TransitionResponses
-}
 
 // Core is what the commands of one process share: the database, the
 // transports that answer them, the lock timeout and the bounds the
@@ -411,31 +135,212 @@ func WithTransport(t Transport, operations ...string) CoreOption {
 	}
 }
 
-// KeyReadingSteps are CommandSteps whose Claim is phase 0's read too: its
-// statement reads the key's record before anything else, writes and locks
-// nothing when a record stands in the claim's way, and returns that record
-// with ClaimKeyHeld (Claimed.Record). The core then reads no key before the
-// claim, and a new key costs one round trip less. A command whose claim
-// reads something else first leaves it out: a refund, a capture and a void
-// check their payment before their claim, and a replay must be answered
-// before that check, whatever the payment has become since.
-type KeyReadingSteps interface {
-	// ClaimReadsKey marks the steps.
-	ClaimReadsKey()
+// Phase 0 may read a key from this replica's memory instead of the
+// database: a completed key's answer, kept by the replay cache, answers
+// its replays and its reuse with another command (409) as the record
+// itself would (docs/decisions/0031). What makes that safe:
+//
+//   - A COMPLETED record never changes. Every statement that writes a key
+//     after its claim (the completion, the release, the lock's early end,
+//     the claim's takeover) matches only IN_PROGRESS; a stored answer is
+//     inserted only where no record is (KeyStore.Answer); a saga step's
+//     replay re-publishes the stored bytes and writes nothing to the key.
+//   - The purge alone deletes a COMPLETED record, and never before the
+//     record's created_at plus the idempotency TTL, read on the clock of
+//     whichever process runs it. An entry is kept until that time less a
+//     clock margin, on this replica's clock, and at most the cache's
+//     maximum age: it is gone before the record can be.
+//   - Only COMPLETED records go in; an IN_PROGRESS one can still change.
+//
+// A miss reads the database as before.
+
+// ReplayCache is this replica's memory of completed keys: bounded, with
+// entries that end. The adapter is internal/replaycache.
+type ReplayCache interface {
+	// Get returns the record kept for scope, if one is kept and now is
+	// before the time it was put until.
+	Get(scope IdempotencyScope, now time.Time) (IdempotencyRecord, bool)
+	// Put keeps rec, a COMPLETED record, for its scope until until.
+	Put(rec IdempotencyRecord, until time.Time)
 }
 
-// NewKeySteps are CommandSteps whose Claim claims only a key its own
-// statement finds new, and otherwise claims nothing, stores nothing and
-// returns an error for its caller, which then goes another way: a saga
-// step's first try, whose statement inserts the step's saga_step row and
-// claims only under a new row (SagaSteps.Charge). The core reads nothing
-// before their claim, not even the replay cache, and returns a claim's
-// error as it is, without reading the key again (refused): the other way
-// checks what the key cannot tell (the step's row) before it reads the
-// key, and a read here would cost a round trip for nothing.
-type NewKeySteps interface {
-	// ClaimsOnlyNewKeys marks the steps.
-	ClaimsOnlyNewKeys()
+// ReplayCachePolicy is how long the replay cache keeps a completed key.
+type ReplayCachePolicy struct {
+	// Retention is the shortest time after its created_at that any
+	// process's purge keeps a COMPLETED record: the least IDEMPOTENCY_TTL
+	// a release accepts, so a replica whose TTL is longer (a rolling
+	// deploy that changes it) never keeps an entry past the record.
+	Retention time.Duration
+	// ClockMargin is how far the clock of the process that runs the purge
+	// may be ahead of this replica's: created_at is stamped by the
+	// database, the purge's cutoff is its own clock less the TTL, and the
+	// entry's end is judged by this replica's clock.
+	ClockMargin time.Duration
+	// MaxAge bounds an entry's life from the moment it is put, whatever
+	// the record's age.
+	MaxAge time.Duration
+	// Now is the clock entries are judged by; time.Now when nil.
+	Now func() time.Time
+}
+
+// replayCache is the cache with the policy it is kept by.
+type replayCache struct {
+	cache  ReplayCache
+	policy ReplayCachePolicy
+}
+
+// WithReplayCache answers phase 0 from cache when it holds the key, and
+// keeps there every COMPLETED record phase 0 reads from the database, by
+// policy. Without it phase 0 always reads the database.
+func WithReplayCache(cache ReplayCache, policy ReplayCachePolicy) CoreOption {
+	return func(c *Core) {
+		if policy.Now == nil {
+			policy.Now = time.Now
+		}
+		c.replays = &replayCache{cache: cache, policy: policy}
+	}
+}
+
+// cached is the key's completed record from the replay cache, if it holds
+// one. The cache's bytes never leave it: what a caller does with its
+// answer cannot change the next replay's.
+func (c *Core) cached(scope IdempotencyScope) (IdempotencyRecord, bool) {
+	if c.replays == nil {
+		return IdempotencyRecord{}, false
+	}
+	rec, ok := c.replays.cache.Get(scope, c.replays.policy.Now())
+	if ok {
+		rec.Response.Body = bytes.Clone(rec.Response.Body)
+	}
+	return rec, ok
+}
+
+// remember keeps a record read from the database in the replay cache, if
+// it is completed (replayCache.keep).
+func (c *Core) remember(rec IdempotencyRecord) {
+	if c.replays != nil {
+		c.replays.keep(rec, c.replays.policy.Now())
+	}
+}
+
+// keep puts a COMPLETED record read at now into the cache, until the
+// earlier of its purge's earliest time less the clock margin and now plus
+// the maximum age. A record without its created_at is not kept: its
+// purge time is unknown.
+func (r *replayCache) keep(rec IdempotencyRecord, now time.Time) {
+	if rec.Status != RecordCompleted || rec.CreatedAt.IsZero() {
+		return
+	}
+	until := rec.CreatedAt.Add(r.policy.Retention - r.policy.ClockMargin)
+	if byAge := now.Add(r.policy.MaxAge); byAge.Before(until) {
+		until = byAge
+	}
+	if !now.Before(until) {
+		return
+	}
+	// Nor do the caller's bytes enter it.
+	rec.Response = StoredResponse{StatusCode: rec.Response.StatusCode, Body: bytes.Clone(rec.Response.Body)}
+	r.cache.Put(rec, until)
+}
+
+// runningCommands tracks the commands on the core in flight in this
+// process, so that a shutdown can wait for them, and abort the ones that
+// outlast it, before it closes the database pool under them.
+//
+// Aborting is safe at any point of a command, because it is exactly what a
+// crash does at that point, minus the crash: the command's context is
+// cancelled, so its next database or provider call fails and it writes
+// nothing more. Phase 1 rolls back (nothing happened); after it, the key
+// stays claimed with its PENDING reservation, the recovery point that the
+// client's retry takes over once the lock expires, or that the completer
+// finishes, asking the provider again with the same provider key.
+type runningCommands struct {
+	abort    context.Context // cancelled by abortAll
+	abortAll context.CancelFunc
+
+	mu      sync.Mutex
+	next    uint64
+	running map[uint64]IdempotencyScope
+	changed chan struct{} // closed and replaced whenever a command ends
+}
+
+func newRunningCommands() *runningCommands {
+	abort, abortAll := context.WithCancel(context.Background())
+	return &runningCommands{abort: abort, abortAll: abortAll, running: map[uint64]IdempotencyScope{}, changed: make(chan struct{})}
+}
+
+// start registers a command for scope and returns its context: detached
+// from the request (a client that goes away must not cut a claimed command
+// short), bounded by the lock timeout, and cancelled by abortAll. done must
+// be called when the command returns.
+func (r *runningCommands) start(parent context.Context, scope IdempotencyScope, timeout time.Duration) (ctx context.Context, done func()) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), timeout)
+	stop := context.AfterFunc(r.abort, cancel)
+	r.mu.Lock()
+	id := r.next
+	r.next++
+	r.running[id] = scope
+	r.mu.Unlock()
+	return ctx, func() {
+		stop()
+		cancel()
+		r.mu.Lock()
+		delete(r.running, id)
+		close(r.changed)
+		r.changed = make(chan struct{})
+		r.mu.Unlock()
+	}
+}
+
+// wait blocks until no command runs or ctx ends, and returns the scopes of
+// the commands still running.
+func (r *runningCommands) wait(ctx context.Context) []IdempotencyScope {
+	for {
+		r.mu.Lock()
+		if len(r.running) == 0 {
+			r.mu.Unlock()
+			return nil
+		}
+		changed := r.changed
+		r.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			left := make([]IdempotencyScope, 0, len(r.running))
+			for _, s := range r.running {
+				left = append(left, s)
+			}
+			return left
+		}
+	}
+}
+
+// DrainResult is what Drain found.
+type DrainResult struct {
+	// Aborted are the keys of the commands that were still running when the
+	// drain's time ran out, and were aborted: each is left claimed, for the
+	// client's retry after its lock expires or for the completer.
+	Aborted []IdempotencyScope
+	// StillRunning are commands that had not returned even after the abort
+	// and its grace; the database pool must not be closed under them.
+	StillRunning []IdempotencyScope
+}
+
+// Drain waits for the commands running in this process until ctx ends. It
+// then aborts those still running (see runningCommands), waits up to grace
+// for them to return, and reports them. New commands started after the
+// abort are cancelled at once. Call it once no new request can arrive.
+func (c *Core) Drain(ctx context.Context, grace time.Duration) DrainResult {
+	left := c.running.wait(ctx)
+	if len(left) == 0 {
+		return DrainResult{}
+	}
+	c.running.abortAll()
+	graceCtx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	return DrainResult{Aborted: left, StillRunning: c.running.wait(graceCtx)}
 }
 
 // IdempotentCommand runs one kind of command through the core.
@@ -479,7 +384,7 @@ func (uc *IdempotentCommand[C, T]) Handle(ctx context.Context, cmd C) (CommandRe
 	defer done()
 
 	// Phase 0: read, from this replica's replay cache when it holds the
-	// key's completed answer (replay_cache.go), else from the database,
+	// key's completed answer (Core.cached), else from the database,
 	// unless phase 1's statement reads the key itself (KeyReadingSteps);
 	// nothing for steps that claim only new keys (NewKeySteps).
 	read := !uc.onlyNewKeys
@@ -830,6 +735,10 @@ func (uc *IdempotentCommand[C, T]) logFor(t T) *slog.Logger {
 	return uc.core.logger.With("command", uc.name, "reservation", t)
 }
 
+// What the commands' steps share: the answer stored without a call, the
+// command's hash, the payment a command on a payment reads, the event of
+// a final status.
+
 // storeAnswer completes the key with an answer that needs no provider
 // call, in phase 1's transaction.
 func storeAnswer[T any](ctx context.Context, r Repos, k KeyClaim, resp StoredResponse, err error) (Claimed[T], error) {
@@ -837,4 +746,43 @@ func storeAnswer[T any](ctx context.Context, r Repos, k KeyClaim, resp StoredRes
 		return Claimed[T]{}, err
 	}
 	return Claimed[T]{Kind: ClaimAnswered, Response: resp}, r.Keys.Complete(ctx, k.Scope, k.Token, resp)
+}
+
+// canonicalHash is SHA-256 over fields, each length-prefixed, so that no
+// two different lists of fields give the same form. Every command hashes
+// through it; each starts its fields with a version tag of its own.
+func canonicalHash(fields ...string) string {
+	var b strings.Builder
+	for _, f := range fields {
+		b.WriteString(strconv.Itoa(len(f)))
+		b.WriteByte(':')
+		b.WriteString(f)
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:])
+}
+
+// clientPayment reads payment id if it is client's, and otherwise answers
+// domain.ErrPaymentNotFound, so a client cannot probe for other clients'
+// payments.
+func clientPayment(ctx context.Context, r Repos, client domain.ClientID, id domain.PaymentID) (domain.Payment, error) {
+	p, err := r.Charges.Get(ctx, id)
+	if err == nil && p.ClientID != client {
+		err = domain.ErrPaymentNotFound
+	}
+	return p, err
+}
+
+// newEvent is the id and the type of the event that announces a final
+// status, one of types; an error for a status that is not final.
+func newEvent(types map[domain.PaymentStatus]string, status domain.PaymentStatus, what string, id int64) (uuid.UUID, string, error) {
+	typ, ok := types[status]
+	if !ok {
+		return uuid.Nil, "", fmt.Errorf("%s %d is %s: only a final status is an event", what, id, status)
+	}
+	eventID, err := uuid.NewV7()
+	if err != nil {
+		return uuid.Nil, "", fmt.Errorf("event id: %w", err)
+	}
+	return eventID, typ, nil
 }

@@ -17,11 +17,12 @@ import (
 // provider: a capture takes the held money, a void releases it. Both are
 // one command on the core, PaymentTransition, told apart by what they ask
 // the provider (TransitionCall) and what an approval makes of the payment
-// (domain.TransitionKind): capture_payment.go and void_payment.go hold
-// only that. What they share is here: the reservation is a PENDING
-// payment_transition row, of which a payment has at most one PENDING or
-// SUCCEEDED at a time, so a capture racing a void, or two captures, meet
-// on the database and exactly one reaches the provider (decision 0030).
+// (domain.TransitionKind). What they share comes first: the reservation
+// is a PENDING payment_transition row, of which a payment has at most one
+// PENDING or SUCCEEDED at a time, so a capture racing a void, or two
+// captures, meet on the database and exactly one reaches the provider
+// (decision 0030). Each one's own part follows, the capture's, then the
+// void's: its name, its operation, its events, its provider call.
 
 // TransitionCommand is a client's capture or void of one of its
 // payments, with its idempotency key.
@@ -454,4 +455,157 @@ func (s *transitionSteps) Reported(ctx context.Context, r Repos, ev ProviderEven
 // not act on it.
 func (s *transitionSteps) Release(ctx context.Context, r Repos, k KeyClaim, t transitionReservation) error {
 	return r.Transitions.Release(ctx, k, t.transition.ID)
+}
+
+// CommandCapture names a capture's idempotency records.
+const CommandCapture CommandName = "capture"
+
+// OperationCapturePayment is the Operation of a capture made through POST
+// /payments/{id}/captures.
+const OperationCapturePayment = "POST /payments/{id}/captures"
+
+// Capture events, by the capture's final status.
+const (
+	// EventPaymentCaptured announces a payment whose held money was taken.
+	EventPaymentCaptured = "PaymentCaptured.v1"
+	// EventCaptureDeclined announces a capture the provider declined.
+	EventCaptureDeclined = "CaptureDeclined.v1"
+	// EventCaptureFailed announces a capture the provider refused for good.
+	EventCaptureFailed = "CaptureFailed.v1"
+)
+
+// NewCapturePayment is the capture of authorized payments: a transition
+// on the core (above) that asks the provider to take what it holds, and
+// makes the payment SUCCEEDED with its captured amount. One capture per
+// authorization; a partial capture releases the rest.
+func NewCapturePayment(core *Core, provider CaptureProvider) *PaymentTransition {
+	return NewPaymentTransition(core, CommandCapture, domain.TransitionCapture, OperationCapturePayment, domain.PaymentSucceeded,
+		captureCall{provider}, TransitionEvents{
+			domain.PaymentSucceeded: EventPaymentCaptured,
+			domain.PaymentDeclined:  EventCaptureDeclined,
+			domain.PaymentFailed:    EventCaptureFailed,
+		})
+}
+
+// captureCall asks the provider for a capture.
+type captureCall struct{ provider CaptureProvider }
+
+func (c captureCall) Call(ctx context.Context, p domain.Payment, t domain.Transition, key string) (ProviderDecision, error) {
+	return c.provider.Capture(ctx, providerCapture(p, t, key))
+}
+
+// providerCapture is capture t of payment p as the provider is asked for
+// it, under key.
+func providerCapture(p domain.Payment, t domain.Transition, key string) ProviderCapture {
+	return ProviderCapture{IdempotencyKey: key, AuthorizationKey: p.Charge.ProviderIdempotencyKey(), AuthorizationReservedAt: p.CreatedAt,
+		Amount: t.Amount, Reference: t.Reference}
+}
+
+func (c captureCall) Abilities() ProviderAbilities { return c.provider.Abilities() }
+
+func (c captureCall) Lookup(ctx context.Context, p domain.Payment, t domain.Transition, key string) (ProviderDecision, error) {
+	return c.provider.LookupCapture(ctx, providerCapture(p, t, key))
+}
+
+// ProviderCapture is a capture as the provider is asked for it: take
+// Amount of the money held by an authorization.
+type ProviderCapture struct {
+	// IdempotencyKey is the capture's own provider key.
+	IdempotencyKey string
+	// AuthorizationKey is the provider key the payment was authorized
+	// under: how the provider knows the hold.
+	AuthorizationKey string
+	// AuthorizationReservedAt is when the authorized payment was reserved:
+	// no request for it left before, so a provider that lists its records
+	// over a window of time finds the hold from there.
+	AuthorizationReservedAt time.Time
+	// Amount is what to take, at most what is held, in its currency.
+	Amount domain.Money
+	// Reference is the client's id of the capture at the provider.
+	Reference string
+}
+
+// CaptureProvider takes money an authorization holds. Its answers are a
+// decision or one of the errors of outcome.go; a capture the provider can
+// never make (the hold lapsed, was voided or captured already, an amount
+// above it) is refused for good (ErrProviderRefused).
+type CaptureProvider interface {
+	Provider
+	// Capture asks the provider to capture req under req.IdempotencyKey.
+	Capture(ctx context.Context, req ProviderCapture) (ProviderDecision, error)
+	// LookupCapture asks, without capturing, what the provider holds of
+	// req (ErrNoProviderCharge: nothing found; any other error: it cannot
+	// be known now).
+	LookupCapture(ctx context.Context, req ProviderCapture) (ProviderDecision, error)
+}
+
+// CommandVoid names a void's idempotency records.
+const CommandVoid CommandName = "void"
+
+// OperationVoidPayment is the Operation of a void made through POST
+// /payments/{id}/voids.
+const OperationVoidPayment = "POST /payments/{id}/voids"
+
+// Void events, by the void's final status.
+const (
+	// EventPaymentVoided announces a payment whose hold was released.
+	EventPaymentVoided = "PaymentVoided.v1"
+	// EventVoidDeclined announces a void the provider declined.
+	EventVoidDeclined = "VoidDeclined.v1"
+	// EventVoidFailed announces a void the provider refused for good.
+	EventVoidFailed = "VoidFailed.v1"
+)
+
+// NewVoidPayment is the void of authorized payments: a transition on the
+// core (above) that asks the provider to release the hold, and makes the
+// payment VOIDED, its order free for a new payment.
+func NewVoidPayment(core *Core, provider VoidProvider) *PaymentTransition {
+	return NewPaymentTransition(core, CommandVoid, domain.TransitionVoid, OperationVoidPayment, domain.PaymentVoided,
+		voidCall{provider}, TransitionEvents{
+			domain.PaymentSucceeded: EventPaymentVoided,
+			domain.PaymentDeclined:  EventVoidDeclined,
+			domain.PaymentFailed:    EventVoidFailed,
+		})
+}
+
+// voidCall asks the provider for a void.
+type voidCall struct{ provider VoidProvider }
+
+func (c voidCall) Call(ctx context.Context, p domain.Payment, _ domain.Transition, key string) (ProviderDecision, error) {
+	return c.provider.Void(ctx, providerVoid(p, key))
+}
+
+// providerVoid is the void of payment p as the provider is asked for it,
+// under key.
+func providerVoid(p domain.Payment, key string) ProviderVoid {
+	return ProviderVoid{IdempotencyKey: key, AuthorizationKey: p.Charge.ProviderIdempotencyKey(), AuthorizationReservedAt: p.CreatedAt}
+}
+
+func (c voidCall) Abilities() ProviderAbilities { return c.provider.Abilities() }
+
+func (c voidCall) Lookup(ctx context.Context, p domain.Payment, _ domain.Transition, key string) (ProviderDecision, error) {
+	return c.provider.LookupVoid(ctx, providerVoid(p, key))
+}
+
+// ProviderVoid is a void as the provider is asked for it: release what an
+// authorization holds.
+type ProviderVoid struct {
+	// IdempotencyKey is the void's own provider key.
+	IdempotencyKey string
+	// AuthorizationKey is the provider key the payment was authorized
+	// under.
+	AuthorizationKey string
+	// AuthorizationReservedAt is as ProviderCapture's.
+	AuthorizationReservedAt time.Time
+}
+
+// VoidProvider releases the money an authorization holds. A void the
+// provider can never make (the hold was captured, or lapsed) is refused
+// for good (ErrProviderRefused).
+type VoidProvider interface {
+	Provider
+	// Void asks the provider to void req under req.IdempotencyKey.
+	Void(ctx context.Context, req ProviderVoid) (ProviderDecision, error)
+	// LookupVoid asks, without voiding, what the provider holds of req.
+	LookupVoid(ctx context.Context, req ProviderVoid) (ProviderDecision, error)
 }

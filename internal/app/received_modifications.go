@@ -57,17 +57,6 @@ type ReceivedSteps[T any] interface {
 	SettleReceived(ctx context.Context, r Repos, t T, s Settlement) (bool, error)
 }
 
-// answerOfCall is the outcome model's view of a call's answer: a receipt
-// from a provider that declares it answers at once is not one of its
-// answers, so it is unknown, as an answer the adapter did not sort.
-func answerOfCall(d ProviderDecision, err error, abilities ProviderAbilities) ProviderAnswer {
-	a := AnswerOf(d, err)
-	if a == AnswerReceived && abilities.Modifications != AnswersReceived {
-		return AnswerUnknown
-	}
-	return a
-}
-
 // recordReceived records the provider's receipt of the command (the
 // verdict RecordReceived) and answers with it; callCtx bounds a lookup,
 // as the call was bounded.

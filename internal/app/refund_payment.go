@@ -476,17 +476,6 @@ func (s *refundSteps) Claim(ctx context.Context, r Repos, cmd RefundCommand, k K
 	}
 }
 
-// clientPayment reads payment id if it is client's, and otherwise answers
-// domain.ErrPaymentNotFound, so a client cannot probe for other clients'
-// payments.
-func clientPayment(ctx context.Context, r Repos, client domain.ClientID, id domain.PaymentID) (domain.Payment, error) {
-	p, err := r.Charges.Get(ctx, id)
-	if err == nil && p.ClientID != client {
-		err = domain.ErrPaymentNotFound
-	}
-	return p, err
-}
-
 // refundOf is the refund the command asks for, checked against its payment.
 func refundOf(cmd RefundCommand, p domain.Payment) (domain.Refund, error) {
 	if p.Status != domain.PaymentSucceeded {

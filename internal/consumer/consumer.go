@@ -135,8 +135,9 @@ type Config struct {
 	Dialer *kafka.Dialer
 
 	// Tracer, if set, traces each batch and continues the trace of each
-	// record that carries a W3C traceparent header (tracing.go). Nil: a
-	// no-op tracer, and the records' trace headers are not even read.
+	// record that carries a W3C traceparent header (batchSpan, loop.go).
+	// Nil: a no-op tracer, and the records' trace headers are not even
+	// read.
 	Tracer trace.Tracer
 }
 
@@ -298,4 +299,42 @@ func (c *Consumer) apply1(ctx, work context.Context, step string, maxRejections 
 		return err
 	})
 	return res, err
+}
+
+// metrics are the order events consumer's Prometheus series.
+type metrics struct {
+	*loopMetrics
+	applied    prometheus.Counter
+	superseded prometheus.Counter
+	duplicates prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, common *loopMetrics) (*metrics, error) {
+	m := &metrics{
+		loopMetrics: common,
+		applied: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "order_events_applied_total",
+			Help: "Order events applied to order_projection for the first time (written, or recorded as superseded by a newer event).",
+		}),
+		superseded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "order_events_superseded_total",
+			Help: "Applied order events that did not change the projection because a newer event of the order was already there (out-of-order delivery).",
+		}),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "order_events_duplicates_total",
+			Help: "Order events skipped because processed_event already had their eventId (redelivery, R-DIST-IDEM-2).",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.applied, m.superseded, m.duplicates} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) record(r app.ApplyResult) {
+	m.applied.Add(float64(r.Written + r.Superseded))
+	m.superseded.Add(float64(r.Superseded))
+	m.duplicates.Add(float64(r.Duplicates))
 }

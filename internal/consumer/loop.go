@@ -13,10 +13,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/example/payment-service/internal/backoff"
 	"github.com/example/payment-service/internal/kafka/idempotent"
+	"github.com/example/payment-service/internal/telemetry"
 )
 
 // loop is what the service's two consumers share: the consumer-group
@@ -413,4 +417,186 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n] + "..."
+}
+
+// loopMetrics are the series every consumer has, named
+// <prefix>_*: order_events_* for the order events consumer.
+type loopMetrics struct {
+	deadLettered   *prometheus.CounterVec
+	retries        *prometheus.CounterVec
+	commitFailures prometheus.Counter
+	// deadLetterRefused counts records the dead-letter topic refused for
+	// good and that were given up (deadLetterAll).
+	deadLetterRefused prometheus.Counter
+}
+
+func newLoopMetrics(reg prometheus.Registerer, prefix, what string, reasons, steps []string) (*loopMetrics, error) {
+	m := &loopMetrics{
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: prefix + "_dead_lettered_total",
+			Help: "Records the " + what + " sent to the dead-letter topic, by reason.",
+		}, []string{"reason"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: prefix + "_retries_total",
+			Help: "Failed attempts of the " + what + " that were retried with backoff (database or dead-letter topic unavailable), by step.",
+		}, []string{"step"}),
+		commitFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: prefix + "_offset_commit_failures_total",
+			Help: "Offset commits of the " + what + " that failed after the batch was handled; the batch is redelivered and skipped.",
+		}),
+		deadLetterRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: prefix + "_dead_letter_refused_total",
+			Help: "Records the dead-letter topic of the " + what + " refused for good (too large, not authorized) on every attempt, given up and left only in the original topic at the logged offset. Alert on any increase.",
+		}),
+	}
+	for _, reason := range reasons {
+		m.deadLettered.WithLabelValues(reason) // export zeros, so alerts see the series
+	}
+	for _, step := range steps {
+		m.retries.WithLabelValues(step) // export zeros, so alerts see the series
+	}
+	for _, c := range []prometheus.Collector{m.deadLettered, m.retries, m.commitFailures, m.deadLetterRefused} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// registerLag exports kafka-go's lag gauge: records between the reader's
+// position and the high-water mark, as of the partition fetched last.
+// kafka-go keeps one such number per reader, not one per partition.
+func (m *loopMetrics) registerLag(reg prometheus.Registerer, prefix, what string, r *kafka.Reader) error {
+	return reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: prefix + "_consumer_lag",
+		Help: "Records not yet fetched on the partition the " + what + "'s reader fetched last (kafka-go Reader.Stats().Lag).",
+	}, func() float64 { return float64(r.Stats().Lag) }))
+}
+
+// batchSpan traces one batch (Consumer.process, SagaConsumer.process).
+//
+// A batch is applied in one transaction, and its records come from many
+// producers' traces, so it is traced twice over:
+//
+//   - the batch span, "consume <topic>": a trace of its own (a batch has as
+//     many parents as records), covering dead-lettering, the transaction
+//     (its statements are its children) and the offset commit, linked to
+//     the trace of every record that carries one;
+//   - one span per record that carries a W3C traceparent header, "process
+//     <topic>", a child of that traceparent: the producer's trace continues
+//     in this service, and shows when its event was applied. It is linked
+//     to the batch span, where the database work is.
+type batchSpan struct {
+	batch     trace.Span
+	records   []trace.Span
+	committed bool // offsets committed
+}
+
+func (l *loop) traceBatch(ctx context.Context, msgs []kafka.Message) (context.Context, *batchSpan) {
+	return l.traceBatchOf(ctx, msgs, true)
+}
+
+// traceBatchOf is traceBatch; perRecord false starts no span per record:
+// the saga consumer starts its own, around each command's work
+// (traceRecord).
+func (l *loop) traceBatchOf(ctx context.Context, msgs []kafka.Message, perRecord bool) (context.Context, *batchSpan) {
+	// With tracing off the spans are no-ops: the records' headers are not
+	// read, and no span per record is started (below).
+	var parents []trace.SpanContext
+	var links []trace.Link
+	if l.traced {
+		parents = make([]trace.SpanContext, len(msgs))
+		links = make([]trace.Link, 0, len(msgs))
+		for i, m := range msgs {
+			if parents[i] = recordSpanContext(m); parents[i].IsValid() {
+				links = append(links, trace.Link{SpanContext: parents[i]})
+			}
+		}
+	}
+	ctx, batch := l.cfg.Tracer.Start(ctx, "consume "+l.cfg.Topic, trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithNewRoot(), trace.WithLinks(links...),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "kafka"),
+			attribute.String("messaging.destination.name", l.cfg.Topic),
+			attribute.String("messaging.consumer.group.name", l.cfg.GroupID),
+			attribute.Int("messaging.batch.message_count", len(msgs)),
+		))
+	s := &batchSpan{batch: batch}
+	if !batch.IsRecording() || !perRecord {
+		return ctx, s // tracing off: no span per record either
+	}
+	toBatch := trace.Link{SpanContext: batch.SpanContext()}
+	for i, m := range msgs {
+		if !parents[i].IsValid() {
+			continue
+		}
+		_, rec := l.cfg.Tracer.Start(trace.ContextWithRemoteSpanContext(ctx, parents[i]), "process "+l.cfg.Topic,
+			trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(toBatch),
+			trace.WithAttributes(
+				attribute.String("messaging.system", "kafka"),
+				attribute.String("messaging.destination.name", m.Topic),
+				attribute.Int("messaging.destination.partition.id", m.Partition),
+				attribute.Int64("messaging.kafka.offset", m.Offset),
+			))
+		s.records = append(s.records, rec)
+	}
+	return ctx, s
+}
+
+// traceRecord starts the span of one record's own work, "process <topic>":
+// a child of the record's traceparent, if it has one (else of the batch's
+// span), linked to the batch's span. Its context is what the work runs
+// under, so the record's trace runs on through the work's statements and
+// calls, and into what the work publishes. With tracing off it starts
+// nothing and returns a nil span.
+func (l *loop) traceRecord(ctx context.Context, m kafka.Message, batch *batchSpan) (context.Context, trace.Span) {
+	if !l.traced || !batch.batch.IsRecording() {
+		return ctx, nil
+	}
+	parent := ctx
+	if sc := recordSpanContext(m); sc.IsValid() {
+		parent = trace.ContextWithRemoteSpanContext(ctx, sc)
+	}
+	return l.cfg.Tracer.Start(parent, "process "+l.cfg.Topic,
+		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(trace.Link{SpanContext: batch.batch.SpanContext()}),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "kafka"),
+			attribute.String("messaging.destination.name", m.Topic),
+			attribute.Int("messaging.destination.partition.id", m.Partition),
+			attribute.Int64("messaging.kafka.offset", m.Offset),
+		))
+}
+
+// recordSpanContext is the span context in a record's W3C trace-context
+// headers; not valid when it has none.
+func recordSpanContext(m kafka.Message) trace.SpanContext {
+	var fields map[string]string
+	for _, h := range m.Headers {
+		if h.Key == telemetry.HeaderTraceparent || h.Key == telemetry.HeaderTracestate {
+			if fields == nil {
+				fields = make(map[string]string, 2)
+			}
+			fields[h.Key] = string(h.Value)
+		}
+	}
+	return telemetry.RemoteSpanContext(fields)
+}
+
+// fail marks the batch failed.
+func (s *batchSpan) fail(err error) {
+	s.batch.RecordError(err)
+	s.batch.SetStatus(codes.Error, err.Error())
+}
+
+// end ends every span of the batch. A batch abandoned before its offsets
+// were committed (shutdown while retrying) is marked so.
+func (s *batchSpan) end() {
+	s.batch.SetAttributes(attribute.Bool("payment.consumer.committed", s.committed))
+	if !s.committed {
+		s.batch.SetStatus(codes.Error, "offsets not committed")
+	}
+	for _, r := range s.records {
+		r.End()
+	}
+	s.batch.End()
 }

@@ -59,7 +59,7 @@ type Deps struct {
 	// Registry holds the metrics /metrics serves; the handler registers
 	// its own on it.
 	Registry *prometheus.Registry
-	// Tracing, when on, gives every API request a server span (tracing.go).
+	// Tracing, when on, gives every API request a server span (middleware.go).
 	// Nil is off.
 	Tracing *telemetry.Tracing
 	// Reconciliation, if set, serves the operators' endpoints
@@ -135,30 +135,4 @@ func NewHandler(d Deps) http.Handler {
 	}
 	m.useRoutes(e) // after the last route, before the first request
 	return withTracing(e, d.Tracing)
-}
-
-// requestLogger writes one structured line per request, with the request id
-// that RequestID put in X-Request-Id.
-func requestLogger(logger *slog.Logger) echo.MiddlewareFunc {
-	return middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
-		LogMethod: true, LogURIPath: true, LogRoutePath: true, LogStatus: true, LogLatency: true, LogRequestID: true,
-		LogError:    true,
-		HandleError: true, // runs the error handler first, so the status logged is the one sent
-		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
-			level := slog.LevelInfo
-			if v.Status >= 500 {
-				level = slog.LevelError
-			}
-			logger.LogAttrs(c.Request().Context(), level, "http request",
-				slog.String("request_id", v.RequestID),
-				slog.String("method", v.Method),
-				slog.String("path", v.URIPath),
-				slog.String("route", v.RoutePath),
-				slog.Int("status", v.Status),
-				slog.Duration("latency", v.Latency),
-				slog.String("client_id", string(clientID(c))),
-			)
-			return nil
-		},
-	})
 }
