@@ -81,9 +81,9 @@ var (
 	getPaymentStmt          = compileNamed(getPaymentSQL)
 )
 
-// chargeNeedsTransactionCode is the SQLSTATE of charge_needs_transaction's
+// claimNeedsTransactionCode is the SQLSTATE of claim_needs_transaction's
 // error; mapError turns it into app.ErrClaimNeedsTransaction.
-const chargeNeedsTransactionCode = "PC001"
+const claimNeedsTransactionCode = "PC001"
 
 // captureMethod is the payment.capture_method of a charge.
 func captureMethod(c domain.Charge) string {

@@ -247,7 +247,7 @@ func (c conn) run(ctx context.Context, fn func(db *gorm.DB) error) error {
 // mapError turns errors meaning "the database cannot be reached" into
 // app.ErrStoreUnavailable (the service fails closed on it with 503), marks
 // errors that reject the data itself with app.ErrDataRejected (keeping the
-// original in the chain), turns charge_needs_transaction's error into
+// original in the chain), turns claim_needs_transaction's error into
 // app.ErrClaimNeedsTransaction, and leaves others as they are. It is
 // idempotent.
 func mapError(err error) error {
@@ -255,7 +255,7 @@ func mapError(err error) error {
 		return err
 	}
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == chargeNeedsTransactionCode {
+	if errors.As(err, &pgErr) && pgErr.Code == claimNeedsTransactionCode {
 		return app.ErrClaimNeedsTransaction
 	}
 	if isUnavailable(err) {

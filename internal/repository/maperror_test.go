@@ -11,14 +11,14 @@ import (
 	"github.com/example/payment-service/internal/app"
 )
 
-// charge_needs_transaction's error (SQLSTATE PC001), wrapped as the claim
+// claim_needs_transaction's error (SQLSTATE PC001), wrapped as the claim
 // statement wraps it, is ErrClaimNeedsTransaction, and only that code is.
-func TestChargeNeedsTransactionIsErrClaimNeedsTransaction(t *testing.T) {
+func TestClaimNeedsTransactionIsErrClaimNeedsTransaction(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		code string
 		want bool
-	}{{chargeNeedsTransactionCode, true}, {"P0001", false}, {"23505", false}} {
+	}{{claimNeedsTransactionCode, true}, {"P0001", false}, {"23505", false}} {
 		err := mapError(fmt.Errorf("claim key and reserve payment: %w", &pgconn.PgError{Code: tc.code}))
 		if got := errors.Is(err, app.ErrClaimNeedsTransaction); got != tc.want {
 			t.Errorf("SQLSTATE %s: ErrClaimNeedsTransaction %v, want %v (%v)", tc.code, got, tc.want, err)

@@ -87,7 +87,7 @@ SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
                  EXISTS (SELECT 1 FROM claimed)
              AND t.status = 'PENDING'
              AND t.id = (SELECT recovery_point FROM claimed), false)
-            THEN charge_needs_transaction()
+            THEN claim_needs_transaction()
             ELSE true
        END
 -- clause usual_answer: end

@@ -8,7 +8,7 @@
 --   - @atomic, on the pool: the usual answer, a claimed key with a PENDING
 --     payment to charge, commits in one round trip; so does a record in
 --     the claim's way, for which nothing is written. Any other answer
---     raises charge_needs_transaction's error, which rolls the whole
+--     raises claim_needs_transaction's error, which rolls the whole
 --     statement back;
 --   - inside a transaction, after such an error: it returns every answer,
 --     and the rare ones take further statements before the transaction
@@ -143,7 +143,7 @@ SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
 -- clause usual_answer: begin
 -- On its own (atomic), keep only a claimed key with a PENDING payment,
 -- which is its recovery point, or a record in the claim's way, for which
--- nothing was written; any other answer raises charge_needs_transaction's
+-- nothing was written; any other answer raises claim_needs_transaction's
 -- error (one function for every command's phase 1), which rolls back
 -- everything above. CASE, because only CASE fixes the order in which SQL
 -- evaluates; coalesce, because a missing payment makes it NULL.
@@ -151,7 +151,7 @@ SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
                  EXISTS (SELECT 1 FROM claimed)
              AND ch.status = 'PENDING'
              AND ch.id = (SELECT recovery_point FROM claimed), false)
-            THEN charge_needs_transaction()
+            THEN claim_needs_transaction()
             ELSE true
        END
 -- clause usual_answer: end

@@ -136,14 +136,14 @@ SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
 -- clause usual_answer: begin
 -- Keep only a claimed key with a PENDING payment, which is its recovery
 -- point; any other answer, a record in the claim's way too, raises
--- charge_needs_transaction's error, which rolls back everything above,
+-- claim_needs_transaction's error, which rolls back everything above,
 -- the step's row with it. CASE, because only CASE fixes the order in which
 -- SQL evaluates; coalesce, because a missing payment makes it NULL.
  WHERE CASE WHEN @atomic AND NOT coalesce(
                  EXISTS (SELECT 1 FROM claimed)
              AND ch.status = 'PENDING'
              AND ch.id = (SELECT recovery_point FROM claimed), false)
-            THEN charge_needs_transaction()
+            THEN claim_needs_transaction()
             ELSE true
        END
 -- clause usual_answer: end

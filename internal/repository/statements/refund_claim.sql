@@ -1,7 +1,7 @@
 -- A refund's phase 1 in one statement (RefundStore.Claim), run as a
 -- charge's claim is (charge_claim.sql): @atomic on the pool, committing
 -- only a claimed key with a PENDING refund to make, and raising
--- charge_needs_transaction's error (one function for every command's
+-- claim_needs_transaction's error (one function for every command's
 -- phase 1) for any other answer; or in a transaction, returning every
 -- answer.
 --
@@ -128,7 +128,7 @@ SELECT EXISTS (SELECT 1 FROM claimed) AS claimed,
                  EXISTS (SELECT 1 FROM claimed)
              AND f.status = 'PENDING'
              AND f.id = (SELECT recovery_point FROM claimed), false)
-            THEN charge_needs_transaction()
+            THEN claim_needs_transaction()
             ELSE true
        END
 -- clause usual_answer: end
