@@ -511,7 +511,15 @@ cmd_fault() {
   [[ -n "$m" ]] || die "fault ${kind}: no member has the role it needs (cluster unhealthy?)"
   case "$kind" in
   postmaster-kill) kill9_wait "$(postmaster_pid "$m")" ;;
-  patroni-term) kill -TERM "$(patroni_pid "$m")" ;;
+  patroni-term)
+    # It stops PostgreSQL and gives the leader key up before it exits:
+    # wait for that, so that a rejoin right after finds it gone.
+    local pid deadline
+    pid="$(patroni_pid "$m")"
+    kill -TERM "$pid"
+    deadline=$((SECONDS + 60))
+    while alive "$pid" && ((SECONDS < deadline)); do sleep 0.1; done
+    ;;
   node-crash | sync-lost) crash "$m" ;;
   patroni-restart)
     kill9_wait "$(patroni_pid "$m")"
