@@ -314,6 +314,8 @@ func isUnavailable(err error) bool {
 			return true
 		case pgErr.Code == "53300": // too many connections
 			return true
+		case pgErr.Code == "25006": // read-only transaction: a standby, or a primary being demoted
+			return true
 		}
 		return false
 	}
