@@ -3,14 +3,11 @@ package repository_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"net/url"
 	"testing"
 	"time"
 
 	"github.com/example/payment-service/internal/app"
-	"github.com/example/payment-service/internal/repository"
 	"github.com/example/payment-service/internal/testdb"
 )
 
@@ -30,16 +27,7 @@ func TestWriteOnAServerThatTakesNoWritesIsStoreUnavailable(t *testing.T) {
 	q := u.Query()
 	q.Set("options", "-cdefault_transaction_read_only=on")
 	u.RawQuery = q.Encode()
-	db, err := repository.Open(u.String(), repository.PoolConfig{MaxOpenConns: 2}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			_ = sqlDB.Close()
-		}
-	})
-	tx := repository.NewTransactor(db)
+	_, tx := openDBOn(t, u.String())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, tc := range []struct {

@@ -3,8 +3,6 @@ package repository_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"net/url"
 	"testing"
 	"time"
@@ -14,7 +12,6 @@ import (
 	"github.com/example/payment-service/db/migrations"
 	"github.com/example/payment-service/internal/app"
 	"github.com/example/payment-service/internal/pgtemp"
-	"github.com/example/payment-service/internal/repository"
 )
 
 // A commit that waits for a synchronous standby, as every commit does on a
@@ -53,16 +50,7 @@ func TestCommitWhoseReplicationWaitIsCutIsNotDone(t *testing.T) {
 	if err := migrations.Up(ctx, u.String()); err != nil {
 		t.Fatal(err)
 	}
-	db, err := repository.Open(dsn, repository.PoolConfig{MaxOpenConns: 4}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			_ = sqlDB.Close()
-		}
-	})
-	tx := repository.NewTransactor(db)
+	_, tx := openDBOn(t, dsn)
 
 	// cancelWaits sends a cancel request to every backend waiting for the
 	// standby, until ctx ends.
