@@ -78,6 +78,9 @@ ETCD_PORT=$((BASE + 200))
 ETCD_PEER_PORT=$((BASE + 201))
 PROXY_PORT=$((BASE + 300))
 
+# Debian installs HAProxy in /usr/sbin, which a normal user's PATH may lack.
+HAPROXY="$(command -v haproxy || echo /usr/sbin/haproxy)"
+
 log() { echo "pg-ha-local: $*" >&2; }
 die() { echo "pg-ha-local: ERROR: $*" >&2; exit 1; }
 
@@ -203,7 +206,7 @@ ensure_patroni() {
 need_commands() {
   local missing=()
   command -v etcd >/dev/null || missing+=(etcd-server)
-  command -v haproxy >/dev/null || missing+=(haproxy)
+  [[ -x "$HAPROXY" ]] || missing+=(haproxy)
   command -v python3 >/dev/null || missing+=(python3-venv)
   ((${#missing[@]} == 0)) || die "missing Debian packages: ${missing[*]} (scripts/install-test-packages.sh failover installs them as root)"
 }
@@ -337,7 +340,7 @@ start_patroni() {
 
 start_proxy() {
   proxy_pid >/dev/null && return 0
-  nohup haproxy -db -f "${RUN}/haproxy.cfg" </dev/null >>"${RUN}/haproxy.log" 2>&1 9>&- &
+  nohup "$HAPROXY" -db -f "${RUN}/haproxy.cfg" </dev/null >>"${RUN}/haproxy.log" 2>&1 9>&- &
   echo $! >"${RUN}/haproxy.pid"
   local deadline=$((SECONDS + 15))
   until port_open "$PROXY_PORT"; do
@@ -385,9 +388,19 @@ sync=[m for m in ms if m.get("role")=="sync_standby"]
 sys.exit(0 if len(lead)==1 and len(stream)==2 and len(sync)>=1 else 1)' 2>/dev/null
 }
 
+# every_member_up: each member's own Patroni answers 200 on /health (its
+# PostgreSQL runs). The cluster's view alone comes from etcd, where a
+# crashed member still looks as it was until its keys expire.
+every_member_up() {
+  local m
+  for m in "${MEMBERS[@]}"; do
+    curl -sf --max-time 2 -o /dev/null "http://127.0.0.1:$(api_port "$m")/health" || return 1
+  done
+}
+
 wait_healthy() {
   local deadline=$((SECONDS + START_TIMEOUT)) m
-  until healthy && curl -sf --max-time 2 -o /dev/null "http://127.0.0.1:$(api_port "$(member_with_role leader)")/primary"; do
+  until healthy && every_member_up && curl -sf --max-time 2 -o /dev/null "http://127.0.0.1:$(api_port "$(member_with_role leader)")/primary"; do
     if ((SECONDS >= deadline)); then
       for m in "${MEMBERS[@]}"; do tail -n 15 "${RUN}/${m}/patroni.log" >&2 || true; done
       cluster >&2 || true
