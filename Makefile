@@ -5,7 +5,7 @@ GO          ?= go
 GOLANGCI_LINT ?= github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 BIN         ?= bin
 
-.PHONY: dev demo path-files compose-check fresh-machine-check test test-pgbench test-stripe-mock test-kafka test-fault test-fault-long test-fault-rolling-long fuzz contract-fuzz lint build migrate bench bench-api bench-scale bench-tracing docs-screenshot help model model-mutants model-deep \
+.PHONY: dev demo path-files compose-check fresh-machine-check test test-pgbench test-stripe-mock test-kafka test-fault test-failover test-fault-long test-fault-rolling-long fuzz contract-fuzz lint build migrate bench bench-api bench-scale bench-tracing docs-screenshot help model model-mutants model-deep \
 	model-mutant-nofence model-mutant-findsave model-mutant-delunknown model-mutant-noorderidx model-mutant-nolease \
 	model-mutant-nolookup model-mutant-busyasnone model-mutant-nosettle model-mutant-nowait \
 	model-mutant-hooknofence model-mutant-hookfinal model-mutant-hooknodedup \
@@ -24,6 +24,7 @@ help:
 	@echo "make test-pgbench  the pgbench ceiling's scripts run on the schema (needs Debian's postgresql for pgbench; CI runs it)"
 	@echo "make test-stripe-mock  the Stripe adapter's requests against stripe-mock, started on loopback and stopped by its pid (CI runs it)"
 	@echo "make test-fault  the fault suite (test/fault): replicas, kill -9, lossy links, database and broker outages, seeded rounds"
+	@echo "make test-failover  the failover suite: charges and refunds through HAProxy while Patroni's primary dies or is switched over (scripts/pg-ha-local.sh)"
 	@echo "make test-fault-long  10,000 seeded fault rounds (about an hour; FAULT_FLAGS=\"-seed N\" to pick the seed)"
 	@echo "make test-fault-rolling-long  the rolling deploy (previous release beside this one) with 150 seeded rounds per rolled replica"
 	@echo "make fuzz     each fuzz target for FUZZTIME (default 20s); the corpus is in testdata/fuzz"
@@ -122,6 +123,20 @@ test-fault:
 	$(FAULT_KAFKA_PORTS) FAULT_KAFKA_SCRIPT=$(CURDIR)/scripts/kafka-local.sh \
 	  $(GO) test -race -tags fault -count=1 -timeout 10m -v -run 'TestBrokerOutage' ./test/fault/; status=$$?; \
 	$(FAULT_KAFKA_PORTS) scripts/kafka-local.sh stop; exit $$status
+
+# The failover suite (docs/reliability.md, "Failover"): a local Patroni
+# cluster behind HAProxy (scripts/pg-ha-local.sh, on ports of its own),
+# started here and stopped after, whatever the result. Its test carries the
+# build tags fault and failover, so neither make test nor make test-fault
+# runs it. PG_HA_MUTANT=direct runs it with the replicas pointed straight
+# at the first primary, which the suite must catch.
+test-failover:
+	@scripts/install-test-packages.sh failover
+	@env=$$(scripts/pg-ha-local.sh start) || { echo "test-failover: could not start the HA stack" >&2; scripts/pg-ha-local.sh stop; exit 1; }; \
+	for l in $$env; do export "$$l"; done; \
+	PG_HA_SCRIPT=$(CURDIR)/scripts/pg-ha-local.sh \
+	  $(GO) test -race -tags fault,failover -count=1 -timeout 20m -v -run 'TestFailover' ./test/fault/ $(FAULT_FLAGS); status=$$?; \
+	scripts/pg-ha-local.sh stop; exit $$status
 
 # The long seeded run whose result docs/reliability.md reports. The service
 # is built without -race here, to get through the rounds in about an hour.

@@ -8,6 +8,7 @@
 #
 #   scripts/install-test-packages.sh       what `make test` needs
 #   scripts/install-test-packages.sh ci    that, and what .ci/run's other checks need
+#   scripts/install-test-packages.sh failover  what make test-failover needs
 #
 # As root, the missing packages are installed with apt-get. As a normal user
 # with some missing, it prints the one apt line to run and fails, so that
@@ -32,10 +33,19 @@ jq              jq              make compose-check reads the API'"'"'s answers
 spin            spin            model-check the idempotency protocol (make model)
 '
 
+# make test-failover only (scripts/pg-ha-local.sh): Patroni itself comes
+# from PyPI, Debian's being older than the version floor.
+failover='
+initdb     postgresql    the members: the server binaries, pg_rewind and pg_basebackup
+etcd       etcd-server   the consensus store of Patroni
+haproxy    haproxy       routes to the member whose Patroni says primary
+'
+
 case "${1:-}" in
 "") wanted="$make_test" ;;
 ci) wanted="$make_test$ci" ;;
-*) echo "usage: $0 [ci]" >&2; exit 2 ;;
+failover) wanted="$make_test$failover" ;;
+*) echo "usage: $0 [ci|failover]" >&2; exit 2 ;;
 esac
 
 # initdb is not on PATH where Debian's postgresql is installed; the browser

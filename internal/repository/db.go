@@ -105,6 +105,7 @@ func Open(dsn string, pool PoolConfig, log *slog.Logger, opts ...OpenOption) (*g
 	for _, opt := range opts {
 		opt(connConfig)
 	}
+	connConfig.OnNotice = noteLocalOnlyCommit
 	dialector := postgres.New(postgres.Config{Conn: stdlib.OpenDB(*connConfig)})
 	db, err := gorm.Open(dialector, &gorm.Config{
 		// GORM runs no statement of its own here (package doc); should one
@@ -193,9 +194,20 @@ func (t *Transactor) Transact(ctx context.Context, fn func(ctx context.Context, 
 	var wroteOutbox bool
 	outbox := t.outbox
 	outbox.wroteInTx = &wroteOutbox
-	err := t.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		// No gate: the transaction already holds its connection.
-		return fn(ctx, repos(conn{db: tx, outbox: outbox, inTx: true}))
+	// The transaction runs on a connection pinned for it, so that its
+	// commit can be asked afterwards whether it was answered with the
+	// warning that its wait for the synchronous standby was cancelled.
+	err := t.db.WithContext(ctx).Connection(func(pinned *gorm.DB) error {
+		sqlConn, _ := pinned.Statement.ConnPool.(*sql.Conn)
+		_ = rawPgConn(sqlConn, takeLocalOnly)
+		err := pinned.Transaction(func(tx *gorm.DB) error {
+			// No gate: the transaction already holds its connection.
+			return fn(ctx, repos(conn{db: tx, outbox: outbox, inTx: true}))
+		})
+		if err == nil && rawPgConn(sqlConn, takeLocalOnly) {
+			err = errCommittedLocallyOnly
+		}
+		return err
 	})
 	if errors.Is(err, sql.ErrTxDone) && ctx.Err() != nil {
 		// database/sql rolls a transaction back by itself when its context
@@ -208,6 +220,22 @@ func (t *Transactor) Transact(ctx context.Context, fn func(ctx context.Context, 
 		t.outbox.wrote()
 	}
 	return mapError(err)
+}
+
+// rawPgConn hands the pgx connection under c to f; false where there is
+// none (c nil, or not pgx's).
+func rawPgConn(c *sql.Conn, f func(*pgconn.PgConn) bool) bool {
+	if c == nil {
+		return false
+	}
+	var got bool
+	_ = c.Raw(func(driverConn any) error {
+		if dc, ok := driverConn.(*stdlib.Conn); ok {
+			got = f(dc.Conn().PgConn())
+		}
+		return nil
+	})
+	return got
 }
 
 // repos are the repositories over c.
@@ -286,6 +314,8 @@ func isUnavailable(err error) bool {
 			return true
 		case pgErr.Code == "53300": // too many connections
 			return true
+		case pgErr.Code == "25006": // read-only transaction: a standby, or a primary being demoted
+			return true
 		}
 		return false
 	}
@@ -298,6 +328,7 @@ func isUnavailable(err error) bool {
 		// crashed or was shut down immediately.
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
 		errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, errCommittedLocallyOnly) ||
 		pgconn.SafeToRetry(err) ||
 		pgconn.Timeout(err)
 }

@@ -216,6 +216,16 @@ func onPgx(ctx context.Context, pool *sql.DB, fn func(*pgx.Conn) error) error {
 	}
 	defer func() { _ = c.Close() }()
 	return c.Raw(func(driverConn any) error {
-		return fn(driverConn.(*stdlib.Conn).Conn())
+		conn := driverConn.(*stdlib.Conn).Conn()
+		takeLocalOnly(conn.PgConn())
+		if err := fn(conn); err != nil {
+			return err
+		}
+		// Each statement here commits on its own: a commit answered
+		// with the warning that its standby wait was cancelled is not done.
+		if takeLocalOnly(conn.PgConn()) {
+			return errCommittedLocallyOnly
+		}
+		return nil
 	})
 }

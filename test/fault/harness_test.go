@@ -130,6 +130,10 @@ type stackOptions struct {
 	// to the first replica's POST /webhooks/stripe through that replica's
 	// front proxy. provider, webhooks and received are then unused.
 	stripe bool
+	// dsn: the replicas and the checks use this database (the failover
+	// suite's HAProxy in front of Patroni's members) instead of a pgtemp
+	// cluster of their own.
+	dsn string
 }
 
 // The received mode's timings in the suite: a modification is decided
@@ -182,12 +186,17 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 	defer cancel()
 	s := &stack{t: t, logDir: t.TempDir(), received: opts.received}
 
-	pg, err := pgtemp.Start(ctx, pgtemp.Options{})
-	if err != nil {
-		t.Fatal(err)
+	var err error
+	if opts.dsn != "" {
+		s.dsn = opts.dsn
+	} else {
+		pg, err := pgtemp.Start(ctx, pgtemp.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pg.Stop)
+		s.pg, s.dsn = pg, pg.DSN("postgres")
 	}
-	t.Cleanup(pg.Stop)
-	s.pg, s.dsn = pg, pg.DSN("postgres")
 	if opts.migrateTo == 0 {
 		err = migrations.Up(ctx, s.dsn)
 	} else {

@@ -123,6 +123,9 @@ func (c *checker) check(ops []op, answers []answer) violations {
 		}
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		v.add("read payments: %v", err)
+	}
 	for order, ps := range byOrder {
 		succeeded := 0
 		for _, p := range ps {
@@ -308,6 +311,9 @@ func (c *checker) awaitOutbox(ctx context.Context, v *violations, what string, s
 			}
 		}
 		rows.Close()
+		if err := rows.Err(); err != nil {
+			v.add("read outbox: %v", err)
+		}
 		if unpublished == 0 && c.readTopic(ctx, v) && seen() {
 			return out, true
 		}

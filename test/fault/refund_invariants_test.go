@@ -133,6 +133,9 @@ func (c *checker) checkRefunds(refunds []refundOp, answers []answer) violations 
 		}
 	}
 	res.Close()
+	if err := res.Err(); err != nil {
+		v.add("read refunds: %v", err)
+	}
 
 	for id, p := range payments {
 		// The provider's refunds of the payment's charge, under any key.

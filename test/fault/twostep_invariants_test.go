@@ -345,6 +345,9 @@ func (c *checker) checkTwoStep(p *twoStepPlan) violations {
 		f.transitions = append(f.transitions, t)
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		v.add("read transitions: %v", err)
+	}
 	rows, err = s.db.Query(ctx, `SELECT id, payment_id, external_refund_id, status, amount FROM refund WHERE payment_id = $1`, id)
 	if err != nil {
 		v.add("read refunds: %v", err)
@@ -358,6 +361,9 @@ func (c *checker) checkTwoStep(p *twoStepPlan) violations {
 		f.refunds = append(f.refunds, r)
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		v.add("read refunds: %v", err)
+	}
 
 	// The payment's events: wait until every row is published and on the
 	// topic, bounded; what is still missing then is a violation below.
@@ -383,6 +389,9 @@ func (c *checker) checkTwoStep(p *twoStepPlan) violations {
 			f.outbox = append(f.outbox, e)
 		}
 		rows.Close()
+		if err := rows.Err(); err != nil {
+			v.add("read outbox: %v", err)
+		}
 		c.readTopic(ctx, &v)
 		f.topic = map[string]string{}
 		for eventID, typ := range c.events[id] {
