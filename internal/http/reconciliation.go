@@ -2,6 +2,7 @@ package http
 
 import (
 	"errors"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -132,10 +133,25 @@ const (
 	maxPageSize     = 1000
 )
 
+// queryValue is the query parameter name, "" when it is not named. Named
+// with no value it is an error: no parameter of the API has an empty
+// value, and a filter left empty would select what the caller did not ask
+// for.
+func queryValue(c echo.Context, name string, errs *[]FieldError) string {
+	v, named := c.QueryParams()[name]
+	if !named {
+		return ""
+	}
+	if v[0] == "" {
+		*errs = append(*errs, FieldError{Field: name, Message: "must not be empty"})
+	}
+	return v[0]
+}
+
 // queryInt reads an optional positive integer query parameter (0 when
 // absent), at most most.
 func queryInt(c echo.Context, name string, most int64, errs *[]FieldError) int64 {
-	v := c.QueryParam(name)
+	v := queryValue(c, name, errs)
 	if v == "" {
 		return 0
 	}
@@ -156,7 +172,7 @@ func pageSize(c echo.Context, errs *[]FieldError) int {
 
 func (h *reconciliationHandlers) listRuns(c echo.Context) error {
 	var errs []FieldError
-	before := queryInt(c, "before", 1<<62, &errs)
+	before := queryInt(c, "before", math.MaxInt64, &errs)
 	limit := pageSize(c, &errs)
 	if errs != nil {
 		return validationProblem(errs)
@@ -213,9 +229,9 @@ func (h *reconciliationHandlers) runItems(c echo.Context) error {
 
 func (h *reconciliationHandlers) listItems(c echo.Context) error {
 	var errs []FieldError
-	f := app.ItemFilter{Class: app.MismatchClass(c.QueryParam("class")), Currency: c.QueryParam("currency")}
-	switch c.QueryParam("status") {
-	case "", "open":
+	f := app.ItemFilter{Class: app.MismatchClass(queryValue(c, "class", &errs)), Currency: queryValue(c, "currency", &errs)}
+	switch queryValue(c, "status", &errs) {
+	case "", "open": // not named: the open ones (named empty is refused)
 		open := true
 		f.Open = &open
 	case "closed":
@@ -240,7 +256,7 @@ func (h *reconciliationHandlers) listItems(c echo.Context) error {
 // items answers a page of the items f selects.
 func (h *reconciliationHandlers) items(c echo.Context, f app.ItemFilter) error {
 	var errs []FieldError
-	after := queryInt(c, "after", 1<<62, &errs)
+	after := queryInt(c, "after", math.MaxInt64, &errs)
 	limit := pageSize(c, &errs)
 	if errs != nil {
 		return validationProblem(errs)

@@ -40,7 +40,7 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>Reconciliation</title><style>{{.Style}}</style></head>
 <body>
 <h1>Reconciliation</h1>
-<form method="get" action="/reconciliation"><label>Day <input type="date" name="day" value="{{.Day}}"></label> <button>Show</button></form>
+<form method="get" action="/reconciliation"><label>Day <input type="date" name="day" value="{{.Day}}" required></label> <button>Show</button></form>
 <h2>{{.Day}}</h2>
 {{if .Run}}<p>Match rate <strong class="{{if eq .Run.Found 0}}good{{else}}bad{{end}}">{{.Rate}}</strong>:
 {{.Run.Matched}} matched, {{.Run.Found}} mismatched, {{.Run.Expected}} still settling;
@@ -65,12 +65,17 @@ const pageItems = 200
 func (h *reconciliationHandlers) page(c echo.Context) error {
 	ctx := c.Request().Context()
 	day := h.now().UTC().Truncate(24 * time.Hour)
-	if v := c.QueryParam("day"); v != "" {
+	// The form's field is required, so a browser never sends it empty.
+	var errs []FieldError
+	if v := queryValue(c, "day", &errs); v != "" {
 		d, err := time.Parse(time.DateOnly, v)
 		if err != nil {
 			return validationProblem([]FieldError{{Field: "day", Message: "must be a date, YYYY-MM-DD"}})
 		}
 		day = d
+	}
+	if errs != nil {
+		return validationProblem(errs)
 	}
 	data := struct {
 		Style   template.CSS

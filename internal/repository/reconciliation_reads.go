@@ -18,14 +18,14 @@ import (
 const (
 	reconcileRunSQL  = `SELECT ` + runColumns + ` FROM reconciliation_run r WHERE r.id = @id`
 	reconcileRunsSQL = `SELECT ` + runColumns + ` FROM reconciliation_run r
- WHERE @before = 0 OR r.id < @before ORDER BY r.id DESC LIMIT @limit`
+ WHERE @before::bigint = 0 OR r.id < @before ORDER BY r.id DESC LIMIT @limit`
 	// reconcileItemsSQL: a filter left empty selects any.
 	reconcileItemsSQL = `SELECT ` + itemColumns + ` FROM reconciliation_item i
  WHERE i.id > @after
    AND (@status = '' OR i.status = @status)
    AND (@class = '' OR i.class = @class)
    AND (@currency = '' OR i.our_currency = @currency OR i.their_currency = @currency)
-   AND (@run = 0 OR EXISTS (SELECT 1 FROM reconciliation_finding f WHERE f.run_id = @run AND f.item_id = i.id))
+   AND (@run::bigint = 0 OR EXISTS (SELECT 1 FROM reconciliation_finding f WHERE f.run_id = @run AND f.item_id = i.id))
  ORDER BY i.id
  LIMIT @limit`
 	reconcileOpenCountsSQL = `SELECT i.class, count(*) FROM reconciliation_item i WHERE i.status = 'open' GROUP BY i.class`

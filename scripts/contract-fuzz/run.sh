@@ -44,7 +44,7 @@ log=$work/payment-dev.log
 # slow_ id costs a second, not the service's whole provider timeout (the
 # charge then succeeds rather than coming back outcome-unknown; the
 # contract test and the fault suite cover that answer).
-HTTP_ADDR=127.0.0.1:0 DEV_KAFKA_PORT=0 DEV_PROVIDER_PORT=0 API_KEYS=contract-fuzz:$key \
+HTTP_ADDR=127.0.0.1:0 DEV_KAFKA_PORT=0 DEV_PROVIDER_PORT=0 API_KEYS=contract-fuzz:$key OPERATOR_CLIENTS=contract-fuzz \
   SANDBOX_SLOW_DELAY=1s LOG_LEVEL=error "$work/payment-dev" >"$log" 2>&1 &
 pid=$!
 stop() {
