@@ -65,7 +65,7 @@ func UpTo(ctx context.Context, dsn string, version int64) error {
 // its own, and an outbox relay standby of the previous release sits in one
 // statement, SELECT pg_advisory_lock(...), holding one snapshot, for as
 // long as the leader's session lives (this release's standby asks with
-// pg_try_advisory_lock and holds none: internal/repository/outbox_relay.go).
+// pg_try_advisory_lock and holds none: internal/repository/outbox.go).
 // With two replicas or more running, the build, and so the migration and
 // the deploy, waited for ever: the rolling-deploy test
 // found it (docs/deploying.md). A cancelled wait fails the standby's Lead;

@@ -462,7 +462,7 @@ func (s *stack) canaries(t *testing.T, round int) ([]op, []answer) {
 }
 
 // The advisory lock keys of the two leaderships, as the service takes them
-// (internal/service/jobs.go, internal/repository/outbox_relay.go): the same
+// (internal/service/jobs.go, internal/repository/outbox.go): the same
 // in the previous release and this one, which is what makes one leader of
 // each across both.
 const jobsLeaderKey int64 = 0x7061796d656e7473
