@@ -1,7 +1,7 @@
 -- Releases: runs under the previous release and this one; the previous release's writers then wake no relay at their commit, so while they run, a relay finds their events at its poll (OUTBOX_POLL_INTERVAL, 5 s by default) or at the next wake of a current writer, whichever comes first. No event is lost or published twice by it.
 --
 -- The outbox's NOTIFY trigger (00004) goes: the writers wake the relays
--- after their commit instead (internal/outbox/waker.go, docs/decisions/0027).
+-- after their commit instead (internal/outbox/relay.go, docs/decisions/0027).
 --
 -- A transaction that has notified takes, at commit, one lock that every
 -- notifying transaction of the server shares, and holds it through its

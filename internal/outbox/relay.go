@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -560,3 +561,153 @@ func toMessage(e Event) idempotent.Message {
 
 // The idempotent producer (R-DIST-IDEM-X2) is the Publisher in production.
 var _ Publisher = (*idempotent.Producer)(nil)
+
+// WakeGap is the least time between two wakes a Waker sends: the most a
+// committed event waits for its relay beyond the wake's own round trip.
+// Short, because a wake asked for within the gap waits for its end, and a
+// saga step's reply waits for its wake: with 10 ms, a step at one client
+// waited 4 to 5 ms for its reply to be produced, with 2 ms 0.6 ms, and
+// HTTP creates cost the same CPU either way (docs/benchmarks.md, saga
+// section). At most 500 notifications a second, each a transaction of a
+// few microseconds.
+const WakeGap = 2 * time.Millisecond
+
+// Waker tells the relays that outbox rows were committed. Writers call Wake
+// after their commit; Run sends one notification (NOTIFY outbox_event) for
+// every burst of Wake calls, at most one per WakeGap.
+//
+// The notification is not sent inside the writing transaction (as a
+// trigger on outbox_event would send it): PostgreSQL serializes the commits
+// of all transactions that notify, through their WAL flush, on one lock, so
+// every charge's phase 3 would wait in line for the one before it: one WAL
+// flush per commit where group commit shares one among many, and a third
+// of the throughput (docs/benchmarks.md, "CPU per charge beside the
+// peers"). Sent after the commit, from one goroutine per replica, the
+// notification is one small transaction per burst, and the charges'
+// commits do not wait for each other.
+//
+// A wake is only a hint: a lost one (a crash after the commit, a failed
+// notify) costs the relay's poll interval, never an event.
+type Waker struct {
+	notify func(context.Context) error
+	logger *slog.Logger
+	kick   chan struct{}
+}
+
+// NewWaker returns a Waker that sends its wakes with notify.
+func NewWaker(notify func(context.Context) error, logger *slog.Logger) *Waker {
+	return &Waker{notify: notify, logger: logger, kick: make(chan struct{}, 1)}
+}
+
+// Wake asks for a notification soon. It never blocks: a wake asked for
+// while one is pending joins it. A nil Waker does nothing.
+func (w *Waker) Wake() {
+	if w == nil {
+		return
+	}
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run sends the wakes until ctx ends, and returns nil then.
+func (w *Waker) Run(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.kick:
+		}
+		if err := w.notify(ctx); err != nil && ctx.Err() == nil {
+			// Debug, not warn: during a database outage every burst
+			// fails, and the relay's poll makes up for each.
+			w.logger.DebugContext(ctx, "outbox waker: notify failed; the relay's poll will find the rows", "err", err)
+		}
+		if !backoff.Sleep(ctx, WakeGap) {
+			return nil
+		}
+	}
+}
+
+// Metrics are the relay's Prometheus series. A nil *Metrics records nothing.
+type Metrics struct {
+	publishedTotal *prometheus.CounterVec
+	lag            prometheus.Gauge
+	leader         prometheus.Gauge
+	delay          prometheus.Histogram
+}
+
+// NewMetrics registers the relay's series on reg. topic is the configured
+// PAYMENT_EVENTS_TOPIC: the label of the lag and leader gauges (which are
+// about the whole outbox), and the first series of the published counter,
+// which counts per topic the rows were addressed to.
+//
+// Alert on max(outbox_relay_lag_seconds) growing, and on
+// sum(outbox_relay_leader) == 0 for longer than a restart: the lag is
+// measured by the leader only, so without one it reads 0.
+func NewMetrics(reg prometheus.Registerer, topic string) *Metrics {
+	labels := prometheus.Labels{"topic": topic}
+	m := &Metrics{
+		publishedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "outbox_events_published_total",
+			Help: "Outbox events published to Kafka and acknowledged, by the topic stored in the row (a republished event counts again).",
+		}, []string{"topic"}),
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name:        "outbox_relay_lag_seconds",
+			Help:        "Age of the oldest unpublished outbox event at the leader's last read; 0 when none is pending.",
+			ConstLabels: labels,
+		}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name:        "outbox_relay_leader",
+			Help:        "1 while this replica's relay holds the leadership, else 0.",
+			ConstLabels: labels,
+		}),
+	}
+	m.delay = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "outbox_event_publish_delay_seconds",
+		Help: "Time from an outbox row's created_at (the start of the transaction that recorded the outcome) to the broker's acknowledgement of its event; a republished event is observed again.",
+		// From a NOTIFY wake-up (milliseconds) to a missed one waiting for
+		// the safety-net poll (OUTBOX_POLL_INTERVAL, 5 s) and beyond.
+		Buckets:     []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		ConstLabels: labels,
+	})
+	m.publishedTotal.WithLabelValues(topic) // export zero, so alerts see the series
+	reg.MustRegister(m.publishedTotal, m.lag, m.leader, m.delay)
+	return m
+}
+
+// publishDelay observes, for each event of a batch read readAgo before its
+// acknowledgement, how long it waited from its row's creation.
+func (m *Metrics) publishDelay(events []Event, readAgo time.Duration) {
+	if m == nil {
+		return
+	}
+	for _, e := range events {
+		m.delay.Observe((e.Age + readAgo).Seconds())
+	}
+}
+
+func (m *Metrics) published(topic string, n int) {
+	if m != nil {
+		m.publishedTotal.WithLabelValues(topic).Add(float64(n))
+	}
+}
+
+func (m *Metrics) setLag(d time.Duration) {
+	if m != nil {
+		m.lag.Set(d.Seconds())
+	}
+}
+
+func (m *Metrics) setLeader(on bool) {
+	if m == nil {
+		return
+	}
+	if on {
+		m.leader.Set(1)
+	} else {
+		m.leader.Set(0)
+		m.lag.Set(0)
+	}
+}
